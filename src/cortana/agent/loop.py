@@ -1,0 +1,256 @@
+"""The run lifecycle, written once for ``run`` and ``run_stream``.
+
+    prompt + thread
+      -> memory: history, long-term context, provider tools
+      -> messages = system + history + (context + user message)
+      -> model call
+           no tool calls -> RunResult
+           tool calls    -> authorize each, validate arguments, run them with
+                            bounded concurrency, append results in request
+                            order -> next model call
+
+Every message is handed to memory as soon as it is final, so an engine that
+dies mid-turn loses nothing already said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+from cortana.agent.events import (
+    ModelCallFinished,
+    ModelCallStarted,
+    RunEvent,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from cortana.agent.toolbox import Toolbox
+from cortana.errors import MaxToolIterationsError, ModelError, ToolError
+from cortana.memory.base import MemoryProvider, resolve_memory
+from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall
+from cortana.models.base import ModelRequest, ModelResponse, ModelSettings
+from cortana.tools.base import RunContext, Tool, as_tools, format_tool_result
+from cortana.tools.permissions import authorize_call
+
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+
+__all__ = ["run_events"]
+
+
+async def run_events(
+    agent: Agent,
+    prompt: str,
+    *,
+    thread: ThreadRef,
+    context: str | None,
+    history: Sequence[Message] | None,
+    settings: ModelSettings,
+) -> AsyncGenerator[RunEvent, None]:
+    """Run one turn of ``agent`` and yield its events; the last is :class:`RunFinished`."""
+    started = time.perf_counter()
+    metrics = RunMetrics()
+    memory = await resolve_memory(agent.memory, thread)
+    past = list(history or [])
+    if memory is not None:
+        past += await memory.load_history(thread)
+        recalled = await memory.retrieve_context(thread, prompt)
+        context = "\n\n".join(part for part in (recalled, context) if part) or None
+    provider_tools, _ = as_tools(memory.tools(thread)) if memory is not None else ([], [])
+    toolbox = Toolbox([*agent.tools, *provider_tools], agent.tool_groups)
+
+    new_messages = [Message.user(f"{context}\n\n{prompt}" if context else prompt)]
+    await _persist(memory, thread, new_messages)
+    system = [Message.system(agent.instructions)] if agent.instructions else []
+    transcript = [*system, *past, *new_messages]
+    run_context = RunContext(agent=agent, thread=thread, metrics=metrics, messages=transcript)
+
+    iterations, budget = 0, agent.max_tool_iterations
+    while True:
+        response: ModelResponse | None = None
+        async for event in _call_model(agent, transcript, toolbox, settings, metrics, iterations):
+            if isinstance(event, ModelCallFinished):
+                response = event.response
+            yield event
+        assert response is not None
+        reply = response.message
+        _append(transcript, new_messages, reply)
+        if not reply.tool_calls:
+            await _persist(memory, thread, [reply])
+            break
+        if iterations >= budget:
+            if agent.on_max_iterations is not None and await agent.on_max_iterations(iterations):
+                budget += agent.max_tool_iterations
+            else:
+                unrun = [
+                    Message.tool(call, "Not run: the run stopped at max_tool_iterations.", is_error=True)
+                    for call in reply.tool_calls
+                ]
+                _append(transcript, new_messages, *unrun)
+                await _persist(memory, thread, [reply, *unrun])
+                metrics.elapsed = time.perf_counter() - started
+                raise MaxToolIterationsError(
+                    f"The model was still calling tools after {iterations} tool iterations "
+                    f"(max_tool_iterations={agent.max_tool_iterations}). Raise max_tool_iterations, or pass "
+                    "on_max_iterations= to grant more; the run's messages are on this error's .messages.",
+                    iterations=iterations,
+                    messages=new_messages,
+                    metrics=metrics,
+                )
+        iterations += 1
+        tool_started = time.perf_counter()
+        results: list[Message] = []
+        async for event in _run_tool_calls(agent, reply.tool_calls, toolbox, run_context, results):
+            yield event
+        metrics.tool_time += time.perf_counter() - tool_started
+        _append(transcript, new_messages, *results)
+        await _persist(memory, thread, [reply, *results])
+
+    metrics.elapsed = time.perf_counter() - started
+    yield RunFinished(
+        RunResult(
+            output=reply.content,
+            new_messages=new_messages,
+            metrics=metrics,
+            thread=thread,
+            stop_reason=response.finish_reason,
+        )
+    )
+
+
+async def _call_model(
+    agent: Agent,
+    transcript: list[Message],
+    toolbox: Toolbox,
+    settings: ModelSettings,
+    metrics: RunMetrics,
+    iteration: int,
+) -> AsyncIterator[RunEvent]:
+    """One model call: stream its deltas, then a :class:`ModelCallFinished`."""
+    yield ModelCallStarted(iteration)
+    request = ModelRequest(messages=list(transcript), tools=toolbox.specs(), settings=settings)
+    started = time.perf_counter()
+    response: ModelResponse | None = None
+    async for event in agent.model_client().stream(request):
+        if isinstance(event, ModelResponse):
+            response = event
+        else:
+            yield event
+    duration = time.perf_counter() - started
+    if response is None:
+        raise ModelError("The engine's stream ended without an answer; retry the turn (nothing was lost).")
+    metrics.model_calls += 1
+    metrics.model_time += duration
+    metrics.add_usage(response.usage)
+    yield ModelCallFinished(response, duration, iteration)
+
+
+async def _run_tool_calls(
+    agent: Agent,
+    calls: list[ToolCall],
+    toolbox: Toolbox,
+    context: RunContext,
+    results: list[Message],
+) -> AsyncIterator[RunEvent]:
+    """Authorize and validate each call in order, run the valid ones with bounded concurrency.
+
+    Fills ``results`` with one tool message per call, in request order, and
+    yields a started/finished event pair per call as it happens.
+    """
+    context.metrics.tool_calls += len(calls)
+    slots: list[Message | None] = [None] * len(calls)
+    runnable: list[tuple[int, ToolCall, Tool, dict[str, object]]] = []
+    for index, call in enumerate(calls):
+        checked = await _check_call(agent, call, toolbox, context)
+        if isinstance(checked, Message):
+            slots[index] = checked
+            yield ToolCallStarted(call)
+            yield ToolCallFinished(call, checked, 0.0)
+        else:
+            runnable.append((index, call, checked[0], checked[1]))
+
+    limit = agent.max_parallel_tools if agent.parallel_tool_calls else 1
+    if limit == 1 or len(runnable) <= 1:
+        for index, call, tool, arguments in runnable:
+            yield ToolCallStarted(call)
+            slots[index], duration = await _invoke(tool, call, arguments, context)
+            yield ToolCallFinished(call, slots[index], duration)  # type: ignore[arg-type]
+    else:
+        events: asyncio.Queue[RunEvent] = asyncio.Queue()
+        semaphore = asyncio.Semaphore(limit)
+
+        async def run_one(index: int, call: ToolCall, tool: Tool, arguments: dict[str, object]) -> None:
+            async with semaphore:
+                events.put_nowait(ToolCallStarted(call))
+                slots[index], duration = await _invoke(tool, call, arguments, context)
+                events.put_nowait(ToolCallFinished(call, slots[index], duration))  # type: ignore[arg-type]
+
+        tasks = [asyncio.create_task(run_one(*item)) for item in runnable]
+        try:
+            for _ in range(2 * len(tasks)):
+                yield await events.get()
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    for message in slots:
+        assert message is not None
+        context.metrics.tool_errors += message.is_error
+        results.append(message)
+
+
+async def _check_call(
+    agent: Agent, call: ToolCall, toolbox: Toolbox, context: RunContext
+) -> Message | tuple[Tool, dict[str, object]]:
+    """The tool and validated arguments for ``call``, or the error message the model gets instead."""
+    tool = toolbox.resolve(call.name)
+    if tool is None:
+        return Message.tool(
+            call,
+            f"Unknown tool '{call.name}'. Available tools: {', '.join(toolbox.names()) or '(none)'}.",
+            is_error=True,
+        )
+    decision = await authorize_call(agent.permissions, call, tool, context)
+    if decision.action != "allow":
+        return Message.tool(call, f"Permission denied for '{tool.name}': {decision.reason}.", is_error=True)
+    if call.raw_arguments is not None and not call.arguments:
+        return Message.tool(
+            call,
+            f"The arguments for '{tool.name}' are not a valid JSON object: {call.raw_arguments[:500]!r}. "
+            f"Call it again with a JSON object matching: {tool.parameters.get('properties', {})}",
+            is_error=True,
+        )
+    try:
+        return tool, tool.validate(call.arguments)
+    except ToolError as exc:
+        return Message.tool(call, str(exc), is_error=True)
+
+
+async def _invoke(
+    tool: Tool, call: ToolCall, arguments: dict[str, object], context: RunContext
+) -> tuple[Message, float]:
+    """Run one validated call; an exception becomes an error result, never a crashed run."""
+    started = time.perf_counter()
+    try:
+        value = await tool.invoke(arguments, context)
+        message = Message.tool(call, format_tool_result(value))
+    except ToolError as exc:
+        message = Message.tool(call, f"Error: {exc}", is_error=True)
+    except Exception as exc:
+        message = Message.tool(call, f"Error: tool '{tool.name}' raised {type(exc).__name__}: {exc}", is_error=True)
+    return message, time.perf_counter() - started
+
+
+def _append(transcript: list[Message], new_messages: list[Message], *messages: Message) -> None:
+    transcript.extend(messages)
+    new_messages.extend(messages)
+
+
+async def _persist(memory: MemoryProvider | None, thread: ThreadRef, messages: list[Message]) -> None:
+    if memory is not None and messages:
+        await memory.append_messages(thread, messages)

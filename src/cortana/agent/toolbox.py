@@ -1,0 +1,96 @@
+"""The tools one run can see: the agent's, the memory provider's, and groups loaded on demand."""
+
+import re
+from collections.abc import Sequence
+from typing import Annotated
+
+from pydantic import Field
+
+from cortana.models.base import ToolSpec
+from cortana.tools.base import Tool, ToolGroup
+
+__all__ = ["LOAD_TOOLS", "Toolbox"]
+
+LOAD_TOOLS = "load_tools"
+
+
+def _loose(name: str) -> str:
+    """A name with case and separators folded: small models write ``fs.read`` as ``fs_read``."""
+    return re.sub(r"[._\-\s]+", "_", name.strip()).lower()
+
+
+class Toolbox:
+    """Resolves tool names for one run and tracks which groups the model loaded."""
+
+    def __init__(self, tools: Sequence[Tool], groups: Sequence[ToolGroup]) -> None:
+        self._tools: dict[str, Tool] = {t.name: t for t in tools}
+        self._groups = {g.name: g for g in groups}
+        self._loaded: list[str] = []
+        self._load_tool = self._make_load_tool() if groups else None
+        self._specs: list[ToolSpec] | None = None
+
+    @property
+    def active(self) -> list[Tool]:
+        """Tools the model is offered now, in a stable order."""
+        tools = list(self._tools.values())
+        if self._load_tool is not None:
+            tools.append(self._load_tool)
+        for group in self._loaded:
+            tools.extend(t for t in self._groups[group].tools if t.name not in self._tools)
+        return tools
+
+    def specs(self) -> list[ToolSpec]:
+        """The offered tools as the model sees them (cached until a group loads)."""
+        if self._specs is None:
+            self._specs = [t.spec for t in self.active]
+        return self._specs
+
+    def resolve(self, name: str) -> Tool | None:
+        """The tool called ``name``: exact, then loosely matched, then from an unloaded group (which loads it)."""
+        active = {t.name: t for t in self.active}
+        if name in active:
+            return active[name]
+        loose = {_loose(n): t for n, t in active.items()}
+        if _loose(name) in loose:
+            return loose[_loose(name)]
+        for group in self._groups.values():
+            for candidate in group.tools:
+                if _loose(candidate.name) == _loose(name):
+                    self.load(group.name)
+                    return candidate
+        return None
+
+    def names(self) -> list[str]:
+        """Names of the offered tools."""
+        return [t.name for t in self.active]
+
+    def load(self, group: str) -> ToolGroup:
+        """Make a group's tools available for the rest of the run."""
+        found = self._groups[group]
+        if group not in self._loaded:
+            self._loaded.append(group)
+            self._specs = None
+        return found
+
+    def _make_load_tool(self) -> Tool:
+        listing = "; ".join(f"'{g.name}': {g.description}" for g in self._groups.values())
+
+        group_names = list(self._groups)
+
+        def load_tools(group: Annotated[str, Field(json_schema_extra={"enum": group_names})]) -> str:
+            if group not in self._groups:
+                matches = [g for g in self._groups if _loose(g) == _loose(group)]
+                if not matches:
+                    raise ValueError(f"No tool group '{group}'. Groups: {', '.join(self._groups)}.")
+                group = matches[0]
+            loaded = self.load(group)
+            return f"Loaded '{group}'. You can now call: " + ", ".join(
+                f"{t.name} ({t.description})" if t.description else t.name for t in loaded.tools
+            )
+
+        return Tool(
+            load_tools,
+            name=LOAD_TOOLS,
+            description=f"Load a group of tools so you can call them. Groups: {listing}.",
+            read_only=True,
+        )

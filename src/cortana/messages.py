@@ -1,0 +1,184 @@
+"""The stable internal format: messages, tool calls, run results and metrics.
+
+Every engine adapter converts its wire format into these models and nothing
+else leaves an adapter, so the loop, memory and the CLI never see an engine's
+own response objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Message",
+    "Role",
+    "RunMetrics",
+    "RunResult",
+    "StopReason",
+    "ThreadRef",
+    "ToolCall",
+    "Usage",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+StopReason = Literal["stop", "length"]
+"""Why a run ended: ``stop`` the model finished its answer; ``length`` it hit the token limit."""
+
+
+class ToolCall(BaseModel):
+    """One tool call requested by the model.
+
+    Attributes:
+        id: the call's id, unique within the run; tool results refer to it.
+        name: the tool's name, as the model wrote it.
+        arguments: the parsed arguments. Empty when they did not parse.
+        raw_arguments: the argument text exactly as the model wrote it, kept
+            when it did not parse as a JSON object so the model can be shown its mistake.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+
+class Message(BaseModel):
+    """One chat message in Cortana's own format.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        content: the text. For a tool message, the tool's result as text.
+        tool_calls: the calls an assistant message requests.
+        tool_call_id: for a tool message, the id of the call it answers.
+        name: for a tool message, the tool's name.
+        thinking: the model's reasoning text, when the engine separates it.
+        is_error: for a tool message, whether the tool failed.
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    thinking: str | None = None
+    is_error: bool = False
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        """A system message."""
+        return cls(role="system", content=content)
+
+    @classmethod
+    def user(cls, content: str) -> Message:
+        """A user message."""
+        return cls(role="user", content=content)
+
+    @classmethod
+    def assistant(cls, content: str = "", tool_calls: list[ToolCall] | None = None) -> Message:
+        """An assistant message, optionally requesting tool calls."""
+        return cls(role="assistant", content=content, tool_calls=tool_calls or [])
+
+    @classmethod
+    def tool(cls, call: ToolCall, content: str, *, is_error: bool = False) -> Message:
+        """The result of ``call``."""
+        return cls(role="tool", content=content, tool_call_id=call.id, name=call.name, is_error=is_error)
+
+
+class Usage(BaseModel):
+    """Token counts one model call reported.
+
+    Attributes:
+        prompt_tokens: tokens in the prompt, cached ones included.
+        completion_tokens: tokens the model generated.
+        cached_tokens: prompt tokens the engine reused from its cache instead of re-reading.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def processed_prompt_tokens(self) -> int:
+        """Prompt tokens the engine actually had to read (not served from cache)."""
+        return max(self.prompt_tokens - self.cached_tokens, 0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+class RunMetrics(BaseModel):
+    """What one run cost. Times are seconds.
+
+    Attributes:
+        elapsed: wall time of the whole run.
+        model_time: wall time spent waiting for the model.
+        tool_time: wall time spent running tool batches (parallel calls overlap).
+        model_calls: requests sent to the model.
+        tool_calls: tool calls the model requested (run, denied or failed).
+        tool_errors: tool calls that ended in an error result.
+        subagent_spawns: subagents started during the run.
+        prompt_tokens: prompt tokens over all model calls.
+        completion_tokens: generated tokens over all model calls.
+        cached_prompt_tokens: prompt tokens the engine served from its cache.
+    """
+
+    elapsed: float = 0.0
+    model_time: float = 0.0
+    tool_time: float = 0.0
+    model_calls: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    subagent_spawns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count one model call's tokens."""
+        self.prompt_tokens += usage.prompt_tokens
+        self.completion_tokens += usage.completion_tokens
+        self.cached_prompt_tokens += usage.cached_tokens
+
+    def merge(self, other: RunMetrics) -> RunMetrics:
+        """A new ``RunMetrics`` with every count of ``self`` and ``other`` summed."""
+        return RunMetrics(**{name: getattr(self, name) + getattr(other, name) for name in type(self).model_fields})
+
+
+class ThreadRef(BaseModel):
+    """Who a conversation belongs to.
+
+    Attributes:
+        resource_id: the user, project or workspace that owns conversations.
+        thread_id: one conversation of that resource.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    resource_id: str = "default"
+    thread_id: str = "default"
+
+
+class RunResult(BaseModel):
+    """The outcome of one completed run.
+
+    Attributes:
+        output: the model's final answer text.
+        new_messages: every message this run added (user message first).
+        metrics: what the run cost.
+        thread: the conversation the run belongs to.
+        stop_reason: why the final model call ended.
+    """
+
+    output: str
+    new_messages: list[Message]
+    metrics: RunMetrics
+    thread: ThreadRef
+    stop_reason: StopReason = "stop"

@@ -1,0 +1,38 @@
+"""Shared test setup: unit tests may only talk to loopback, never the network."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: object) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0] if isinstance(address, tuple) else address
+    if host in ("localhost", "", None):
+        return True
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded(real):  # type: ignore[no-untyped-def]
+    def connect(self, address):  # type: ignore[no-untyped-def]
+        if not _is_local(address):
+            raise RuntimeError(f"tests may not reach the network (tried {address!r}); serve fixtures on loopback")
+        return real(self, address)
+
+    return connect
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))

@@ -1,0 +1,430 @@
+"""The run loop: parallel tools, ordering, validation retries, limits, permissions, streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+
+from cortana import (
+    Agent,
+    InMemoryHistory,
+    MaxToolIterationsError,
+    Message,
+    ModelError,
+    PermissionDecision,
+    PermissionGate,
+    RunFinished,
+    TextDelta,
+    ThreadRef,
+    ToolCall,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolError,
+    ToolGroup,
+    Usage,
+    tool,
+)
+from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
+
+
+class Recorder:
+    """Tools that record when they start and end, to observe concurrency."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, tuple[float, float]] = {}
+        self.running = 0
+        self.max_running = 0
+
+    def make(self):  # type: ignore[no-untyped-def]
+        async def nap(label: str, seconds: float = 0.2) -> str:
+            """Sleep, then say which call this was."""
+            start = time.perf_counter()
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+            await asyncio.sleep(seconds)
+            self.running -= 1
+            self.spans[label] = (start, time.perf_counter())
+            return f"done {label}"
+
+        return nap
+
+
+def naps(*labels: str, seconds: float = 0.2) -> ScriptedResponse:
+    return tool_call_response(*(tool_call("nap", label=label, seconds=seconds) for label in labels))
+
+
+def tool_results(result_messages: list[Message]) -> list[str]:
+    return [m.content for m in result_messages if m.role == "tool"]
+
+
+async def test_four_calls_run_in_parallel_and_results_keep_request_order() -> None:
+    recorder = Recorder()
+    model = ScriptedModel([naps("a", "b", "c", "d"), "all done"])
+    agent = Agent(model, tools=[recorder.make()])
+    start = time.perf_counter()
+    result = await agent.run("nap four times")
+    elapsed = time.perf_counter() - start
+    assert elapsed < 0.5, f"4 x 200 ms in parallel took {elapsed:.3f}s"
+    assert recorder.max_running == 4
+    assert tool_results(result.new_messages) == ["done a", "done b", "done c", "done d"]
+    assert result.output == "all done"
+    assert result.metrics.tool_calls == 4 and result.metrics.model_calls == 2
+
+
+async def test_results_keep_request_order_when_later_calls_finish_first() -> None:
+    recorder = Recorder()
+    calls = [tool_call("nap", label=str(i), seconds=0.05 * (4 - i)) for i in range(4)]
+    model = ScriptedModel([tool_call_response(*calls), "ok"])
+    result = await Agent(model, tools=[recorder.make()]).run("go")
+    finish_order = sorted(recorder.spans, key=lambda label: recorder.spans[label][1])
+    assert finish_order == ["3", "2", "1", "0"]
+    tool_messages = [m for m in result.new_messages if m.role == "tool"]
+    assert [m.tool_call_id for m in tool_messages] == [c.id for c in calls]
+    # the next request carries the results in request order too
+    assert [m.content for m in model.requests[1].messages if m.role == "tool"] == [f"done {i}" for i in range(4)]
+
+
+async def test_sync_tools_also_run_in_parallel() -> None:
+    @tool
+    def block(label: str) -> str:
+        """A blocking tool."""
+        time.sleep(0.2)
+        return label
+
+    model = ScriptedModel([tool_call_response(*(tool_call("block", label=x) for x in "abcd")), "ok"])
+    start = time.perf_counter()
+    result = await Agent(model, tools=[block]).run("go")
+    assert time.perf_counter() - start < 0.5
+    assert tool_results(result.new_messages) == ["a", "b", "c", "d"]
+
+
+async def test_parallel_tool_calls_false_runs_one_at_a_time_in_order() -> None:
+    recorder = Recorder()
+    model = ScriptedModel([naps("a", "b", "c", "d", seconds=0.05), "ok"])
+    await Agent(model, tools=[recorder.make()], parallel_tool_calls=False).run("go")
+    assert recorder.max_running == 1
+    spans = [recorder.spans[label] for label in "abcd"]
+    for (_, end), (next_start, _) in itertools.pairwise(spans):
+        assert next_start >= end
+
+
+async def test_fifth_and_sixth_calls_wait_for_a_free_slot() -> None:
+    recorder = Recorder()
+    model = ScriptedModel([naps("1", "2", "3", "4", "5", "6"), "ok"])
+    agent = Agent(model, tools=[recorder.make()], max_parallel_tools=4)
+    start = time.perf_counter()
+    result = await agent.run("six naps")
+    elapsed = time.perf_counter() - start
+    assert recorder.max_running == 4
+    first_free = min(recorder.spans[label][1] for label in "1234")
+    for label in "56":
+        assert recorder.spans[label][0] >= first_free, f"call {label} started before a slot was free"
+    assert 0.4 <= elapsed < 0.7
+    assert tool_results(result.new_messages) == [f"done {i}" for i in "123456"]
+
+
+async def test_invalid_arguments_go_back_to_the_model_and_the_corrected_call_succeeds() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("add", a="two", b=3)),
+            tool_call_response(tool_call("add", a=2, b=3)),
+            "2 + 3 = 5",
+        ]
+    )
+    result = await Agent(model, tools=[add]).run("add 2 and 3")
+    first, second = [m for m in result.new_messages if m.role == "tool"]
+    assert first.is_error and "Invalid arguments for tool 'add'" in first.content and "- a:" in first.content
+    assert model.requests[1].messages[-1] == first, "the model must receive the validation error"
+    assert not second.is_error and second.content == "5"
+    assert result.output == "2 + 3 = 5"
+    assert result.metrics.tool_errors == 1 and result.metrics.tool_calls == 2
+
+
+async def test_arguments_that_did_not_parse_become_a_tool_error() -> None:
+    @tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    broken = ToolCall(id="c1", name="echo", raw_arguments='{"text": "hi"')
+    model = ScriptedModel([tool_call_response(broken), "sorry"])
+    result = await Agent(model, tools=[echo]).run("echo")
+    error = result.new_messages[2]
+    assert error.is_error and "not a valid JSON object" in error.content and '{"text": "hi"' in error.content
+
+
+async def test_max_tool_iterations_raises_with_the_messages_so_far() -> None:
+    recorder = Recorder()
+    model = ScriptedModel([naps(str(i), seconds=0) for i in range(4)])
+    agent = Agent(model, tools=[recorder.make()], max_tool_iterations=3)
+    with pytest.raises(MaxToolIterationsError) as info:
+        await agent.run("loop forever")
+    error = info.value
+    assert error.iterations == 3
+    assert "max_tool_iterations=3" in str(error) and "on_max_iterations" in str(error)
+    assert len(recorder.spans) == 3, "the 4th round must not run"
+    assert error.messages[0].content == "loop forever"
+    assert error.messages[-1].role == "tool" and error.messages[-1].is_error, "every call keeps a result"
+    assert error.metrics is not None and error.metrics.model_calls == 4
+
+
+async def test_on_max_iterations_can_grant_more() -> None:
+    recorder = Recorder()
+    model = ScriptedModel([*(naps(str(i), seconds=0) for i in range(5)), "finished"])
+    asked: list[int] = []
+
+    async def grant(iterations: int) -> bool:
+        asked.append(iterations)
+        return True
+
+    agent = Agent(model, tools=[recorder.make()], max_tool_iterations=3, on_max_iterations=grant)
+    result = await agent.run("keep going")
+    assert result.output == "finished"
+    assert asked == [3]
+    assert len(recorder.spans) == 5
+
+
+async def test_refusing_on_max_iterations_raises() -> None:
+    model = ScriptedModel([naps(str(i), seconds=0) for i in range(3)])
+
+    async def refuse(iterations: int) -> bool:
+        return False
+
+    agent = Agent(model, tools=[Recorder().make()], max_tool_iterations=2, on_max_iterations=refuse)
+    with pytest.raises(MaxToolIterationsError):
+        await agent.run("x")
+
+
+def script() -> list[ScriptedResponse | str]:
+    return [
+        ScriptedResponse(text="Let me check.", tool_calls=[tool_call("nap", label="x", seconds=0)], thinking="hmm"),
+        naps("y", "z", seconds=0),
+        "The answer is 42.",
+    ]
+
+
+async def test_run_and_run_stream_produce_equal_histories() -> None:
+    steps = script()
+    agent_a = Agent(ScriptedModel(steps), tools=[Recorder().make()])
+    agent_b = Agent(ScriptedModel(steps), tools=[Recorder().make()])
+    ran = await agent_a.run("question", thread="t")
+    events = [event async for event in agent_b.run_stream("question", thread="t")]
+    streamed = events[-1]
+    assert isinstance(streamed, RunFinished)
+    assert streamed.result.new_messages == ran.new_messages
+    assert streamed.result.output == ran.output == "The answer is 42."
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Let me check.The answer is 42."
+    started = [e.call.id for e in events if isinstance(e, ToolCallStarted)]
+    finished = [e.call.id for e in events if isinstance(e, ToolCallFinished)]
+    assert sorted(started) == sorted(finished) and len(started) == 3
+    assert ran.new_messages[1].thinking == "hmm"
+
+
+async def test_a_denied_call_is_reported_to_the_model_and_does_not_run() -> None:
+    deleted: list[str] = []
+
+    @tool
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return "deleted"
+
+    @tool(read_only=True)
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return "contents"
+
+    def no_deleting(call: ToolCall, t, ctx):  # type: ignore[no-untyped-def]
+        if call.name == "delete_file":
+            return PermissionDecision.deny("deleting is not allowed in this workspace")
+        return None
+
+    model = ScriptedModel(
+        [tool_call_response(tool_call("delete_file", path="a.txt"), tool_call("read_file", path="a.txt")), "ok"]
+    )
+    result = await Agent(model, tools=[delete_file, read_file], permissions=PermissionGate(check=no_deleting)).run("x")
+    denied, read = [m for m in result.new_messages if m.role == "tool"]
+    assert deleted == []
+    assert denied.is_error and "Permission denied for 'delete_file'" in denied.content
+    assert "deleting is not allowed in this workspace" in denied.content
+    assert read.content == "contents"
+    assert model.requests[1].messages[-2] == denied
+
+
+async def test_ask_goes_to_the_approver_and_can_be_remembered() -> None:
+    ran: list[str] = []
+
+    @tool
+    def write(text: str) -> str:
+        """Write."""
+        ran.append(text)
+        return "written"
+
+    asked: list[str] = []
+
+    def approve(call, t, reason):  # type: ignore[no-untyped-def]
+        asked.append(call.arguments["text"])
+        return PermissionDecision.allow(remember=True)
+
+    gate = PermissionGate(rules={"write": "ask"}, approve=approve)
+    model = ScriptedModel(
+        [tool_call_response(tool_call("write", text="1")), tool_call_response(tool_call("write", text="2")), "ok"]
+    )
+    await Agent(model, tools=[write], permissions=gate).run("x")
+    assert ran == ["1", "2"]
+    assert asked == ["1"], "an approval for the session is asked once"
+
+
+async def test_ask_without_an_approver_denies_with_the_reason() -> None:
+    @tool
+    def write(text: str) -> str:
+        """Write."""
+        raise AssertionError("must not run")
+
+    model = ScriptedModel([tool_call_response(tool_call("write", text="1")), "ok"])
+    result = await Agent(model, tools=[write], permissions=PermissionGate(default="ask")).run("x")
+    assert "needs approval and no one can approve it here" in result.new_messages[2].content
+
+
+async def test_a_tool_that_raises_becomes_an_error_result() -> None:
+    @tool
+    def explode() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    @tool
+    def refuse() -> str:
+        """Fails on purpose."""
+        raise ToolError("the file is locked; try again later")
+
+    model = ScriptedModel([tool_call_response(tool_call("explode"), tool_call("refuse")), "sorry"])
+    result = await Agent(model, tools=[explode, refuse]).run("x")
+    boom, locked = result.new_messages[2:4]
+    assert boom.is_error and "RuntimeError: disk on fire" in boom.content
+    assert locked.is_error and locked.content == "Error: the file is locked; try again later"
+    assert result.metrics.tool_errors == 2
+    assert result.output == "sorry"
+
+
+async def test_unknown_tool_lists_the_available_ones_and_loose_names_match() -> None:
+    @tool(name="fs.read")
+    def read(path: str) -> str:
+        """Read."""
+        return "text"
+
+    model = ScriptedModel([tool_call_response(tool_call("browse", url="x"), tool_call("fs_read", path="a")), "ok"])
+    result = await Agent(model, tools=[read]).run("x")
+    unknown, loose = result.new_messages[2:4]
+    assert unknown.is_error and unknown.content == "Unknown tool 'browse'. Available tools: fs.read."
+    assert loose.content == "text"
+
+
+async def test_tool_groups_load_on_demand() -> None:
+    @tool
+    def forecast(city: str) -> str:
+        """Forecast for a city."""
+        return f"sun in {city}"
+
+    group = ToolGroup("weather", "Weather forecasts", [forecast])
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("load_tools", group="weather")),
+            tool_call_response(tool_call("forecast", city="Rome")),
+            "Sunny.",
+        ]
+    )
+    result = await Agent(model, tools=[group]).run("weather in Rome?")
+    first_tools = [spec.name for spec in model.requests[0].tools]
+    assert first_tools == ["load_tools"]
+    assert "'weather': Weather forecasts" in model.requests[0].tools[0].description
+    assert model.requests[0].tools[0].parameters["properties"]["group"]["enum"] == ["weather"]
+    assert [spec.name for spec in model.requests[1].tools] == ["load_tools", "forecast"]
+    assert "forecast (Forecast for a city.)" in result.new_messages[2].content
+    assert result.new_messages[4].content == "sun in Rome"
+
+
+async def test_usage_and_metrics_add_up() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse(
+                tool_calls=[tool_call("nap", label="a", seconds=0)],
+                usage=Usage(prompt_tokens=100, completion_tokens=10, cached_tokens=0),
+            ),
+            ScriptedResponse(text="done", usage=Usage(prompt_tokens=130, completion_tokens=5, cached_tokens=100)),
+        ]
+    )
+    result = await Agent(model, tools=[Recorder().make()]).run("x")
+    m = result.metrics
+    assert (m.model_calls, m.tool_calls, m.tool_errors) == (2, 1, 0)
+    assert (m.prompt_tokens, m.completion_tokens, m.cached_prompt_tokens) == (230, 15, 100)
+    assert m.elapsed >= m.model_time + m.tool_time > 0
+
+
+async def test_system_prompt_history_and_context_layout() -> None:
+    model = ScriptedModel(["first", "second"])
+    memory = InMemoryHistory()
+    agent = Agent(model, instructions="You are terse.", memory=memory)
+    thread = ThreadRef(resource_id="me", thread_id="t1")
+    await agent.run("hello", thread=thread)
+    await agent.run("again", thread=thread, context="Local time: 10:00")
+    sent = model.requests[1].messages
+    assert [(m.role, m.content) for m in sent] == [
+        ("system", "You are terse."),
+        ("user", "hello"),
+        ("assistant", "first"),
+        ("user", "Local time: 10:00\n\nagain"),
+    ]
+    # the stored turn is exactly what was sent, so the next prompt starts with this one
+    assert memory.threads[thread][-2].content == "Local time: 10:00\n\nagain"
+
+
+async def test_the_user_message_is_saved_when_the_engine_fails() -> None:
+    memory = InMemoryHistory()
+    model = ScriptedModel([ScriptedResponse(text="partial answ", error=ModelError("engine died"))])
+    agent = Agent(model, memory=memory)
+    with pytest.raises(ModelError, match="engine died"):
+        await agent.run("do not lose me", thread="t")
+    assert [m.content for m in memory.threads[ThreadRef(thread_id="t")]] == ["do not lose me"]
+
+
+async def test_history_limit_never_splits_a_tool_call_from_its_results() -> None:
+    memory = InMemoryHistory(last_messages=3)
+    model = ScriptedModel([naps("a", "b", seconds=0), "done", "next"])
+    agent = Agent(model, tools=[Recorder().make()], memory=memory)
+    await agent.run("one", thread="t")
+    await agent.run("two", thread="t")
+    sent = model.requests[2].messages
+    # stored: user, assistant(calls), tool, tool, assistant; the last 3 would start with a tool result
+    assert [m.role for m in sent] == ["assistant", "user"]
+
+
+async def test_scripted_model_says_when_the_script_runs_out() -> None:
+    with pytest.raises(ModelError, match="1 scripted answers and got request #2"):
+        await Agent(ScriptedModel([naps("a", seconds=0)]), tools=[Recorder().make()]).run("x")
+
+
+async def test_agent_without_model_says_how_to_fix_it() -> None:
+    from cortana import UserError
+
+    with pytest.raises(UserError, match="create_model_client"):
+        await Agent().run("hi")
+
+
+async def test_closing_the_stream_early_cancels_running_tools() -> None:
+    recorder = Recorder()
+    agent = Agent(ScriptedModel([naps("a", "b", seconds=5), "never"]), tools=[recorder.make()])
+    stream = agent.run_stream("x")
+    async for event in stream:
+        if isinstance(event, ToolCallStarted):
+            break
+    await stream.aclose()
+    await asyncio.sleep(0.05)
+    assert recorder.running == 0 or recorder.spans == {}

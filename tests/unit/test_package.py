@@ -1,0 +1,52 @@
+"""The package surface: public API, light imports, the command's --version."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import subprocess
+import sys
+
+import cortana
+
+HEAVY = ("rich", "prompt_toolkit", "ollama", "openai", "httpx", "xllamacpp", "mcp", "yaml", "json_repair")
+
+
+def test_import_cortana_loads_no_engine_sdk_and_no_terminal_libraries() -> None:
+    code = "import sys, json, cortana; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = {name.split(".")[0] for name in json.loads(out)}
+    assert loaded.isdisjoint(HEAVY), f"import cortana pulled in {sorted(loaded & set(HEAVY))}"
+
+
+def test_all_names_exist_and_are_documented() -> None:
+    assert sorted(cortana.__all__) == sorted(set(cortana.__all__))
+    for name in cortana.__all__:
+        value = getattr(cortana, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert inspect.getdoc(value), f"cortana.{name} has no docstring"
+
+
+def test_lazy_logger_is_reachable_and_unknown_names_fail() -> None:
+    assert cortana.AgentLogger.__name__ == "AgentLogger"
+    try:
+        cortana.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("expected AttributeError")
+
+
+def test_every_module_has_a_docstring() -> None:
+    import pkgutil
+
+    for info in pkgutil.walk_packages(cortana.__path__, "cortana."):
+        module = importlib.import_module(info.name)
+        assert module.__doc__ and module.__doc__.strip(), f"{info.name} has no module docstring"
+
+
+def test_cortana_version() -> None:
+    out = subprocess.run([sys.executable, "-m", "cortana.cli.main", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"cortana {cortana.__version__}"
