@@ -48,6 +48,9 @@ class Agent:
         permissions: a ``PermissionGate`` every tool call passes (``None`` allows all).
         settings: generation settings sent with every model call.
         logger: receives every run event (``AgentLogger`` shows progress).
+        nudge_repeated_calls: when the model repeats, with the same arguments, only calls
+            that already have results in this run, do not run them again; restate the
+            question once instead (small models loop on tool calls otherwise).
     """
 
     __slots__ = (
@@ -59,6 +62,7 @@ class Agent:
         "max_tool_iterations",
         "memory",
         "name",
+        "nudge_repeated_calls",
         "on_max_iterations",
         "parallel_tool_calls",
         "permissions",
@@ -83,6 +87,7 @@ class Agent:
         permissions: PermissionGate | None = None,
         settings: ModelSettings | None = None,
         logger: EventHandler | None = None,
+        nudge_repeated_calls: bool = True,
     ) -> None:
         if max_tool_iterations < 1:
             raise UserError(f"max_tool_iterations must be at least 1, got {max_tool_iterations}.")
@@ -101,6 +106,7 @@ class Agent:
         self.permissions = permissions
         self.settings = settings
         self.logger = logger
+        self.nudge_repeated_calls = nudge_repeated_calls
 
     @property
     def model(self) -> ModelClient | None:

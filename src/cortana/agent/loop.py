@@ -16,6 +16,7 @@ dies mid-turn loses nothing already said.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING
@@ -33,7 +34,8 @@ from cortana.errors import MaxToolIterationsError, ModelError, ToolError
 from cortana.memory.base import MemoryProvider, resolve_memory
 from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall
 from cortana.models.base import ModelRequest, ModelResponse, ModelSettings
-from cortana.tools.base import RunContext, Tool, as_tools, format_tool_result
+from cortana.prompts import prompt_text
+from cortana.tools.base import RunContext, Tool, as_tools, format_tool_result, loose_name
 from cortana.tools.permissions import authorize_call
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ async def run_events(
     run_context = RunContext(agent=agent, thread=thread, metrics=metrics, messages=transcript)
 
     iterations, budget = 0, agent.max_tool_iterations
+    answered: set[str] = set()  # calls that already have a successful result in this run
+    nudged = False
     while True:
         response: ModelResponse | None = None
         async for event in _call_model(agent, transcript, toolbox, settings, metrics, iterations):
@@ -78,6 +82,14 @@ async def run_events(
             yield event
         assert response is not None
         reply = response.message
+        if reply.tool_calls and agent.nudge_repeated_calls and not nudged and _all_repeated(reply.tool_calls, answered):
+            # Small models often call the same tool again instead of reading its result. Running it
+            # again would repeat side effects and loop; restating the question breaks the loop.
+            nudged = True
+            nudge = Message(role="user", name="cortana", content=prompt_text("repeat_nudge").format(prompt=prompt))
+            _append(transcript, new_messages, nudge)
+            await _persist(memory, thread, [nudge])
+            continue
         _append(transcript, new_messages, reply)
         if not reply.tool_calls:
             await _persist(memory, thread, [reply])
@@ -107,6 +119,9 @@ async def run_events(
         async for event in _run_tool_calls(agent, reply.tool_calls, toolbox, run_context, results):
             yield event
         metrics.tool_time += time.perf_counter() - tool_started
+        answered.update(
+            _call_key(call) for call, result in zip(reply.tool_calls, results, strict=True) if not result.is_error
+        )
         _append(transcript, new_messages, *results)
         await _persist(memory, thread, [reply, *results])
 
@@ -244,6 +259,14 @@ async def _invoke(
     except Exception as exc:
         message = Message.tool(call, f"Error: tool '{tool.name}' raised {type(exc).__name__}: {exc}", is_error=True)
     return message, time.perf_counter() - started
+
+
+def _call_key(call: ToolCall) -> str:
+    return f"{loose_name(call.name)}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
+
+
+def _all_repeated(calls: list[ToolCall], answered: set[str]) -> bool:
+    return all(_call_key(call) in answered for call in calls)
 
 
 def _append(transcript: list[Message], new_messages: list[Message], *messages: Message) -> None:

@@ -1,22 +1,16 @@
 """The tools one run can see: the agent's, the memory provider's, and groups loaded on demand."""
 
-import re
 from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import Field
 
 from cortana.models.base import ToolSpec
-from cortana.tools.base import Tool, ToolGroup
+from cortana.tools.base import Tool, ToolGroup, loose_name
 
 __all__ = ["LOAD_TOOLS", "Toolbox"]
 
 LOAD_TOOLS = "load_tools"
-
-
-def _loose(name: str) -> str:
-    """A name with case and separators folded: small models write ``fs.read`` as ``fs_read``."""
-    return re.sub(r"[._\-\s]+", "_", name.strip()).lower()
 
 
 class Toolbox:
@@ -50,12 +44,12 @@ class Toolbox:
         active = {t.name: t for t in self.active}
         if name in active:
             return active[name]
-        loose = {_loose(n): t for n, t in active.items()}
-        if _loose(name) in loose:
-            return loose[_loose(name)]
+        loose = {loose_name(n): t for n, t in active.items()}
+        if loose_name(name) in loose:
+            return loose[loose_name(name)]
         for group in self._groups.values():
             for candidate in group.tools:
-                if _loose(candidate.name) == _loose(name):
+                if loose_name(candidate.name) == loose_name(name):
                     self.load(group.name)
                     return candidate
         return None
@@ -79,7 +73,7 @@ class Toolbox:
 
         def load_tools(group: Annotated[str, Field(json_schema_extra={"enum": group_names})]) -> str:
             if group not in self._groups:
-                matches = [g for g in self._groups if _loose(g) == _loose(group)]
+                matches = [g for g in self._groups if loose_name(g) == loose_name(group)]
                 if not matches:
                     raise ValueError(f"No tool group '{group}'. Groups: {', '.join(self._groups)}.")
                 group = matches[0]

@@ -38,6 +38,13 @@ class ToolSpec:
     description: str
     parameters: dict[str, Any]
 
+    def as_function(self) -> dict[str, Any]:
+        """The tool in the ``{"type": "function", "function": {...}}`` shape OpenAI and Ollama share."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
 
 @dataclass(slots=True)
 class ModelSettings:

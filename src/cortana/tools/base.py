@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from cortana.agent.agent import Agent
     from cortana.messages import Message, RunMetrics, ThreadRef
 
-__all__ = ["RunContext", "Tool", "ToolArgumentsError", "ToolGroup", "format_tool_result", "tool"]
+__all__ = ["RunContext", "Tool", "ToolArgumentsError", "ToolGroup", "format_tool_result", "loose_name", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # Sync tools run here so that a slow tool never blocks the event loop. Its own
@@ -225,6 +225,11 @@ def as_tools(items: Sequence[Tool | ToolGroup | Callable[..., Any]]) -> tuple[li
         else:
             raise UserError(f"tools= takes Tool, ToolGroup or callables; got {type(item).__name__}.")
     return tools, groups
+
+
+def loose_name(name: str) -> str:
+    """A tool name with case and separators folded: small models write ``fs.read`` as ``fs_read``."""
+    return re.sub(r"[._\-\s]+", "_", name.strip()).lower()
 
 
 def format_tool_result(value: Any) -> str:

@@ -1,0 +1,173 @@
+"""HTTP plumbing shared by the engine adapters: retries, streaming lines, error mapping.
+
+Imported only by adapters (never by ``import cortana``), so httpx loads on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+
+from cortana.errors import EngineUnavailable, ModelError, StreamInterrupted
+
+__all__ = ["HttpEngine"]
+
+_RETRY_STATUSES = {500, 502, 503, 504}
+
+
+class HttpEngine:
+    """An HTTP connection to one engine, with bounded retries and clear errors.
+
+    Args:
+        base_url: the engine's address, e.g. ``http://127.0.0.1:11434``.
+        engine: the engine's name in messages ("Ollama", "llama.cpp"...).
+        start_hint: how to start this engine, shown when nothing answers.
+        timeout: seconds to wait for a response to start (reading a long prompt on CPU is slow).
+        max_retries: extra attempts after a 5xx answer, a timeout or a refused connection.
+        transport: an httpx transport, for tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        engine: str,
+        start_hint: str,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        headers: dict[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.engine = engine
+        self.start_hint = start_hint
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._client = httpx.AsyncClient(
+            base_url=self.base_url,
+            timeout=httpx.Timeout(timeout, connect=5.0),
+            headers=headers,
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        on_error: Callable[[int, str], Exception | None] | None = None,
+        request_timeout: float | None = None,
+    ) -> Any:
+        """Send a request and return the decoded JSON answer (retrying what can be retried)."""
+        response = await self._send(
+            method, path, json_body, stream=False, on_error=on_error, request_timeout=request_timeout
+        )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ModelError(f"{self.engine} at {self.base_url}{path} answered with invalid JSON: {exc}") from exc
+
+    async def stream_lines(
+        self,
+        path: str,
+        json_body: Any,
+        *,
+        on_error: Callable[[int, str], Exception | None] | None = None,
+    ) -> AsyncIterator[str]:
+        """POST and yield the answer's non-empty lines as they arrive.
+
+        A connection that breaks after the answer started raises
+        :class:`StreamInterrupted`; nothing is retried once text was received,
+        so a half-answer is never silently repeated or presented as complete.
+        """
+        response = await self._send("POST", path, json_body, stream=True, on_error=on_error)
+        try:
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield line
+        except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ReadTimeout) as exc:
+            raise StreamInterrupted(
+                f"{self.engine} at {self.base_url} stopped answering mid-stream ({type(exc).__name__}: {exc}). "
+                "The partial answer was discarded; check the engine's log and retry the turn."
+            ) from exc
+        finally:
+            await response.aclose()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        json_body: Any,
+        *,
+        stream: bool,
+        on_error: Callable[[int, str], Exception | None] | None,
+        request_timeout: float | None = None,
+    ) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                request = self._client.build_request(
+                    method,
+                    path,
+                    json=json_body,
+                    timeout=request_timeout if request_timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                )
+                response = await self._client.send(request, stream=stream)
+            except httpx.ConnectError as exc:
+                if attempt < self.max_retries:
+                    attempt += 1
+                    await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
+                    continue
+                raise EngineUnavailable(
+                    f"{self.engine} is not answering at {self.base_url} ({exc}). {self.start_hint}", url=self.base_url
+                ) from exc
+            except httpx.TimeoutException as exc:
+                if attempt < self.max_retries:
+                    attempt += 1
+                    await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
+                    continue
+                raise ModelError(
+                    f"{self.engine} at {self.base_url} did not answer {path} in time after {attempt + 1} attempts "
+                    f"({type(exc).__name__}). A long prompt on a slow CPU can take minutes: raise the timeout, "
+                    "or use a smaller model."
+                ) from exc
+            if response.status_code < 400:
+                return response
+            body = (await response.aread()).decode("utf-8", "replace")
+            await response.aclose()
+            if response.status_code in _RETRY_STATUSES and attempt < self.max_retries:
+                attempt += 1
+                await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
+                continue
+            error = on_error(response.status_code, body) if on_error else None
+            if error is not None:
+                raise error
+            retried = f" after {attempt + 1} attempts" if attempt else ""
+            raise ModelError(
+                f"{self.engine} at {self.base_url}{path} answered HTTP {response.status_code}{retried}: "
+                f"{error_text(body)[:500]}"
+            )
+
+
+def error_text(body: str) -> str:
+    """The human part of an error body: ``{"error": {"message": ...}}``, ``{"error": "..."}`` or the raw text."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.strip()
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict):
+            return str(error.get("message") or error)
+        return str(error)
+    return body.strip()

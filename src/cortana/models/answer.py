@@ -1,0 +1,105 @@
+"""Assembles one streamed answer into our ``Message``, whatever engine sent it.
+
+Adapters feed it text, thinking and tool-call pieces as they arrive; it holds
+back text that may be a tool call written as text, assembles tool calls from
+deltas (tolerating servers that repeat the id and name in every chunk), and at
+the end recovers text-written calls so every engine returns the same shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortana.messages import Message, ToolCall
+from cortana.models.base import ToolSpec
+from cortana.models.toolparse import TextToolCallFilter, load_json, new_call_id, recover_tool_calls
+
+__all__ = ["AnswerBuilder"]
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+    parsed: dict[str, Any] | None = None
+
+
+@dataclass
+class AnswerBuilder:
+    """Collects one answer's pieces.
+
+    Args:
+        tools: the tools offered in the request (text recovery only finds these).
+        recover_text_calls: recover tool calls written as text (on by default).
+    """
+
+    tools: Sequence[ToolSpec]
+    recover_text_calls: bool = True
+    _text: list[str] = field(default_factory=list)
+    _thinking: list[str] = field(default_factory=list)
+    _calls: dict[int, _PartialCall] = field(default_factory=dict)
+    _filter: TextToolCallFilter | None = None
+
+    def __post_init__(self) -> None:
+        self._filter = TextToolCallFilter(self.tools) if self.recover_text_calls and self.tools else None
+
+    @property
+    def text_so_far(self) -> str:
+        """Everything received as text (for error messages about a broken stream)."""
+        return "".join(self._text)
+
+    def add_text(self, delta: str) -> str:
+        """Add answer text; returns what may be shown now (possibly empty)."""
+        self._text.append(delta)
+        return self._filter.feed(delta) if self._filter else delta
+
+    def add_thinking(self, delta: str) -> None:
+        """Add reasoning text."""
+        self._thinking.append(delta)
+
+    def add_call_delta(self, index: int, *, id: str | None, name: str | None, arguments: str | None) -> None:
+        """Add a piece of a streamed structured tool call (OpenAI-style deltas)."""
+        call = self._calls.setdefault(index, _PartialCall())
+        if id and not call.id:
+            call.id = id
+        if name and name != call.name:
+            # Some servers repeat the whole name in every chunk; others send it once.
+            call.name = name if not call.name or call.arguments else call.name + name
+        if arguments:
+            call.arguments += arguments
+
+    def add_call(self, name: str, arguments: dict[str, Any] | str, id: str | None = None) -> None:
+        """Add a whole structured tool call (engines that send calls complete)."""
+        index = len(self._calls)
+        if isinstance(arguments, dict):
+            self._calls[index] = _PartialCall(id=id or "", name=name, parsed=arguments)
+        else:
+            self._calls[index] = _PartialCall(id=id or "", name=name, arguments=arguments)
+
+    def finish(self) -> tuple[str, Message]:
+        """End of the answer: (text still to show, the complete assistant message)."""
+        content = "".join(self._text)
+        thinking = "".join(self._thinking) or None
+        calls = [self._to_tool_call(call) for _, call in sorted(self._calls.items())]
+        tail = ""
+        if self._filter is not None:
+            tail = self._filter.flush()
+            if not calls:
+                content, calls = recover_tool_calls(content, self.tools)
+        return tail, Message(role="assistant", content=content, tool_calls=calls, thinking=thinking)
+
+    @staticmethod
+    def _to_tool_call(call: _PartialCall) -> ToolCall:
+        call_id = call.id or new_call_id()
+        if call.parsed is not None:
+            return ToolCall(id=call_id, name=call.name, arguments=call.parsed)
+        text = call.arguments.strip()
+        if not text:
+            return ToolCall(id=call_id, name=call.name, arguments={})
+        parsed = load_json(text)
+        if isinstance(parsed, dict):
+            return ToolCall(id=call_id, name=call.name, arguments=parsed)
+        return ToolCall(id=call_id, name=call.name, raw_arguments=call.arguments)

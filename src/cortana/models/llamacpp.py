@@ -1,0 +1,82 @@
+"""llama.cpp's ``llama-server``: the OpenAI-compatible chat plus its own endpoints.
+
+``/props`` (and ``/slots``) tell the context window one request really gets,
+``/health`` whether the model is loaded, ``/apply-template`` + ``/tokenize``
+count a prompt's tokens exactly before it is sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from cortana.errors import ModelError
+from cortana.messages import Message
+from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
+
+__all__ = ["DEFAULT_LLAMACPP_URL", "LlamaCppClient"]
+
+DEFAULT_LLAMACPP_URL = "http://127.0.0.1:8080"
+
+
+class LlamaCppClient(OpenAICompatClient):
+    """A ``ModelClient`` for a running ``llama-server``.
+
+    Call :meth:`connect` (``create_model_client`` does) to read the real
+    context window from ``/props``; ``context_window=`` is only a fallback.
+    """
+
+    engine: ClassVar[str] = "llama.cpp"
+    api_path: ClassVar[str] = "/v1"
+    start_hint: ClassVar[str] = (
+        "Start it with `llama-server -m MODEL.gguf --jinja --port 8080`, or install `cortana[local]` "
+        "and let Cortana start its embedded engine."
+    )
+    supports_embeddings: ClassVar[bool] = True
+
+    def __init__(self, model: str = "", *, base_url: str = DEFAULT_LLAMACPP_URL, **kwargs: Any) -> None:
+        super().__init__(model, base_url=base_url, **kwargs)
+        self.props: dict[str, Any] = {}
+
+    async def connect(self) -> LlamaCppClient:
+        """Check the server is healthy and read its real context window and model name."""
+        health = await self.http.request_json("GET", "/health", on_error=self._health_error)
+        if health.get("status") not in ("ok", None):
+            raise ModelError(f"llama.cpp at {self.base_url} is not ready: {health}")
+        self.props = await self.http.request_json("GET", "/props")
+        window = (self.props.get("default_generation_settings") or {}).get("n_ctx")
+        slots = await self._slots()
+        if slots:
+            slot_windows = [slot["n_ctx"] for slot in slots if slot.get("n_ctx")]
+            window = min([*slot_windows, *([window] if window else [])]) if slot_windows else window
+        if window:
+            self._context_window = int(window)
+        if not self.model:
+            self.model = str(self.props.get("model_alias") or self.props.get("model_path") or "default")
+        return self
+
+    async def _slots(self) -> list[dict[str, Any]]:
+        try:
+            data = await self.http.request_json("GET", "/slots", on_error=lambda status, body: _Unavailable())
+        except _Unavailable:
+            return []  # started without --slots: /props alone tells the window
+        return data if isinstance(data, list) else []
+
+    async def count_tokens(self, messages: list[Message]) -> int | None:
+        """Exact prompt tokens: the server's chat template, then its tokenizer."""
+        rendered = await self.http.request_json(
+            "POST", "/apply-template", json_body={"messages": to_openai_messages(messages)}
+        )
+        tokens = await self.http.request_json("POST", "/tokenize", json_body={"content": rendered["prompt"]})
+        return len(tokens["tokens"])
+
+    def _health_error(self, status: int, body: str) -> Exception | None:
+        if status == 503:
+            return ModelError(f"llama.cpp at {self.base_url} is still loading its model; retry in a few seconds.")
+        return None
+
+    def pull_hint(self) -> str:
+        return "llama.cpp serves the one model it was started with (-m MODEL.gguf); restart it with the model you want."
+
+
+class _Unavailable(Exception):
+    pass

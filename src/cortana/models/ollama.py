@@ -1,0 +1,235 @@
+"""Ollama through its native API: ``/api/chat``, ``/api/show``, ``/api/embed``, ``/api/tags``.
+
+One fixed ``num_ctx`` is sent with every request of a session, because a
+changing value makes Ollama reload the model. It comes from
+``OLLAMA_CONTEXT_WINDOW``, ``OLLAMA_CONTEXT_LENGTH``, the ``context_window``
+argument (cortana.yml), or the model's own length from ``/api/show``, capped
+at ``MAX_DEFAULT_NUM_CTX`` so a 128k-token model does not fill the memory
+of a laptop by default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+from cortana.errors import ConfigError, ModelError, ModelNotFound
+from cortana.messages import Message, Usage
+from cortana.models._http import HttpEngine, error_text
+from cortana.models.answer import AnswerBuilder
+from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+
+__all__ = ["DEFAULT_OLLAMA_URL", "MAX_DEFAULT_NUM_CTX", "OllamaClient", "ollama_base_url"]
+
+DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+MAX_DEFAULT_NUM_CTX = 32768
+
+
+def ollama_base_url(value: str | None = None) -> str:
+    """The Ollama address: ``value``, else ``OLLAMA_HOST`` (``host``, ``host:port`` or a URL), else the default."""
+    host = value or os.environ.get("OLLAMA_HOST", "")
+    if not host:
+        return DEFAULT_OLLAMA_URL
+    if "://" not in host:
+        host = f"http://{host}"
+    scheme, _, rest = host.partition("://")
+    hostport = rest.split("/", 1)[0]
+    if hostport.startswith("0.0.0.0"):
+        hostport = "127.0.0.1" + hostport[len("0.0.0.0") :]  # a bind address; connect to loopback
+    if ":" not in hostport.rsplit("]", 1)[-1]:
+        hostport += ":11434"
+    return f"{scheme}://{hostport}"
+
+
+def _env_window() -> int | None:
+    for name in ("OLLAMA_CONTEXT_WINDOW", "OLLAMA_CONTEXT_LENGTH"):
+        raw = os.environ.get(name)
+        if raw:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"must be a whole number of tokens, got {raw!r}", key=name, source="environment"
+                ) from None
+            if value < 256:
+                raise ConfigError(f"must be at least 256 tokens, got {value}", key=name, source="environment")
+            return value
+    return None
+
+
+def to_ollama_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Our messages in Ollama's chat format (tool arguments as objects, results named by tool)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        item: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.role == "assistant" and message.tool_calls:
+            item["tool_calls"] = [
+                {"function": {"name": call.name, "arguments": call.arguments}} for call in message.tool_calls
+            ]
+        if message.role == "tool" and message.name:
+            item["tool_name"] = message.name
+        out.append(item)
+    return out
+
+
+class OllamaClient(BaseModelClient):
+    """A ``ModelClient`` for Ollama's native API.
+
+    Args:
+        model: the model name, e.g. ``qwen2.5-coder:1.5b``.
+        base_url: default ``OLLAMA_HOST`` or ``http://127.0.0.1:11434``.
+        context_window: ``num_ctx`` to send (environment variables take precedence).
+        keep_alive: how long Ollama keeps the model loaded (``"5m"``, ``-1``...).
+        think: ask thinking models to think (``True``/``False``; ``None``: the model's default).
+        recover_text_tool_calls: recover tool calls the model wrote as text.
+        transport: an httpx transport, for tests.
+    """
+
+    engine: ClassVar[str] = "Ollama"
+    supports_embeddings: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        context_window: int | None = None,
+        keep_alive: str | int | None = None,
+        think: bool | None = None,
+        recover_text_tool_calls: bool = True,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+        transport: Any = None,
+    ) -> None:
+        self.model = model
+        self.keep_alive = keep_alive
+        self.think = think
+        self.recover_text_tool_calls = recover_text_tool_calls
+        self._context_window = _env_window() or context_window
+        self.capabilities: list[str] = []
+        self.model_length: int | None = None
+        self.http = HttpEngine(
+            ollama_base_url(base_url),
+            engine="Ollama",
+            start_hint="Start it with `ollama serve`, or set engine: llamacpp in cortana.yml, "
+            "or install `cortana[local]` for the embedded engine.",
+            timeout=timeout,
+            max_retries=max_retries,
+            transport=transport,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """Ollama's address."""
+        return self.http.base_url
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def connect(self) -> OllamaClient:
+        """Read the model's length and capabilities from ``/api/show`` and fix ``num_ctx`` for the session."""
+        show = await self.http.request_json("POST", "/api/show", json_body={"model": self.model}, on_error=self._error)
+        self.capabilities = list(show.get("capabilities") or [])
+        info = show.get("model_info") or {}
+        lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)]
+        self.model_length = lengths[0] if lengths else None
+        if self._context_window is None and self.model_length:
+            self._context_window = min(self.model_length, MAX_DEFAULT_NUM_CTX)
+        return self
+
+    @property
+    def supports_thinking(self) -> bool:
+        """Whether ``/api/show`` listed the ``thinking`` capability."""
+        return "thinking" in self.capabilities
+
+    async def list_models(self) -> list[str]:
+        """Names of the locally pulled models (``/api/tags``)."""
+        data = await self.http.request_json("GET", "/api/tags")
+        return [item["name"] for item in data.get("models", [])]
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Embeddings from ``/api/embed``, in input order."""
+        data = await self.http.request_json(
+            "POST", "/api/embed", json_body={"model": self.model, "input": texts}, on_error=self._error
+        )
+        return [list(map(float, vector)) for vector in data["embeddings"]]
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of ``/api/chat`` for ``request``."""
+        settings = request.settings
+        options: dict[str, Any] = {}
+        if self._context_window:
+            options["num_ctx"] = self._context_window
+        for key, value in (
+            ("temperature", settings.temperature),
+            ("num_predict", settings.max_tokens),
+            ("seed", settings.seed),
+        ):
+            if value is not None:
+                options[key] = value
+        body: dict[str, Any] = {"model": self.model, "messages": to_ollama_messages(request.messages), "stream": True}
+        if request.tools:
+            body["tools"] = [t.as_function() for t in request.tools]
+        if options:
+            body["options"] = options
+        if self.keep_alive is not None:
+            body["keep_alive"] = self.keep_alive
+        if self.think is not None:
+            body["think"] = self.think
+        body.update(settings.extra)
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
+        final: dict[str, Any] | None = None
+        async for line in self.http.stream_lines("/api/chat", self.request_body(request), on_error=self._error):
+            chunk = json.loads(line)
+            if chunk.get("error"):
+                raise ModelError(f"Ollama reported an error mid-answer: {chunk['error']}")
+            message = chunk.get("message") or {}
+            if message.get("thinking"):
+                answer.add_thinking(message["thinking"])
+                yield ThinkingDelta(message["thinking"])
+            if message.get("content"):
+                shown = answer.add_text(message["content"])
+                if shown:
+                    yield TextDelta(shown)
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                answer.add_call(function.get("name", ""), function.get("arguments") or {}, id=call.get("id"))
+            if chunk.get("done"):
+                final = chunk
+                break
+        if final is None:
+            from cortana.errors import StreamInterrupted
+
+            raise StreamInterrupted(
+                f"Ollama at {self.base_url} closed the stream before the answer was done; "
+                "the partial answer was discarded. Retry the turn.",
+                partial_text=answer.text_so_far,
+            )
+        tail, reply = answer.finish()
+        if tail:
+            yield TextDelta(tail)
+        usage = Usage(prompt_tokens=final.get("prompt_eval_count") or 0, completion_tokens=final.get("eval_count") or 0)
+        yield ModelResponse(
+            message=reply,
+            usage=usage,
+            finish_reason="length" if final.get("done_reason") == "length" else "stop",
+            model=final.get("model") or self.model,
+        )
+
+    def _error(self, status: int, body: str) -> Exception | None:
+        text = error_text(body)
+        if status == 404 or ("not found" in text and "model" in text):
+            return ModelNotFound(
+                f"Ollama has no model '{self.model}' ({text}). Pull it with `ollama pull {self.model}`.",
+                model=self.model,
+            )
+        if "does not support tools" in text:
+            return ModelError(
+                f"{text}. Pick a model with tool support (`ollama show MODEL` lists 'tools' under Capabilities)."
+            )
+        return None

@@ -1,0 +1,236 @@
+"""The OpenAI-compatible chat API, as llama.cpp's server and Docker Model Runner speak it.
+
+Maps our ``ModelRequest`` to ``POST {base}/chat/completions`` (always
+streamed, with ``stream_options.include_usage``) and the SSE answer back to
+our events. Engine-specific parts (llama.cpp's ``/props``, Docker Model
+Runner's model listing) live in ``llamacpp.py`` and ``docker.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
+
+from cortana.errors import ContextOverflow, ModelError, ModelNotFound, StreamInterrupted
+from cortana.messages import Message, Usage
+from cortana.models._http import HttpEngine, error_text
+from cortana.models.answer import AnswerBuilder
+from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+
+__all__ = ["OpenAICompatClient", "to_openai_messages"]
+
+
+def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Our messages in the OpenAI chat format."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
+        elif message.role == "assistant" and message.tool_calls:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": message.content or None,
+                    "tool_calls": [
+                        {
+                            "id": call.id,
+                            "type": "function",
+                            "function": {
+                                "name": call.name,
+                                "arguments": call.raw_arguments
+                                if call.raw_arguments is not None and not call.arguments
+                                else json.dumps(call.arguments, ensure_ascii=False),
+                            },
+                        }
+                        for call in message.tool_calls
+                    ],
+                }
+            )
+        else:
+            out.append({"role": message.role, "content": message.content})
+    return out
+
+
+class OpenAICompatClient(BaseModelClient):
+    """A ``ModelClient`` for any server that speaks the OpenAI chat-completions API.
+
+    Args:
+        model: the model name to send.
+        base_url: the server's address; the OpenAI API sits at ``base_url + api_path``.
+        context_window: the window to report when the server cannot tell.
+        recover_text_tool_calls: recover tool calls the model wrote as text (see ``toolparse``).
+        api_key: sent as a bearer token, for servers that want one.
+        timeout: seconds to wait for an answer to start.
+        max_retries: extra attempts after 5xx answers and timeouts.
+        transport: an httpx transport, for tests.
+    """
+
+    engine: ClassVar[str] = "OpenAI-compatible server"
+    api_path: ClassVar[str] = ""
+    """Where the OpenAI API sits under ``base_url`` (llama.cpp: ``/v1``)."""
+    start_hint: ClassVar[str] = "Start the server, or point base_url at one that is running."
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        context_window: int | None = None,
+        recover_text_tool_calls: bool = True,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+        transport: Any = None,
+    ) -> None:
+        self.model = model
+        self._context_window = context_window
+        self.recover_text_tool_calls = recover_text_tool_calls
+        self.http = HttpEngine(
+            base_url,
+            engine=self.engine,
+            start_hint=self.start_hint,
+            timeout=timeout,
+            max_retries=max_retries,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
+            transport=transport,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The server's address."""
+        return self.http.base_url
+
+    async def list_models(self) -> list[str]:
+        """Names of the models the server offers (``GET /models``)."""
+        data = await self.http.request_json("GET", f"{self.api_path}/models")
+        return [item["id"] for item in data.get("data", [])]
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """Embeddings from ``POST /embeddings``, in input order."""
+        data = await self.http.request_json(
+            "POST", f"{self.api_path}/embeddings", json_body={"model": self.model, "input": texts}, on_error=self._error
+        )
+        items = sorted(data["data"], key=lambda item: item.get("index", 0))
+        return [list(map(float, item["embedding"])) for item in items]
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        settings = request.settings
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": to_openai_messages(request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [t.as_function() for t in request.tools]
+            if settings.tool_choice in ("auto", "none", "required"):
+                body["tool_choice"] = settings.tool_choice
+            elif settings.tool_choice:
+                body["tool_choice"] = {"type": "function", "function": {"name": settings.tool_choice}}
+        for key, value in (
+            ("temperature", settings.temperature),
+            ("max_tokens", settings.max_tokens),
+            ("seed", settings.seed),
+        ):
+            if value is not None:
+                body[key] = value
+        body.update(settings.extra)
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
+        usage = Usage()
+        finish_reason: str | None = None
+        reported_model: str | None = None
+        done = False
+        async for line in self.http.stream_lines(
+            f"{self.api_path}/chat/completions", self.request_body(request), on_error=self._error
+        ):
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            chunk = json.loads(data)
+            if "error" in chunk:
+                raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
+            reported_model = chunk.get("model") or reported_model
+            if chunk.get("usage"):
+                usage = self._usage(chunk["usage"], chunk.get("timings"))
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("reasoning_content"):
+                    answer.add_thinking(delta["reasoning_content"])
+                    yield ThinkingDelta(delta["reasoning_content"])
+                if delta.get("content"):
+                    shown = answer.add_text(delta["content"])
+                    if shown:
+                        yield TextDelta(shown)
+                for call in delta.get("tool_calls") or []:
+                    function = call.get("function") or {}
+                    answer.add_call_delta(
+                        call.get("index", 0),
+                        id=call.get("id"),
+                        name=function.get("name"),
+                        arguments=function.get("arguments"),
+                    )
+                if choice.get("finish_reason"):
+                    finish_reason = choice["finish_reason"]
+        if not done and finish_reason is None:
+            raise StreamInterrupted(
+                f"{self.engine} at {self.base_url} closed the stream before the answer was complete; "
+                "the partial answer was discarded. Retry the turn.",
+                partial_text=answer.text_so_far,
+            )
+        tail, message = answer.finish()
+        if tail:
+            yield TextDelta(tail)
+        yield ModelResponse(
+            message=message,
+            usage=usage,
+            finish_reason="length" if finish_reason == "length" else "stop",
+            model=reported_model or self.model,
+        )
+
+    @staticmethod
+    def _usage(usage: dict[str, Any], timings: dict[str, Any] | None) -> Usage:
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens")
+        if cached is None and timings:
+            cached = timings.get("cache_n")
+        return Usage(
+            prompt_tokens=usage.get("prompt_tokens") or 0,
+            completion_tokens=usage.get("completion_tokens") or 0,
+            cached_tokens=cached or 0,
+        )
+
+    def _error(self, status: int, body: str) -> Exception | None:
+        """Map an error answer to our errors; ``None`` for the generic message."""
+        text = error_text(body)
+        try:
+            error = json.loads(body).get("error", {})
+        except (ValueError, AttributeError):
+            error = {}
+        if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+            return ContextOverflow(
+                f"The prompt ({error.get('n_prompt_tokens', '?')} tokens) does not fit the context window "
+                f"{self.engine} serves ({error.get('n_ctx', '?')} tokens). Start a new thread, compact the "
+                "conversation, or give the engine a larger context window.",
+                prompt_tokens=error.get("n_prompt_tokens"),
+                context_window=error.get("n_ctx"),
+            )
+        if status == 404 or ("not found" in text.lower() and "model" in text.lower()):
+            return ModelNotFound(
+                f"{self.engine} has no model '{self.model}': {text}. {self.pull_hint()}", model=self.model
+            )
+        return None
+
+    def pull_hint(self) -> str:
+        """How to get a missing model on this engine."""
+        return "Load the model on the server, or choose one it lists."

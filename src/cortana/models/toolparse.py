@@ -1,0 +1,400 @@
+"""Recover tool calls that small models write as text instead of structured calls.
+
+Measured on llama.cpp with ``--jinja``: Qwen2.5-Coder 0.5B/1.5B answer a tool
+request with a ```json fenced block or bare JSON in the message content, and
+the server returns no ``tool_calls``. Other models write ``<tool_call>`` tags,
+several calls in one block, ``<function=name>{...}</function>`` or
+``name(arg=value)``. Every adapter passes its answer through
+:func:`recover_tool_calls` (and, while streaming, :class:`TextToolCallFilter`),
+so the loop sees ordinary :class:`ToolCall` s whatever the model wrote.
+
+Only names of tools the agent offered are recovered; prose that merely contains
+JSON stays text. JSON that small models get wrong (comments, trailing commas,
+single quotes, doubled braces) is fixed with ``json_repair``; values are not
+coerced here: the tool's pydantic validation does that losslessly, and
+arguments that still do not validate reach the model as a tool error.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cortana.messages import ToolCall
+from cortana.models.base import ToolSpec
+from cortana.tools.base import loose_name
+
+__all__ = ["TextToolCallFilter", "load_json", "new_call_id", "recover_tool_calls"]
+
+_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
+_FUNCTION_TAG = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.S)
+_FENCE = re.compile(r"```[ \t]*([\w\-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
+_FENCE_LANGUAGES = {"", "json", "json5", "jsonc", "tool_call", "tool_code", "tool", "python", "py"}
+_NAME_KEYS = ("name", "tool", "tool_name", "function_name")
+_ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "params")
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id."""
+    return f"call_{uuid.uuid4().hex[:12]}"
+
+
+def recover_tool_calls(text: str, tools: Sequence[ToolSpec]) -> tuple[str, list[ToolCall]]:
+    """Find tool calls written as text.
+
+    Returns:
+        ``(remaining_text, calls)``: the text with the recovered calls cut out
+        (stripped), and the calls in the order written. With no offered tools,
+        or nothing that names one, returns ``(text, [])`` unchanged.
+    """
+    if not tools or not text.strip():
+        return text, []
+    names = {loose_name(t.name): t for t in tools}
+    calls: list[ToolCall] = []
+    cut: list[tuple[int, int]] = []
+
+    for pattern, parse in ((_TAG, _parse_block), (_FUNCTION_TAG, _parse_function_tag), (_FENCE, _parse_fence)):
+        for match in pattern.finditer(text):
+            if any(start < match.end() and match.start() < end for start, end in cut):
+                continue
+            found = parse(match, names)
+            if found:
+                calls.extend(found)
+                cut.append(match.span())
+    if not calls:
+        stripped = text.lstrip()
+        offset = len(text) - len(stripped)
+        found, consumed = _parse_leading(stripped, names)
+        if found:
+            calls.extend(found)
+            cut.append((offset, offset + consumed))
+    if not calls:
+        return text, []
+    calls = _distinct(calls)
+    cut.sort()
+    remaining, position = [], 0
+    for start, end in cut:
+        remaining.append(text[position:start])
+        position = end
+    remaining.append(text[position:])
+    return "".join(remaining).strip(), calls
+
+
+def _distinct(calls: list[ToolCall]) -> list[ToolCall]:
+    """Drop exact repeats: a small model stuck in a loop writes the same call many times in one answer."""
+    seen: set[str] = set()
+    distinct = []
+    for call in calls:
+        key = f"{call.name}:{json.dumps(call.arguments, sort_keys=True, default=str)}:{call.raw_arguments}"
+        if key not in seen:
+            seen.add(key)
+            distinct.append(call)
+    return distinct
+
+
+def _parse_block(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
+    """The inside of ``<tool_call>`` tags: one or more JSON calls, or ``name(...)``."""
+    body = match.group(1)
+    found, consumed = _parse_leading(body, names)
+    return found if found and not body[consumed:].strip() else []
+
+
+def _parse_function_tag(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
+    """Llama 3.1 style ``<function=name>{"arg": ...}</function>``."""
+    spec = names.get(loose_name(match.group(1)))
+    if spec is None:
+        return []
+    arguments = load_json(match.group(2)) if match.group(2).strip() else {}
+    return [_make_call(spec, arguments, match.group(2))]
+
+
+def _parse_fence(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
+    """A fenced block whose whole content is tool calls."""
+    if match.group(1).lower() not in _FENCE_LANGUAGES:
+        return []
+    body = match.group(2)
+    found, consumed = _parse_leading(body, names)
+    return found if found and not body[consumed:].strip() else []
+
+
+def _parse_leading(text: str, names: dict[str, ToolSpec]) -> tuple[list[ToolCall], int]:
+    """Calls at the very start of ``text`` and how many characters they use.
+
+    Accepts a JSON object, several objects one after another, a JSON list, or
+    Python-style ``name(arg=value)`` calls (also in a list). Anything that is
+    not entirely calls of offered tools gives ``([], 0)``.
+    """
+    stripped = text.lstrip()
+    lead = len(text) - len(stripped)
+    if stripped.startswith(("{", "[")):
+        values: list[Any] = []
+        position = 0
+        while True:
+            rest = stripped[position:]
+            skipped = len(rest) - len(rest.lstrip(" \t\r\n,;"))
+            rest = rest[skipped:]
+            if not rest.startswith(("{", "[")):
+                break
+            end, closed = _json_extent(rest)
+            if not closed and values:
+                position += skipped + end  # a last call cut off mid-way (max_tokens): drop it
+                break
+            value = load_json(rest[:end])
+            if value is _INVALID:
+                break
+            values.extend(value if isinstance(value, list) else [value])
+            position += skipped + end
+        calls = [_as_call(value, names) for value in values]
+        if values and all(calls):
+            return [c for c in calls if c is not None], lead + position
+    return _parse_python_calls(stripped, names, lead)
+
+
+def _parse_python_calls(text: str, names: dict[str, ToolSpec], lead: int) -> tuple[list[ToolCall], int]:
+    """``name(a=1)`` or ``[f(a=1), g(b=2)]`` on the first line(s), for offered names only."""
+    first = re.match(r"\[?\s*([A-Za-z_][\w.\-]*)\s*\(", text)
+    if not first or loose_name(first.group(1)) not in names:
+        return [], 0
+    end = _call_extent(text)
+    source = text[:end]
+    try:
+        tree = ast.parse(source.replace("-", "_") if "-" in first.group(1) else source, mode="eval").body
+    except SyntaxError:
+        return [], 0
+    nodes = tree.elts if isinstance(tree, ast.List) else [tree]
+    calls = []
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            return [], 0
+        spec = names.get(loose_name(ast.unparse(node.func)))
+        if spec is None:
+            return [], 0
+        try:
+            arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
+            positional = [ast.literal_eval(arg) for arg in node.args]
+        except ValueError:
+            return [], 0
+        arguments.update(zip(spec.parameters.get("properties", {}), positional, strict=False))
+        calls.append(_make_call(spec, arguments, None))
+    return calls, lead + end
+
+
+_INVALID = object()
+
+
+def load_json(text: str) -> Any:
+    """Parse JSON, repairing what small models get wrong; ``_INVALID`` when it is not JSON at all."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    candidate = text.strip()
+    while candidate.startswith("{{") and candidate.endswith("}}"):
+        candidate = candidate[1:-1]  # {{"name": ...}} from templates that show doubled braces
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    import json_repair
+
+    repaired = json_repair.loads(candidate)
+    return _INVALID if repaired in ("", None) else repaired
+
+
+def _json_extent(text: str) -> tuple[int, bool]:
+    """(length, closed) of the balanced JSON-like value at the start of ``text`` (both quote kinds respected)."""
+    depth, quote, escaped = 0, "", False
+    for index, char in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                end = index + 1
+                while text[end : end + 1] == "}" and text.startswith("{{"):
+                    end += 1  # doubled closing braces
+                return end, True
+    return len(text), False
+
+
+def _call_extent(text: str) -> int:
+    """Length of ``name(...)`` / ``[name(...), ...]`` at the start of ``text``."""
+    depth, quote, escaped = 0, "", False
+    opener = text[0]
+    for index, char in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in "\"'":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0 and (opener != "[" or char == "]"):
+                return index + 1
+    return len(text)
+
+
+def _as_call(value: Any, names: dict[str, ToolSpec]) -> ToolCall | None:
+    """A ``ToolCall`` if ``value`` is a call of an offered tool, in any of the shapes models use."""
+    if not isinstance(value, dict):
+        return None
+    function = value.get("function")
+    if isinstance(function, dict):  # OpenAI shape: {"type": "function", "function": {...}}
+        return _as_call(function, names)
+    name = next((value[k] for k in _NAME_KEYS if isinstance(value.get(k), str)), None)
+    if name is None and isinstance(function, str):
+        name = function
+    spec = names.get(loose_name(name)) if name else None
+    if spec is None:
+        return None
+    raw = next((value[k] for k in _ARGUMENT_KEYS if k in value), None)
+    if raw is None:  # {"name": "get_weather", "city": "Paris"}: arguments written inline
+        skip = {*_NAME_KEYS, "function", "type", "id"}
+        raw = {k: v for k, v in value.items() if k not in skip}
+    return _make_call(spec, raw, raw if isinstance(raw, str) else None)
+
+
+def _make_call(spec: ToolSpec, arguments: Any, raw_text: str | None) -> ToolCall:
+    if isinstance(arguments, str):
+        parsed = load_json(arguments) if arguments.strip() else {}
+        arguments = parsed if isinstance(parsed, dict) else None
+    if isinstance(arguments, dict):
+        return ToolCall(id=new_call_id(), name=spec.name, arguments=arguments)
+    return ToolCall(
+        id=new_call_id(), name=spec.name, raw_arguments=raw_text if raw_text is not None else str(arguments)
+    )
+
+
+@dataclass
+class _Hold:
+    start: int
+    closer: str | None  # the text that ends the held block; None: hold to the end of the answer
+
+
+class TextToolCallFilter:
+    """Decides, while an answer streams, which text deltas are safe to show.
+
+    Text that may turn out to be a tool call (an answer that starts with
+    ``{``, ``[``, a fence, a tag or ``offered_tool(``; a fence or tag at a line
+    start later on) is held back until it can be decided, so a user never
+    sees a tool call flash by as text. :func:`recover_tool_calls` on the whole
+    answer stays the authority for what the calls are.
+    """
+
+    def __init__(self, tools: Sequence[ToolSpec]) -> None:
+        self._tools = list(tools)
+        self._names = [loose_name(t.name) for t in tools]
+        self._text = ""
+        self._emitted = 0
+        self._hold: _Hold | None = None
+        self.enabled = bool(tools)
+
+    def feed(self, delta: str) -> str:
+        """Add a delta; return the text that may be shown now."""
+        self._text += delta
+        if not self.enabled:
+            self._emitted = len(self._text)
+            return delta
+        out = []
+        while True:
+            if self._hold is not None:
+                if self._hold.closer is None:
+                    break
+                close = self._text.find(self._hold.closer, self._hold.start + 3)
+                if close < 0:
+                    break
+                end = close + len(self._hold.closer)
+                block = self._text[self._hold.start : end]
+                remaining, calls = recover_tool_calls(block, self._tools)
+                out.append(block if not calls else remaining)
+                self._emitted = end
+                self._hold = None
+                continue
+            start, closer, decided = self._find_trigger()
+            if start is None:
+                out.append(self._text[self._emitted :])
+                self._emitted = len(self._text)
+                break
+            out.append(self._text[self._emitted : start])
+            self._emitted = start
+            if not decided:
+                break  # could still become a trigger: wait for more text
+            self._hold = _Hold(start, closer)
+        return "".join(out)
+
+    def flush(self) -> str:
+        """The answer ended: return what is left to show of the held text (calls cut out)."""
+        pending = self._text[self._emitted :]
+        self._emitted = len(self._text)
+        self._hold = None
+        if not pending:
+            return ""
+        remaining, calls = recover_tool_calls(pending, self._tools)
+        return remaining if calls else pending
+
+    def _find_trigger(self) -> tuple[int | None, str | None, bool]:
+        """The first place from ``_emitted`` where a call may start: (index, closer, decided)."""
+        at_start = not self._text[: self._emitted].strip()
+        index = self._emitted
+        while index <= len(self._text):
+            line_end = self._text.find("\n", index)
+            line = self._text[index:] if line_end < 0 else self._text[index:line_end]
+            body = line.lstrip()
+            first_line = at_start and not self._text[self._emitted : index].strip()
+            result = self._classify(body, complete=line_end >= 0, first=first_line)
+            if result is not None:
+                kind, closer = result
+                if kind == "wait":
+                    return index, None, False
+                return index, closer, True
+            if line_end < 0:
+                return None, None, True
+            index = line_end + 1
+        return None, None, True
+
+    def _classify(self, body: str, *, complete: bool, first: bool) -> tuple[str, str | None] | None:
+        """("hold", closer) if ``body`` starts a possible call, ("wait", None) if it may, else None."""
+        if not body:
+            return None if complete else ("wait", None) if first else None
+        if body.startswith("```"):
+            if not complete:
+                return "wait", None
+            language = body[3:].strip().lower()
+            return ("hold", "```") if language in _FENCE_LANGUAGES else None
+        for tag, closer in (("<tool_call>", "</tool_call>"), ("<function=", "</function>")):
+            if body.startswith(tag):
+                return "hold", closer
+            if tag.startswith(body):
+                return "wait", None
+        if "```".startswith(body):
+            return "wait", None
+        if first:
+            if body[0] in "{[":
+                return "hold", None
+            word = re.match(r"[\w.\-]*", body).group(0)  # type: ignore[union-attr]
+            rest = body[len(word) :]
+            if word and loose_name(word) in self._names and (not rest or rest.lstrip().startswith("(")):
+                return ("hold", None) if rest else ("wait", None)
+            if word and not rest and any(name.startswith(loose_name(word)) for name in self._names):
+                return "wait", None
+        return None

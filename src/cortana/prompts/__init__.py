@@ -1,0 +1,25 @@
+"""Prompt texts Cortana adds to conversations, kept as plain files you can read and override.
+
+``prompt_text(name)`` reads ``<name>.md`` from this folder; a folder named in
+``CORTANA_PROMPTS_DIR`` that holds a file of the same name wins, one file at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["prompt_text"]
+
+
+@functools.cache
+def prompt_text(name: str) -> str:
+    """The text of prompt ``name`` (without trailing newline)."""
+    override_dir = os.environ.get("CORTANA_PROMPTS_DIR")
+    if override_dir:
+        candidate = Path(override_dir) / f"{name}.md"
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8").rstrip("\n")
+    return resources.files(__package__).joinpath(f"{name}.md").read_text(encoding="utf-8").rstrip("\n")
