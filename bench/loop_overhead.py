@@ -79,7 +79,7 @@ def instantiation(runs: int = 1000) -> tuple[float, float]:
     tracemalloc.reset_peak()
     keep = [make() for _ in range(runs)]
     gc.collect()
-    current, peak = tracemalloc.get_traced_memory()
+    _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del keep
     return mean, (peak - baseline) / runs

@@ -14,8 +14,9 @@ DEFAULT_DMR_URL = "http://127.0.0.1:12434"
 class DockerModelRunnerClient(OpenAICompatClient):
     """A ``ModelClient`` for Docker Model Runner (model names like ``ai/qwen2.5``).
 
-    Docker Model Runner does not report the context window it serves, so it is
-    what ``context_window=`` (or cortana.yml) says, and unknown otherwise.
+    The context window is ``context_window=`` (cortana.yml) when given, else
+    ``dmr.context_window`` from the model listing (runners since v1.1.29, for
+    models packaged with one), else unknown.
     """
 
     engine: ClassVar[str] = "Docker Model Runner"
@@ -30,11 +31,26 @@ class DockerModelRunnerClient(OpenAICompatClient):
         super().__init__(model, base_url=base_url, **kwargs)
 
     async def connect(self) -> DockerModelRunnerClient:
-        """Check the runner answers and pick its first model when none was named."""
-        models = await self.list_models()
-        if not self.model and models:
-            self.model = models[0]
+        """Check the runner answers, pick its first model when none was named, and read its context window."""
+        data = await self.http.request_json("GET", f"{self.api_path}/models")
+        entries = data.get("data", [])
+        if not self.model and entries:
+            self.model = entries[0]["id"]
+        for entry in entries:
+            if _same_model(entry.get("id", ""), self.model):
+                window = (entry.get("dmr") or {}).get("context_window")
+                if window and self._context_window is None:
+                    self._context_window = int(window)  # only when the model was packaged with one
         return self
 
     def pull_hint(self) -> str:
         return f"Pull it with `docker model pull {self.model}`."
+
+
+def _same_model(listed: str, wanted: str) -> bool:
+    """``ai/qwen2.5:latest`` and ``ai/qwen2.5`` name the same model."""
+
+    def bare(name: str) -> str:
+        return name[: -len(":latest")] if name.endswith(":latest") else name
+
+    return bare(listed) == bare(wanted)

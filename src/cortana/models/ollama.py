@@ -3,9 +3,9 @@
 One fixed ``num_ctx`` is sent with every request of a session, because a
 changing value makes Ollama reload the model. It comes from
 ``OLLAMA_CONTEXT_WINDOW``, ``OLLAMA_CONTEXT_LENGTH``, the ``context_window``
-argument (cortana.yml), or the model's own length from ``/api/show``, capped
-at ``MAX_DEFAULT_NUM_CTX`` so a 128k-token model does not fill the memory
-of a laptop by default.
+argument (cortana.yml), the ``num_ctx`` the model's Modelfile sets, or the
+model's trained length from ``/api/show``, capped at ``MAX_DEFAULT_NUM_CTX``
+so a 128k-token model does not fill a laptop's memory by default.
 """
 
 from __future__ import annotations
@@ -59,6 +59,15 @@ def _env_window() -> int | None:
     return None
 
 
+def _modelfile_num_ctx(parameters: str) -> int | None:
+    """``num_ctx`` from ``/api/show``'s parameters text (one ``key value`` per line), if the model sets one."""
+    for line in parameters.splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == "num_ctx" and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
 def to_ollama_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """Our messages in Ollama's chat format (tool arguments as objects, results named by tool)."""
     out: list[dict[str, Any]] = []
@@ -66,10 +75,12 @@ def to_ollama_messages(messages: list[Message]) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"role": message.role, "content": message.content}
         if message.role == "assistant" and message.tool_calls:
             item["tool_calls"] = [
-                {"function": {"name": call.name, "arguments": call.arguments}} for call in message.tool_calls
+                {"id": call.id, "function": {"index": index, "name": call.name, "arguments": call.arguments}}
+                for index, call in enumerate(message.tool_calls)
             ]
-        if message.role == "tool" and message.name:
-            item["tool_name"] = message.name
+        if message.role == "tool":
+            item["tool_name"] = message.name  # documented since v0.9.6
+            item["tool_call_id"] = message.tool_call_id  # accepted since v0.12.10
         out.append(item)
     return out
 
@@ -133,10 +144,12 @@ class OllamaClient(BaseModelClient):
         show = await self.http.request_json("POST", "/api/show", json_body={"model": self.model}, on_error=self._error)
         self.capabilities = list(show.get("capabilities") or [])
         info = show.get("model_info") or {}
-        lengths = [v for k, v in info.items() if k.endswith(".context_length") and isinstance(v, int)]
-        self.model_length = lengths[0] if lengths else None
-        if self._context_window is None and self.model_length:
-            self._context_window = min(self.model_length, MAX_DEFAULT_NUM_CTX)
+        length = info.get(f"{info.get('general.architecture')}.context_length")
+        self.model_length = length if isinstance(length, int) else None
+        if self._context_window is None:
+            self._context_window = _modelfile_num_ctx(show.get("parameters") or "") or (
+                min(self.model_length, MAX_DEFAULT_NUM_CTX) if self.model_length else None
+            )
         return self
 
     @property

@@ -161,8 +161,8 @@ class OpenAICompatClient(BaseModelClient):
             if "error" in chunk:
                 raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
             reported_model = chunk.get("model") or reported_model
-            if chunk.get("usage"):
-                usage = self._usage(chunk["usage"], chunk.get("timings"))
+            if chunk.get("usage") or chunk.get("timings"):
+                usage = self._usage(chunk.get("usage"), chunk.get("timings"), usage)
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
                 if delta.get("reasoning_content"):
@@ -199,15 +199,24 @@ class OpenAICompatClient(BaseModelClient):
         )
 
     @staticmethod
-    def _usage(usage: dict[str, Any], timings: dict[str, Any] | None) -> Usage:
-        details = usage.get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens")
-        if cached is None and timings:
-            cached = timings.get("cache_n")
+    def _usage(usage: dict[str, Any] | None, timings: dict[str, Any] | None, previous: Usage) -> Usage:
+        """Usage from the OpenAI ``usage`` object, else from llama.cpp's ``timings`` (cache_n + prompt_n)."""
+        if usage:
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            if cached is None and timings:
+                cached = timings.get("cache_n")
+            return Usage(
+                prompt_tokens=usage.get("prompt_tokens") or 0,
+                completion_tokens=usage.get("completion_tokens") or 0,
+                cached_tokens=cached or 0,
+            )
+        if previous.prompt_tokens or not timings:
+            return previous
+        cached = timings.get("cache_n") or 0
         return Usage(
-            prompt_tokens=usage.get("prompt_tokens") or 0,
-            completion_tokens=usage.get("completion_tokens") or 0,
-            cached_tokens=cached or 0,
+            prompt_tokens=cached + (timings.get("prompt_n") or 0),
+            completion_tokens=timings.get("predicted_n") or 0,
+            cached_tokens=cached,
         )
 
     def _error(self, status: int, body: str) -> Exception | None:

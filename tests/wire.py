@@ -1,0 +1,131 @@
+"""A loopback HTTP server that replays recorded engine answers and records what it was sent.
+
+Adapters for engines we cannot run here are tested against their documented
+wire format, served for real over 127.0.0.1 (not an in-process mock), so the
+whole httpx path, streaming included, is exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@dataclass
+class Reply:
+    """One canned answer."""
+
+    status: int = 200
+    body: bytes = b""
+    lines: list[str] | None = None  # streamed one by one
+    content_type: str = "application/json"
+    line_end: str = "\n"
+    cut_after: int | None = None  # stream this many lines, then drop the connection
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200) -> Reply:
+        return cls(status=status, body=json.dumps(data).encode())
+
+    @classmethod
+    def fixture(cls, name: str) -> Reply:
+        """A reply from a recorded fixture file ``fixtures/<name>.json`` (helper-written shape)."""
+        data = json.loads((FIXTURES / f"{name}.json").read_text())
+        response = data["response"]
+        content_type = response.get("headers", {}).get("content-type", "application/json")
+        if "stream" in response:
+            sse = "event-stream" in content_type
+            return cls(
+                status=response["status"],
+                lines=response["stream"],
+                content_type=content_type,
+                line_end="\n\n" if sse else "\n",
+            )
+        if "text" in response:
+            return cls(status=response["status"], body=response["text"].encode(), content_type=content_type)
+        return cls(status=response["status"], body=json.dumps(response["json"]).encode(), content_type=content_type)
+
+    @classmethod
+    def sse_file(cls, path: Path) -> Reply:
+        """A raw SSE capture (``data: ...`` lines separated by blank lines)."""
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        return cls(lines=lines, content_type="text/event-stream", line_end="\n\n")
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    body: Any
+
+
+@dataclass
+class WireServer:
+    """Serves ``routes`` ((method, path) -> replies, served in turn, the last one repeating)."""
+
+    routes: dict[tuple[str, str], list[Reply]] = field(default_factory=dict)
+    requests: list[Recorded] = field(default_factory=list)
+
+    def add(self, method: str, path: str, *replies: Reply) -> WireServer:
+        self.routes.setdefault((method, path), []).extend(replies)
+        return self
+
+    def start(self) -> str:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._answer("GET")
+
+            def do_POST(self) -> None:
+                self._answer("POST")
+
+            def _answer(self, method: str) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                server.requests.append(Recorded(method, self.path, json.loads(raw) if raw else None))
+                replies = server.routes.get((method, self.path))
+                if not replies:
+                    self.send_response(404)
+                    self.end_headers()
+                    self.wfile.write(b"404 page not found")
+                    return
+                reply = replies.pop(0) if len(replies) > 1 else replies[0]
+                self.send_response(reply.status)
+                self.send_header("Content-Type", reply.content_type)
+                if reply.lines is None:
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                    return
+                self.end_headers()
+                for index, line in enumerate(reply.lines):
+                    if reply.cut_after is not None and index >= reply.cut_after:
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+                    self.wfile.write((line + reply.line_end).encode())
+                    self.wfile.flush()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+        self._thread.start()
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def bodies(self, path: str) -> list[Any]:
+        return [r.body for r in self.requests if r.path == path]
