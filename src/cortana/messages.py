@@ -36,6 +36,8 @@ class ToolCall(BaseModel):
         arguments: the parsed arguments. Empty when they did not parse.
         raw_arguments: the argument text exactly as the model wrote it, kept
             when it did not parse as a JSON object so the model can be shown its mistake.
+        from_text: the model wrote this call as text and Cortana recovered it
+            (the engine returned no structured call).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -44,6 +46,7 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
+    from_text: bool = False
 
 
 class Message(BaseModel):

@@ -122,3 +122,17 @@ async def test_engine_dying_mid_answer_is_a_clear_error_and_the_message_is_kept(
         await client.aclose()
     saved = memory.threads[ThreadRef(thread_id="t")]
     assert [m.content for m in saved] == ["Write a long story about a lighthouse keeper."]
+
+
+def test_cortana_command_answers_once(engine_url: str) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", engine_url,
+         "What is the capital of Italy? Answer in one word."],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Rome" in out.stdout
+    assert "1 model call" in out.stderr, "the summary line goes to stderr, the answer to stdout"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from typing import Literal
 
 import pytest
 
@@ -428,3 +429,103 @@ async def test_closing_the_stream_early_cancels_running_tools() -> None:
     await stream.aclose()
     await asyncio.sleep(0.05)
     assert recorder.running == 0 or recorder.spans == {}
+
+
+async def test_tool_guidance_joins_the_system_prompt_only_when_asked_and_there_are_tools() -> None:
+    from cortana.prompts import prompt_text
+
+    model = ScriptedModel(["a", "b", "c", "d"])
+    await Agent(model, instructions="Be brief.", tool_guidance=True).run("x")
+    await Agent(model, instructions="Be brief.", tools=[Recorder().make()], tool_guidance=True).run("x")
+    await Agent(model, instructions="Be brief.", tools=[Recorder().make()]).run("x")
+    await Agent(model, tools=[Recorder().make()], tool_guidance="Use tools sparingly.").run("x")
+    systems = [request.messages[0].content for request in model.requests]
+    assert systems[0] == "Be brief.", "no tools, no guidance"
+    assert systems[1] == "Be brief.\n\n" + prompt_text("tool_guidance")
+    assert "Only call a tool when" in systems[1]
+    assert systems[2] == "Be brief.", "off by default"
+    assert systems[3] == "Use tools sparingly."
+
+
+async def test_a_repeated_call_is_not_run_again_and_the_question_is_restated() -> None:
+    ran: list[str] = []
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        ran.append(to)
+        return "sent"
+
+    call = tool_call("send_email", to="ann@example.com")
+    again = tool_call("send_email", to="ann@example.com")
+    model = ScriptedModel([tool_call_response(call), tool_call_response(again), "Email sent to Ann."])
+    result = await Agent(model, tools=[send_email]).run("Email Ann")
+    assert ran == ["ann@example.com"], "a repeat must not send the email twice"
+    nudge = result.new_messages[3]
+    assert (nudge.role, nudge.name) == ("user", "cortana")
+    assert nudge.content.endswith("answer in plain text: Email Ann")
+    assert model.requests[2].messages[-1] == nudge
+    assert result.output == "Email sent to Ann."
+    assert [m.role for m in result.new_messages] == ["user", "assistant", "tool", "user", "assistant"]
+
+
+async def test_a_model_that_repeats_after_the_nudge_is_asked_to_answer_without_tools() -> None:
+    ran: list[str] = []
+
+    @tool
+    def status() -> str:
+        """Build status."""
+        ran.append("x")
+        return "running"
+
+    model = ScriptedModel([tool_call_response(tool_call("status")) for _ in range(3)] + ["The build is running."])
+    result = await Agent(model, tools=[status]).run("is the build done?")
+    assert ran == ["x"]
+    assert [len(request.tools) for request in model.requests] == [1, 1, 1, 0]
+    assert result.output == "The build is running."
+
+
+def text_call(name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=f"t_{name}", name=name, arguments=arguments, from_text=True)
+
+
+async def test_an_ungrounded_text_call_is_not_run_and_the_model_answers_without_tools() -> None:
+    asked: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        asked.append(city)
+        return "sunny"
+
+    model = ScriptedModel(
+        [tool_call_response(text_call("get_weather", city="Tokyo")), "Tokyo is the capital of Japan."]
+    )
+    result = await Agent(model, tools=[get_weather]).run("What is the capital of Japan?")
+    assert asked == []
+    assert model.requests[1].tools == [], "the second request withholds the tools"
+    assert result.output == "Tokyo is the capital of Japan."
+    assert [m.role for m in result.new_messages] == ["user", "assistant"]
+
+
+async def test_grounded_text_calls_and_structured_calls_run() -> None:
+    asked: list[str] = []
+
+    @tool
+    def get_weather(city: str, unit: Literal["celsius", "fahrenheit"] = "celsius") -> str:
+        """Weather for a city."""
+        asked.append(city)
+        return "sunny"
+
+    model = ScriptedModel(
+        [
+            tool_call_response(text_call("get_weather", city="Paris", unit="fahrenheit")),
+            tool_call_response(tool_call("get_weather", city="Lyon")),  # structured: not checked
+            "Sunny in both.",
+        ]
+    )
+    await Agent(model, tools=[get_weather]).run("Weather in paris?")
+    assert asked == ["Paris", "Lyon"]
+    off = ScriptedModel([tool_call_response(text_call("get_weather", city="Tokyo")), "ok"])
+    await Agent(off, tools=[get_weather], check_grounding=False).run("What is the capital of Japan?")
+    assert asked[-1] == "Tokyo"

@@ -49,12 +49,21 @@ class Agent:
         settings: generation settings sent with every model call.
         logger: receives every run event (``AgentLogger`` shows progress).
         nudge_repeated_calls: when the model repeats, with the same arguments, only calls
-            that already have results in this run, do not run them again; restate the
-            question once instead (small models loop on tool calls otherwise).
+            that already have results in this run, do not run them again: restate the
+            question once, and if it repeats again, ask for an answer without tools
+            (small models loop on tool calls otherwise).
+        tool_guidance: add a paragraph to the system prompt, when the agent has tools,
+            telling the model to call a tool only when one fits (True: the shipped
+            ``prompts/tool_guidance.md``; a string: your own). Off by default: measured on
+            Qwen2.5-Coder 0.5B/1.5B it changed nothing (see docs/engines.md).
+        check_grounding: do not run a call the model wrote as text when none of its free-text
+            arguments appears in the conversation (a small model "calling" a tool for a
+            question no tool fits); ask for an answer without tools instead.
     """
 
     __slots__ = (
         "_model",
+        "check_grounding",
         "context_window",
         "instructions",
         "logger",
@@ -68,6 +77,7 @@ class Agent:
         "permissions",
         "settings",
         "tool_groups",
+        "tool_guidance",
         "tools",
     )
 
@@ -88,6 +98,8 @@ class Agent:
         settings: ModelSettings | None = None,
         logger: EventHandler | None = None,
         nudge_repeated_calls: bool = True,
+        tool_guidance: bool | str = False,
+        check_grounding: bool = True,
     ) -> None:
         if max_tool_iterations < 1:
             raise UserError(f"max_tool_iterations must be at least 1, got {max_tool_iterations}.")
@@ -107,6 +119,17 @@ class Agent:
         self.settings = settings
         self.logger = logger
         self.nudge_repeated_calls = nudge_repeated_calls
+        self.tool_guidance = tool_guidance
+        self.check_grounding = check_grounding
+
+    def system_prompt(self, *, has_tools: bool) -> str:
+        """The system prompt sent first in every request (byte-identical across turns)."""
+        guidance = ""
+        if has_tools and self.tool_guidance:
+            from cortana.prompts import prompt_text
+
+            guidance = self.tool_guidance if isinstance(self.tool_guidance, str) else prompt_text("tool_guidance")
+        return "\n\n".join(part for part in (self.instructions, guidance) if part)
 
     @property
     def model(self) -> ModelClient | None:

@@ -29,11 +29,12 @@ from cortana.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from cortana.agent.grounding import conversation_evidence, is_grounded
 from cortana.agent.toolbox import Toolbox
 from cortana.errors import MaxToolIterationsError, ModelError, ToolError
 from cortana.memory.base import MemoryProvider, resolve_memory
 from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall
-from cortana.models.base import ModelRequest, ModelResponse, ModelSettings
+from cortana.models.base import ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from cortana.prompts import prompt_text
 from cortana.tools.base import RunContext, Tool, as_tools, format_tool_result, loose_name
 from cortana.tools.permissions import authorize_call
@@ -67,24 +68,39 @@ async def run_events(
 
     new_messages = [Message.user(f"{context}\n\n{prompt}" if context else prompt)]
     await _persist(memory, thread, new_messages)
-    system = [Message.system(agent.instructions)] if agent.instructions else []
+    system_prompt = agent.system_prompt(has_tools=bool(toolbox.specs()))
+    system = [Message.system(system_prompt)] if system_prompt else []
     transcript = [*system, *past, *new_messages]
     run_context = RunContext(agent=agent, thread=thread, metrics=metrics, messages=transcript)
 
     iterations, budget = 0, agent.max_tool_iterations
     answered: set[str] = set()  # calls that already have a successful result in this run
     nudged = False
+    withhold_tools = False  # the next model call gets no tools: the model must answer in text
     while True:
         response: ModelResponse | None = None
-        async for event in _call_model(agent, transcript, toolbox, settings, metrics, iterations):
+        tools = [] if withhold_tools else toolbox.specs()
+        async for event in _call_model(agent, transcript, tools, settings, metrics, iterations):
             if isinstance(event, ModelCallFinished):
                 response = event.response
             yield event
         assert response is not None
         reply = response.message
-        if reply.tool_calls and agent.nudge_repeated_calls and not nudged and _all_repeated(reply.tool_calls, answered):
+        if reply.tool_calls and agent.check_grounding:
+            # A call written as text whose arguments come from nowhere in the conversation is a
+            # small model "calling" a tool for a question no tool fits: ask for a plain answer.
+            evidence = conversation_evidence([*transcript, reply])
+            kept = [call for call in reply.tool_calls if _grounded(call, toolbox, evidence)]
+            if not kept:
+                withhold_tools = True
+                continue
+            reply = reply.model_copy(update={"tool_calls": kept})
+        if reply.tool_calls and agent.nudge_repeated_calls and _all_repeated(reply.tool_calls, answered):
             # Small models often call the same tool again instead of reading its result. Running it
-            # again would repeat side effects and loop; restating the question breaks the loop.
+            # again would repeat side effects and loop: restate the question once, then withhold tools.
+            if nudged:
+                withhold_tools = True
+                continue
             nudged = True
             nudge = Message(role="user", name="cortana", content=prompt_text("repeat_nudge").format(prompt=prompt))
             _append(transcript, new_messages, nudge)
@@ -140,14 +156,14 @@ async def run_events(
 async def _call_model(
     agent: Agent,
     transcript: list[Message],
-    toolbox: Toolbox,
+    tools: list[ToolSpec],
     settings: ModelSettings,
     metrics: RunMetrics,
     iteration: int,
 ) -> AsyncIterator[RunEvent]:
     """One model call: stream its deltas, then a :class:`ModelCallFinished`."""
     yield ModelCallStarted(iteration)
-    request = ModelRequest(messages=list(transcript), tools=toolbox.specs(), settings=settings)
+    request = ModelRequest(messages=list(transcript), tools=tools, settings=settings)
     started = time.perf_counter()
     response: ModelResponse | None = None
     async for event in agent.model_client().stream(request):
@@ -259,6 +275,13 @@ async def _invoke(
     except Exception as exc:
         message = Message.tool(call, f"Error: tool '{tool.name}' raised {type(exc).__name__}: {exc}", is_error=True)
     return message, time.perf_counter() - started
+
+
+def _grounded(call: ToolCall, toolbox: Toolbox, evidence: str) -> bool:
+    if not call.from_text:
+        return True  # structured calls come from models that do tool calling natively
+    tool = toolbox.resolve(call.name)
+    return tool is None or is_grounded(call, tool, evidence)  # unknown names get their own error
 
 
 def _call_key(call: ToolCall) -> str:

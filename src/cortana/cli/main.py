@@ -1,4 +1,9 @@
-"""Entry point of the ``cortana`` command; imports stay light so ``--help`` is instant."""
+"""Entry point of the ``cortana`` command; imports stay light so ``--help`` is instant.
+
+cortana                      interactive session in the current folder
+cortana "question"           answer once and exit
+git diff | cortana "review"  piped text is added to the question
+"""
 
 from __future__ import annotations
 
@@ -12,18 +17,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="cortana",
-        description="Cortana: a local-first assistant and agent framework for small local models.",
+        description="Cortana: a local-first assistant. With no engine running it starts its own "
+        "(llama.cpp on a bundled model).",
     )
+    parser.add_argument("prompt", nargs="*", help="answer this once and exit (otherwise: interactive)")
+    parser.add_argument(
+        "--engine",
+        choices=["auto", "ollama", "docker", "llamacpp", "embedded"],
+        default="auto",
+        help="which engine to use (default: the first running one, else the embedded engine)",
+    )
+    parser.add_argument("--model", help="model name on the engine, or a .gguf path for the embedded engine")
+    parser.add_argument("--base-url", help="the engine's address, if not the usual one")
+    parser.add_argument("--context-window", type=int, help="context window in tokens")
+    parser.add_argument("--threads", type=int, help="CPU threads for the embedded engine (default: half the cores)")
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    parser = build_parser()
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    args = build_parser().parse_args(argv)
+    prompt = " ".join(args.prompt)
+    if not sys.stdin.isatty():
+        piped = sys.stdin.read()
+        if piped.strip():
+            prompt = f"{prompt}\n\n{piped}" if prompt else piped
+    import asyncio
+
+    from cortana.cli.session import run_session
+    from cortana.errors import CortanaError
+
+    try:
+        return asyncio.run(run_session(args, prompt or None))
+    except CortanaError as exc:
+        print(f"cortana: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

