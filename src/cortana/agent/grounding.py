@@ -1,14 +1,15 @@
 """Is a tool call the model wrote as text grounded in the conversation?
 
-Measured on Qwen2.5-Coder 1.5B: for 5 of 12 questions that no offered tool
+Measured on Qwen2.5-Coder 1.5B: for 6 of 12 questions that no offered tool
 fits ("What is the capital of Japan?") the model writes a plausible call
-anyway (``get_weather(city="Tokyo")``), and no system-prompt instruction
-changes that. Such calls share a sign: their free-text arguments come from
+anyway (``get_weather(city="Tokyo")``), and a system-prompt instruction
+barely changes that (5 of 12). Such calls share a sign: their free-text arguments come from
 nowhere in the conversation. A call is grounded when at least one of its
 free-text arguments (not enum values, not numbers or expressions, not
 abbreviations of three letters or fewer) appears in the conversation, or
-when it has no such argument at all. Legitimate calls pass (24 of 24 in our
-recorded set); 4 of those 5 false calls do not.
+when it has no such argument at all. In the recorded set
+(tests/fixtures/toolcalls, scored by bench/toolcalls.py) the check keeps all
+24 right calls of the 1.5B model and stops 5 of its 6 false ones.
 """
 
 from __future__ import annotations

@@ -31,10 +31,12 @@ from cortana.tools.base import loose_name
 
 __all__ = ["TextToolCallFilter", "load_json", "new_call_id", "recover_tool_calls"]
 
-_TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
+# <tools> is the wrapper of the tool list in Qwen's template; the 1.5B model sometimes echoes it around a call.
+_TAG = re.compile(r"<(tool_call|tools)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
 _FUNCTION_TAG = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.S)
 _FENCE = re.compile(r"```[ \t]*([\w\-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
-_FENCE_LANGUAGES = {"", "json", "json5", "jsonc", "tool_call", "tool_code", "tool", "python", "py"}
+# Not "python": a python block with a call in it is more often an example than a call.
+_FENCE_LANGUAGES = {"", "json", "json5", "jsonc", "tool_call", "tool_code", "tool"}
 _NAME_KEYS = ("name", "tool", "tool_name", "function_name")
 _ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "params")
 
@@ -99,7 +101,7 @@ def _distinct(calls: list[ToolCall]) -> list[ToolCall]:
 
 def _parse_block(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
     """The inside of ``<tool_call>`` tags: one or more JSON calls, or ``name(...)``."""
-    body = match.group(1)
+    body = match.group(2)
     found, consumed = _parse_leading(body, names)
     return found if found and not body[consumed:].strip() else []
 
@@ -380,7 +382,7 @@ class TextToolCallFilter:
                 return "wait", None
             language = body[3:].strip().lower()
             return ("hold", "```") if language in _FENCE_LANGUAGES else None
-        for tag, closer in (("<tool_call>", "</tool_call>"), ("<function=", "</function>")):
+        for tag, closer in (("<tool_call>", "</tool_call>"), ("<tools>", "</tools>"), ("<function=", "</function>")):
             if body.startswith(tag):
                 return "hold", closer
             if tag.startswith(body):

@@ -29,7 +29,16 @@ if TYPE_CHECKING:
     from cortana.agent.agent import Agent
     from cortana.messages import Message, RunMetrics, ThreadRef
 
-__all__ = ["RunContext", "Tool", "ToolArgumentsError", "ToolGroup", "format_tool_result", "loose_name", "tool"]
+__all__ = [
+    "RunContext",
+    "SchemaTool",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolGroup",
+    "format_tool_result",
+    "loose_name",
+    "tool",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # Sync tools run here so that a slow tool never blocks the event loop. Its own
@@ -165,6 +174,107 @@ class Tool:
             + "\n".join(problems)
             + f"\nCall '{self.name}' again with arguments that match: {expected}"
         )
+
+
+class SchemaTool(Tool):
+    """A tool defined by a JSON schema rather than a Python signature (MCP tools, other frameworks').
+
+    Validation checks what the schema states at the top level (required
+    arguments, types, enums) and coerces what is lossless (``"5"`` -> 5);
+    the function receives the arguments as keyword arguments.
+
+    Args:
+        name: the tool's name.
+        description: what it does.
+        parameters: the JSON schema of its arguments (an ``object`` schema).
+        function: called with the validated arguments (sync or async).
+        read_only: the tool only reads.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        function: Callable[..., Any],
+        *,
+        read_only: bool = False,
+    ) -> None:
+        if not _NAME.match(name):
+            raise UserError(f"Tool name {name!r} is not allowed: use 1-64 letters, digits, '_', '.' or '-'.")
+        self.function = function
+        self.name = name
+        self.description = description
+        self.read_only = read_only
+        self.parameters = {"type": "object", "properties": {}, **parameters}
+        self._is_async = _is_async_callable(function)
+        self._context_param = None
+        self._args_model = None  # type: ignore[assignment]
+        self._spec = ToolSpec(name, description, self.parameters)
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        properties: dict[str, Any] = self.parameters.get("properties", {})
+        problems: list[str] = []
+        validated = dict(arguments)
+        for required in self.parameters.get("required", []):
+            if required not in arguments:
+                problems.append(f"- {required}: Field required")
+        for key, value in arguments.items():
+            schema = properties.get(key)
+            if schema is None:
+                continue
+            coerced, problem = _coerce(value, schema)
+            if problem:
+                problems.append(f"- {key}: {problem} (got {json.dumps(value, default=str)[:80]})")
+            else:
+                validated[key] = coerced
+        if problems:
+            expected = json.dumps(properties, separators=(",", ":"))
+            raise ToolArgumentsError(
+                f"Invalid arguments for tool '{self.name}':\n"
+                + "\n".join(problems)
+                + f"\nCall '{self.name}' again with arguments that match: {expected}",
+                tool_name=self.name,
+            )
+        return validated
+
+
+def _coerce(value: Any, schema: dict[str, Any]) -> tuple[Any, str | None]:
+    """``value`` as the schema's type where that is lossless, or a problem to report."""
+    if "enum" in schema and value not in schema["enum"]:
+        return value, f"Input should be one of {schema['enum']}"
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if kind is None or (value is None and "null" in kinds):
+        return value, None
+    for candidate in kinds:
+        if candidate == "string" and isinstance(value, str):
+            return value, None
+        if candidate == "boolean":
+            if isinstance(value, bool):
+                return value, None
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true", None
+        if candidate in ("integer", "number") and not isinstance(value, bool):
+            number = value
+            if isinstance(value, str):
+                try:
+                    number = float(value.strip())
+                except ValueError:
+                    continue
+            if isinstance(number, (int, float)):
+                if candidate == "integer":
+                    if float(number).is_integer():
+                        return int(number), None
+                    continue
+                return number, None
+        if candidate == "array" and isinstance(value, list):
+            return value, None
+        if candidate == "object" and isinstance(value, dict):
+            return value, None
+    return value, f"Input should be of type {' or '.join(str(k) for k in kinds)}"
 
 
 @dataclasses.dataclass
