@@ -71,8 +71,11 @@ REAL = [
         "can call it:\n\n\n\nThis will return the current weather conditions for London in Celsius.",
         [("get_weather", {"city": "London", "unit": "celsius"})],
     ),
-    ('<tools>\n{"name": "get_weather", "arguments": {"city": "New York", "unit": "fahrenheit"}}\n</tools>', "",
-     [("get_weather", {"city": "New York", "unit": "fahrenheit"})]),
+    (
+        '<tools>\n{"name": "get_weather", "arguments": {"city": "New York", "unit": "fahrenheit"}}\n</tools>',
+        "",
+        [("get_weather", {"city": "New York", "unit": "fahrenheit"})],
+    ),
     ("<tools></tools>", None, []),
     (
         '{{"name": "Golden retriever puppy", "arguments": {"name": "Golden retriever puppy", "age": "1 year"}}}}',
