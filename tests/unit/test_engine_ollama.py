@@ -237,3 +237,21 @@ def test_ollama_host(value: str | None, expected: str, monkeypatch: pytest.Monke
     else:
         monkeypatch.setenv("OLLAMA_HOST", value)
     assert ollama_base_url() == expected
+
+
+async def test_a_prompt_over_num_ctx_is_refused_before_ollama_truncates_it(
+    wire: WireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortana import ContextOverflow
+
+    monkeypatch.delenv("OLLAMA_CONTEXT_WINDOW", raising=False)
+    monkeypatch.delenv("OLLAMA_CONTEXT_LENGTH", raising=False)
+    wire.add("POST", "/api/chat", Reply.fixture("ollama/chat_plain_stream"))
+    client = OllamaClient("qwen2.5:0.5b", base_url=wire.start(), context_window=4096)
+    await collect(client, ModelRequest([Message.user("why is the sky blue? " * 100)]))  # ~2,100 chars: fits
+    with pytest.raises(ContextOverflow) as info:
+        await collect(client, ModelRequest([Message.user("why is the sky blue? " * 1000)]))
+    assert info.value.context_window == 4096 and (info.value.prompt_tokens or 0) > 4096
+    assert "silently drop" in str(info.value) and "OLLAMA_CONTEXT_WINDOW" in str(info.value)
+    assert len(wire.bodies("/api/chat")) == 1, "the oversize prompt was never sent"
+    await client.aclose()

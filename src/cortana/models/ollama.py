@@ -120,6 +120,7 @@ class OllamaClient(BaseModelClient):
         self.recover_text_tool_calls = recover_text_tool_calls
         self._context_window = _env_window() or context_window
         self.capabilities: list[str] = []
+        self._tokens_per_char = 1 / 3.5  # English text averages ~4 characters a token; JSON and code fewer
         self.model_length: int | None = None
         self.http = HttpEngine(
             ollama_base_url(base_url),
@@ -194,7 +195,37 @@ class OllamaClient(BaseModelClient):
         body.update(settings.extra)
         return body
 
+    def estimate_tokens(self, request: ModelRequest) -> int:
+        """A conservative estimate of the prompt's tokens (Ollama has no tokenizer endpoint)."""
+        body = self.request_body(request)
+        text = json.dumps(body["messages"], ensure_ascii=False) + json.dumps(body.get("tools", []))
+        return int(len(text) * self._tokens_per_char)
+
+    def _check_fits(self, request: ModelRequest) -> None:
+        """Ollama silently drops the start of a prompt longer than ``num_ctx``: refuse it instead."""
+        if not self._context_window:
+            return
+        estimate = self.estimate_tokens(request)
+        if estimate > self._context_window:
+            from cortana.errors import ContextOverflow
+
+            raise ContextOverflow(
+                f"The prompt (about {estimate:,} tokens) does not fit the {self._context_window:,}-token context "
+                "window sent to Ollama (num_ctx), and Ollama would silently drop its start. Start a new thread, "
+                "compact the conversation, or raise OLLAMA_CONTEXT_WINDOW.",
+                prompt_tokens=estimate,
+                context_window=self._context_window,
+            )
+
+    def _calibrate(self, request: ModelRequest, prompt_tokens: int) -> None:
+        """Learn tokens per character from Ollama's own count; only ever upward, so estimates stay conservative."""
+        body = self.request_body(request)
+        chars = len(json.dumps(body["messages"], ensure_ascii=False)) + len(json.dumps(body.get("tools", [])))
+        if chars and prompt_tokens / chars > self._tokens_per_char:
+            self._tokens_per_char = prompt_tokens / chars
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self._check_fits(request)
         answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
         final: dict[str, Any] | None = None
         async for line in self.http.stream_lines("/api/chat", self.request_body(request), on_error=self._error):
@@ -227,6 +258,7 @@ class OllamaClient(BaseModelClient):
         if tail:
             yield TextDelta(tail)
         usage = Usage(prompt_tokens=final.get("prompt_eval_count") or 0, completion_tokens=final.get("eval_count") or 0)
+        self._calibrate(request, usage.prompt_tokens)
         yield ModelResponse(
             message=reply,
             usage=usage,
