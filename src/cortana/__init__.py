@@ -10,46 +10,46 @@
     agent = Agent(model, instructions="Be brief.", tools=[add])
     result = await agent.run("What is 2 + 3?")
 
-Heavy parts (the rich logger, engine SDKs, the CLI) are imported lazily so
-that ``import cortana`` stays fast.
+Every public name is imported on first use (PEP 562), so ``import cortana``
+and ``cortana --help`` stay fast; engine SDKs load only inside their adapters.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cortana.agent.agent import Agent
-from cortana.agent.events import (
-    ModelCallFinished,
-    ModelCallStarted,
-    RunEvent,
-    RunFinished,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-)
-from cortana.errors import (
-    ConfigError,
-    ContextOverflow,
-    CortanaError,
-    EngineUnavailable,
-    MaxToolIterationsError,
-    ModelError,
-    ModelNotFound,
-    PermissionDenied,
-    StreamInterrupted,
-    ToolError,
-    UserError,
-)
-from cortana.memory.base import InMemoryHistory, MemoryProvider
-from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
-from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
-from cortana.tools.base import RunContext, Tool, ToolGroup, tool
-from cortana.tools.permissions import PermissionDecision, PermissionGate
-
 if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+    from cortana.agent.events import (
+        ModelCallFinished,
+        ModelCallStarted,
+        RunEvent,
+        RunFinished,
+        TextDelta,
+        ThinkingDelta,
+        ToolCallFinished,
+        ToolCallStarted,
+    )
     from cortana.agent.logger import AgentLogger
+    from cortana.errors import (
+        ConfigError,
+        ContextOverflow,
+        CortanaError,
+        EngineUnavailable,
+        MaxToolIterationsError,
+        ModelError,
+        ModelNotFound,
+        PermissionDenied,
+        StreamInterrupted,
+        ToolError,
+        UserError,
+    )
+    from cortana.memory.base import InMemoryHistory, MemoryProvider
+    from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
+    from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
+    from cortana.models.factory import create_model_client
+    from cortana.tools.base import RunContext, SchemaTool, Tool, ToolGroup, tool
+    from cortana.tools.permissions import PermissionDecision, PermissionGate
 
 __version__ = "0.1.0"
 
@@ -80,6 +80,7 @@ __all__ = [
     "RunFinished",
     "RunMetrics",
     "RunResult",
+    "SchemaTool",
     "StreamInterrupted",
     "TextDelta",
     "ThinkingDelta",
@@ -93,14 +94,57 @@ __all__ = [
     "Usage",
     "UserError",
     "__version__",
+    "create_model_client",
     "tool",
 ]
 
-_LAZY = {"AgentLogger": "cortana.agent.logger"}
+_LAZY = {
+    "Agent": "cortana.agent.agent",
+    "AgentLogger": "cortana.agent.logger",
+    "ConfigError": "cortana.errors",
+    "ContextOverflow": "cortana.errors",
+    "CortanaError": "cortana.errors",
+    "EngineUnavailable": "cortana.errors",
+    "InMemoryHistory": "cortana.memory.base",
+    "MaxToolIterationsError": "cortana.errors",
+    "MemoryProvider": "cortana.memory.base",
+    "Message": "cortana.messages",
+    "ModelCallFinished": "cortana.agent.events",
+    "ModelCallStarted": "cortana.agent.events",
+    "ModelClient": "cortana.models.base",
+    "ModelError": "cortana.errors",
+    "ModelNotFound": "cortana.errors",
+    "ModelRequest": "cortana.models.base",
+    "ModelResponse": "cortana.models.base",
+    "ModelSettings": "cortana.models.base",
+    "PermissionDecision": "cortana.tools.permissions",
+    "PermissionDenied": "cortana.errors",
+    "PermissionGate": "cortana.tools.permissions",
+    "RunContext": "cortana.tools.base",
+    "RunEvent": "cortana.agent.events",
+    "RunFinished": "cortana.agent.events",
+    "RunMetrics": "cortana.messages",
+    "RunResult": "cortana.messages",
+    "SchemaTool": "cortana.tools.base",
+    "StreamInterrupted": "cortana.errors",
+    "TextDelta": "cortana.agent.events",
+    "ThinkingDelta": "cortana.agent.events",
+    "ThreadRef": "cortana.messages",
+    "Tool": "cortana.tools.base",
+    "ToolCall": "cortana.messages",
+    "ToolCallFinished": "cortana.agent.events",
+    "ToolCallStarted": "cortana.agent.events",
+    "ToolError": "cortana.errors",
+    "ToolGroup": "cortana.tools.base",
+    "Usage": "cortana.messages",
+    "create_model_client": "cortana.models.factory",
+    "UserError": "cortana.errors",
+    "tool": "cortana.tools.base",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """Import rarely needed, heavier names (the rich logger) on first use."""
+    """Import each public name on first use, so ``import cortana`` (and ``cortana --help``) stay instant."""
     if name in _LAZY:
         import importlib
 

@@ -50,3 +50,15 @@ def test_cortana_version() -> None:
     out = subprocess.run([sys.executable, "-m", "cortana.cli.main", "--version"], capture_output=True, text=True)
     assert out.returncode == 0
     assert out.stdout.strip() == f"cortana {cortana.__version__}"
+
+
+def test_help_loads_neither_pydantic_nor_rich() -> None:
+    code = (
+        "import sys, json\n"
+        "from cortana.cli.main import build_parser\n"
+        "build_parser().format_help()\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = {name.split(".")[0] for name in json.loads(out)}
+    assert loaded.isdisjoint({"pydantic", "rich", "httpx"}), sorted(loaded & {"pydantic", "rich", "httpx"})
