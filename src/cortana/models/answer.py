@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cortana.messages import Message, ToolCall
-from cortana.models.base import ToolSpec
+from cortana.errors import StreamInterrupted
+from cortana.messages import Message, StopReason, ToolCall, Usage
+from cortana.models.base import ModelEvent, ModelResponse, TextDelta, ThinkingDelta, ToolSpec
 from cortana.models.toolparse import TextToolCallFilter, load_json, new_call_id, recover_tool_calls
 
 __all__ = ["AnswerBuilder"]
@@ -51,14 +52,16 @@ class AnswerBuilder:
         """Everything received as text (for error messages about a broken stream)."""
         return "".join(self._text)
 
-    def add_text(self, delta: str) -> str:
-        """Add answer text; returns what may be shown now (possibly empty)."""
+    def add_text(self, delta: str) -> TextDelta | None:
+        """Add answer text; returns the event to show now, or None while text is held back."""
         self._text.append(delta)
-        return self._filter.feed(delta) if self._filter else delta
+        shown = self._filter.feed(delta) if self._filter else delta
+        return TextDelta(shown) if shown else None
 
-    def add_thinking(self, delta: str) -> None:
-        """Add reasoning text."""
+    def add_thinking(self, delta: str) -> ThinkingDelta:
+        """Add reasoning text; returns the event to show."""
         self._thinking.append(delta)
+        return ThinkingDelta(delta)
 
     def add_call_delta(self, index: int, *, id: str | None, name: str | None, arguments: str | None) -> None:
         """Add a piece of a streamed structured tool call (OpenAI-style deltas)."""
@@ -78,6 +81,20 @@ class AnswerBuilder:
             self._calls[index] = _PartialCall(id=id or "", name=name, parsed=arguments)
         else:
             self._calls[index] = _PartialCall(id=id or "", name=name, arguments=arguments)
+
+    def interrupted(self, where: str) -> StreamInterrupted:
+        """The error for a stream that ended before the answer was complete."""
+        return StreamInterrupted(
+            f"{where} closed the stream before the answer was complete; the partial answer was discarded. "
+            "Retry the turn.",
+            partial_text=self.text_so_far,
+        )
+
+    def final_events(self, usage: Usage, finish_reason: StopReason, model: str) -> list[ModelEvent]:
+        """The last events of a stream: any held-back text still to show, then the ``ModelResponse``."""
+        tail, message = self.finish()
+        response = ModelResponse(message=message, usage=usage, finish_reason=finish_reason, model=model)
+        return [TextDelta(tail), response] if tail else [response]
 
     def finish(self) -> tuple[str, Message]:
         """End of the answer: (text still to show, the complete assistant message)."""

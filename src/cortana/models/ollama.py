@@ -16,10 +16,10 @@ from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from cortana.errors import ConfigError, ModelError, ModelNotFound
-from cortana.messages import Message, Usage
+from cortana.messages import Message, StopReason, Usage
 from cortana.models._http import HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest
 
 __all__ = ["DEFAULT_OLLAMA_URL", "MAX_DEFAULT_NUM_CTX", "OllamaClient", "ollama_base_url"]
 
@@ -234,12 +234,9 @@ class OllamaClient(BaseModelClient):
                 raise ModelError(f"Ollama reported an error mid-answer: {chunk['error']}")
             message = chunk.get("message") or {}
             if message.get("thinking"):
-                answer.add_thinking(message["thinking"])
-                yield ThinkingDelta(message["thinking"])
-            if message.get("content"):
-                shown = answer.add_text(message["content"])
-                if shown:
-                    yield TextDelta(shown)
+                yield answer.add_thinking(message["thinking"])
+            if message.get("content") and (shown := answer.add_text(message["content"])):
+                yield shown
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
                 answer.add_call(function.get("name", ""), function.get("arguments") or {}, id=call.get("id"))
@@ -247,24 +244,12 @@ class OllamaClient(BaseModelClient):
                 final = chunk
                 break
         if final is None:
-            from cortana.errors import StreamInterrupted
-
-            raise StreamInterrupted(
-                f"Ollama at {self.base_url} closed the stream before the answer was done; "
-                "the partial answer was discarded. Retry the turn.",
-                partial_text=answer.text_so_far,
-            )
-        tail, reply = answer.finish()
-        if tail:
-            yield TextDelta(tail)
+            raise answer.interrupted(f"Ollama at {self.base_url}")
         usage = Usage(prompt_tokens=final.get("prompt_eval_count") or 0, completion_tokens=final.get("eval_count") or 0)
         self._calibrate(request, usage.prompt_tokens)
-        yield ModelResponse(
-            message=reply,
-            usage=usage,
-            finish_reason="length" if final.get("done_reason") == "length" else "stop",
-            model=final.get("model") or self.model,
-        )
+        finish_reason: StopReason = "length" if final.get("done_reason") == "length" else "stop"
+        for event in answer.final_events(usage, finish_reason, final.get("model") or self.model):
+            yield event
 
     def _error(self, status: int, body: str) -> Exception | None:
         text = error_text(body)

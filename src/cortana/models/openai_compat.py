@@ -12,11 +12,11 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-from cortana.errors import ContextOverflow, ModelError, ModelNotFound, StreamInterrupted
-from cortana.messages import Message, Usage
+from cortana.errors import ContextOverflow, ModelError, ModelNotFound
+from cortana.messages import Message, StopReason, Usage
 from cortana.models._http import HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
 
@@ -166,12 +166,9 @@ class OpenAICompatClient(BaseModelClient):
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
                 if delta.get("reasoning_content"):
-                    answer.add_thinking(delta["reasoning_content"])
-                    yield ThinkingDelta(delta["reasoning_content"])
-                if delta.get("content"):
-                    shown = answer.add_text(delta["content"])
-                    if shown:
-                        yield TextDelta(shown)
+                    yield answer.add_thinking(delta["reasoning_content"])
+                if delta.get("content") and (shown := answer.add_text(delta["content"])):
+                    yield shown
                 for call in delta.get("tool_calls") or []:
                     function = call.get("function") or {}
                     answer.add_call_delta(
@@ -183,20 +180,10 @@ class OpenAICompatClient(BaseModelClient):
                 if choice.get("finish_reason"):
                     finish_reason = choice["finish_reason"]
         if not done and finish_reason is None:
-            raise StreamInterrupted(
-                f"{self.engine} at {self.base_url} closed the stream before the answer was complete; "
-                "the partial answer was discarded. Retry the turn.",
-                partial_text=answer.text_so_far,
-            )
-        tail, message = answer.finish()
-        if tail:
-            yield TextDelta(tail)
-        yield ModelResponse(
-            message=message,
-            usage=usage,
-            finish_reason="length" if finish_reason == "length" else "stop",
-            model=reported_model or self.model,
-        )
+            raise answer.interrupted(f"{self.engine} at {self.base_url}")
+        stop: StopReason = "length" if finish_reason == "length" else "stop"
+        for event in answer.final_events(usage, stop, reported_model or self.model):
+            yield event
 
     @staticmethod
     def _usage(usage: dict[str, Any] | None, timings: dict[str, Any] | None, previous: Usage) -> Usage:

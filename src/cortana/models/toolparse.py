@@ -162,7 +162,7 @@ def _parse_python_calls(text: str, names: dict[str, ToolSpec], lead: int) -> tup
     first = re.match(r"\[?\s*([A-Za-z_][\w.\-]*)\s*\(", text)
     if not first or loose_name(first.group(1)) not in names:
         return [], 0
-    end = _call_extent(text)
+    end, _ = _balanced_extent(text)
     source = text[:end]
     try:
         tree = ast.parse(source.replace("-", "_") if "-" in first.group(1) else source, mode="eval").body
@@ -208,35 +208,12 @@ def load_json(text: str) -> Any:
     return _INVALID if repaired in ("", None) else repaired
 
 
-def _json_extent(text: str) -> tuple[int, bool]:
-    """(length, closed) of the balanced JSON-like value at the start of ``text`` (both quote kinds respected)."""
-    depth, quote, escaped = 0, "", False
-    for index, char in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-        elif char in "\"'":
-            quote = char
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                end = index + 1
-                while text[end : end + 1] == "}" and text.startswith("{{"):
-                    end += 1  # doubled closing braces
-                return end, True
-    return len(text), False
+def _balanced_extent(text: str) -> tuple[int, bool]:
+    """(length, closed) of the bracket-balanced span at the start of ``text``, quotes of both kinds respected.
 
-
-def _call_extent(text: str) -> int:
-    """Length of ``name(...)`` / ``[name(...), ...]`` at the start of ``text``."""
+    ``{...}``, ``[...]`` and ``name(...)`` all end where their first bracket closes.
+    """
     depth, quote, escaped = 0, "", False
-    opener = text[0]
     for index, char in enumerate(text):
         if quote:
             if escaped:
@@ -251,9 +228,18 @@ def _call_extent(text: str) -> int:
             depth += 1
         elif char in ")]}":
             depth -= 1
-            if depth == 0 and (opener != "[" or char == "]"):
-                return index + 1
-    return len(text)
+            if depth == 0:
+                return index + 1, True
+    return len(text), False
+
+
+def _json_extent(text: str) -> tuple[int, bool]:
+    """Like :func:`_balanced_extent`, taking in the extra closing braces of a ``{{...}}}`` value."""
+    end, closed = _balanced_extent(text)
+    if closed and text.startswith("{{"):
+        while text[end : end + 1] == "}":
+            end += 1
+    return end, closed
 
 
 def _as_call(value: Any, names: dict[str, ToolSpec]) -> ToolCall | None:
