@@ -5,7 +5,9 @@
       -> messages = system + history + (context + user message)
       -> model call
            no tool calls -> RunResult
-           tool calls    -> authorize each, validate arguments, run them with
+           tool calls    -> screen them (ungrounded text calls, repeats of
+                            answered calls: nudge, or ask again without tools)
+                         -> authorize each, validate arguments, run them with
                             bounded concurrency, append results in request
                             order -> next model call
 
@@ -85,22 +87,11 @@ async def run_events(
                 response = event.response
             yield event
         assert response is not None
-        reply = response.message
-        if reply.tool_calls and agent.check_grounding:
-            # A call written as text whose arguments come from nowhere in the conversation is a
-            # small model "calling" a tool for a question no tool fits: ask for a plain answer.
-            evidence = conversation_evidence([*transcript, reply])
-            kept = [call for call in reply.tool_calls if _grounded(call, toolbox, evidence)]
-            if not kept:
-                withhold_tools = True
-                continue
-            reply = reply.model_copy(update={"tool_calls": kept})
-        if reply.tool_calls and agent.nudge_repeated_calls and _all_repeated(reply.tool_calls, answered):
-            # Small models often call the same tool again instead of reading its result. Running it
-            # again would repeat side effects and loop: restate the question once, then withhold tools.
-            if nudged:
-                withhold_tools = True
-                continue
+        reply, verdict = _screen_reply(agent, response.message, transcript, toolbox, answered, nudged)
+        if verdict == "withhold":
+            withhold_tools = True
+            continue
+        if verdict == "nudge":
             nudged = True
             nudge = Message(role="user", name="cortana", content=prompt_text("repeat_nudge").format(prompt=prompt))
             _append(transcript, new_messages, nudge)
@@ -111,24 +102,12 @@ async def run_events(
             await _persist(memory, thread, [reply])
             break
         if iterations >= budget:
-            if agent.on_max_iterations is not None and await agent.on_max_iterations(iterations):
-                budget += agent.max_tool_iterations
-            else:
-                unrun = [
-                    Message.tool(call, "Not run: the run stopped at max_tool_iterations.", is_error=True)
-                    for call in reply.tool_calls
-                ]
-                _append(transcript, new_messages, *unrun)
-                await _persist(memory, thread, [reply, *unrun])
+            if agent.on_max_iterations is None or not await agent.on_max_iterations(iterations):
                 metrics.elapsed = time.perf_counter() - started
-                raise MaxToolIterationsError(
-                    f"The model was still calling tools after {iterations} tool iterations "
-                    f"(max_tool_iterations={agent.max_tool_iterations}). Raise max_tool_iterations, or pass "
-                    "on_max_iterations= to grant more; the run's messages are on this error's .messages.",
-                    iterations=iterations,
-                    messages=new_messages,
-                    metrics=metrics,
+                raise await _stop_at_max_iterations(
+                    agent, reply, iterations, transcript, new_messages, memory, thread, metrics
                 )
+            budget += agent.max_tool_iterations
         iterations += 1
         tool_started = time.perf_counter()
         results: list[Message] = []
@@ -150,6 +129,61 @@ async def run_events(
             thread=thread,
             stop_reason=response.finish_reason,
         )
+    )
+
+
+def _screen_reply(
+    agent: Agent,
+    reply: Message,
+    transcript: list[Message],
+    toolbox: Toolbox,
+    answered: set[str],
+    nudged: bool,
+) -> tuple[Message, str]:
+    """What to do with a reply's tool calls: ``run`` them, ``nudge`` the model, or ``withhold`` tools.
+
+    Small models "call" a tool for questions no tool fits, with arguments that
+    come from nowhere in the conversation: such text-written calls are dropped,
+    and with none left the model is asked for a plain answer. They also call
+    the same tool again instead of reading its result: re-running it would
+    repeat side effects and loop, so the question is restated once, and then
+    tools are withheld.
+    """
+    if reply.tool_calls and agent.check_grounding:
+        evidence = conversation_evidence([*transcript, reply])
+        kept = [call for call in reply.tool_calls if _grounded(call, toolbox, evidence)]
+        if not kept:
+            return reply, "withhold"
+        reply = reply.model_copy(update={"tool_calls": kept})
+    if reply.tool_calls and agent.nudge_repeated_calls and _all_repeated(reply.tool_calls, answered):
+        return reply, "withhold" if nudged else "nudge"
+    return reply, "run"
+
+
+async def _stop_at_max_iterations(
+    agent: Agent,
+    reply: Message,
+    iterations: int,
+    transcript: list[Message],
+    new_messages: list[Message],
+    memory: MemoryProvider | None,
+    thread: ThreadRef,
+    metrics: RunMetrics,
+) -> MaxToolIterationsError:
+    """Answer the calls that will not run (so the stored history stays valid) and build the error."""
+    unrun = [
+        Message.tool(call, "Not run: the run stopped at max_tool_iterations.", is_error=True)
+        for call in reply.tool_calls
+    ]
+    _append(transcript, new_messages, *unrun)
+    await _persist(memory, thread, [reply, *unrun])
+    return MaxToolIterationsError(
+        f"The model was still calling tools after {iterations} tool iterations "
+        f"(max_tool_iterations={agent.max_tool_iterations}). Raise max_tool_iterations, or pass "
+        "on_max_iterations= to grant more; the run's messages are on this error's .messages.",
+        iterations=iterations,
+        messages=new_messages,
+        metrics=metrics,
     )
 
 
