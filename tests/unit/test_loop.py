@@ -45,8 +45,10 @@ class Recorder:
             start = time.perf_counter()
             self.running += 1
             self.max_running = max(self.max_running, self.running)
-            await asyncio.sleep(seconds)
-            self.running -= 1
+            try:
+                await asyncio.sleep(seconds)
+            finally:
+                self.running -= 1
             self.spans[label] = (start, time.perf_counter())
             return f"done {label}"
 
@@ -426,9 +428,11 @@ async def test_closing_the_stream_early_cancels_running_tools() -> None:
     async for event in stream:
         if isinstance(event, ToolCallStarted):
             break
+    assert recorder.running >= 1
     await stream.aclose()
     await asyncio.sleep(0.05)
-    assert recorder.running == 0 or recorder.spans == {}
+    assert recorder.running == 0, "closing the stream must cancel the tools still running"
+    assert recorder.spans == {}, "no 5 s nap may have finished"
 
 
 async def test_tool_guidance_joins_the_system_prompt_only_when_asked_and_there_are_tools() -> None:
