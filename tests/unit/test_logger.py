@@ -41,7 +41,8 @@ async def test_terminal_mode_animates_and_cleans_up() -> None:
     model = ScriptedModel([tool_call_response(tool_call("lookup", term="cats")), "ok"])
     await Agent(model, tools=[lookup], logger=logger).run("x")
     text = buffer.getvalue()
-    assert 'lookup(term="cats")' in text and "1 model call" not in text.split("2 model calls")[0]
+    assert '✓ lookup(term="cats")' in text, "the finished tool's row stays on screen"
+    assert "\x1b[" in text, "a terminal gets styling and animation"
     assert "2 model calls · 1 tool · " in text
     assert logger._live is None
 
