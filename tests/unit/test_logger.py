@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console
 
@@ -41,7 +42,8 @@ async def test_terminal_mode_animates_and_cleans_up() -> None:
     model = ScriptedModel([tool_call_response(tool_call("lookup", term="cats")), "ok"])
     await Agent(model, tools=[lookup], logger=logger).run("x")
     text = buffer.getvalue()
-    assert '✓ lookup(term="cats")' in text, "the finished tool's row stays on screen"
+    plain_text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    assert '✓ lookup(term="cats")  0.00s\n' in plain_text, "the finished tool's row stays on screen"
     assert "\x1b[" in text, "a terminal gets styling and animation"
     assert "2 model calls · 1 tool · " in text
     assert logger._live is None
