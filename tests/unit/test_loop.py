@@ -383,10 +383,10 @@ async def test_system_prompt_history_and_context_layout() -> None:
         ("system", "You are terse."),
         ("user", "hello"),
         ("assistant", "first"),
-        ("user", "Local time: 10:00\n\nagain"),
+        ("user", "<context>\nLocal time: 10:00\n</context>\n\nagain"),
     ]
     # the stored turn is exactly what was sent, so the next prompt starts with this one
-    assert memory.threads[thread][-2].content == "Local time: 10:00\n\nagain"
+    assert memory.threads[thread][-2].content == "<context>\nLocal time: 10:00\n</context>\n\nagain"
 
 
 async def test_the_user_message_is_saved_when_the_engine_fails() -> None:

@@ -68,7 +68,8 @@ async def run_events(
     provider_tools, _ = as_tools(memory.tools(thread)) if memory is not None else ([], [])
     toolbox = Toolbox([*agent.tools, *provider_tools], agent.tool_groups)
 
-    new_messages = [Message.user(f"{context}\n\n{prompt}" if context else prompt)]
+    content = prompt_text("turn_context").format(context=context, prompt=prompt) if context else prompt
+    new_messages = [Message.user(content)]
     await _persist(memory, thread, new_messages)
     system_prompt = agent.system_prompt(has_tools=bool(toolbox.specs()))
     system = [Message.system(system_prompt)] if system_prompt else []
