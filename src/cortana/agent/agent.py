@@ -203,6 +203,29 @@ class Agent:
                 return event.result
         raise AssertionError("run_stream ended without RunFinished")  # pragma: no cover
 
+    async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
+        """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.
+
+        Args:
+            thread: the conversation to compact.
+            focus: what the summary should pay particular attention to.
+            keep_last: how many of the newest messages stay as they are.
+        """
+        from cortana.agent.compaction import compact, effective_window
+        from cortana.memory.base import resolve_memory
+
+        ref = _thread_ref(thread)
+        memory = await resolve_memory(self.memory, ref)
+        if memory is None:
+            raise UserError(f"Agent '{self.name}' has no memory to compact; pass memory= (e.g. SQLiteMemory()).")
+        history = await memory.load_history(ref)
+        keep_from = max(len(history) - keep_last, 0)
+        if keep_from == 0:
+            raise UserError("There is nothing to compact yet: the thread is shorter than keep_last.")
+        result = await compact(self, history, keep_from=keep_from, window=effective_window(self) or 4096, focus=focus)
+        await memory.add_summary(ref, result.summary, kept=result.kept)
+        return result.summary
+
     generate = run
     """``run`` under the name the original systems' docs use."""
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
+from cortana.agent.compaction import compact, compaction_threshold, effective_window, estimate_tokens, measure
 from cortana.agent.events import (
     ModelCallFinished,
     ModelCallStarted,
@@ -80,9 +81,16 @@ async def run_events(
     answered: set[str] = set()  # calls that already have a successful result in this run
     nudged = False
     withhold_tools = False  # the next model call gets no tools: the model must answer in text
+    window = effective_window(agent)
+    threshold = compaction_threshold() if window else 1.0
+    turn_start = len(system) + len(past)  # index of this turn's first message in the transcript
     while True:
         response: ModelResponse | None = None
         tools = [] if withhold_tools else toolbox.specs()
+        if window:
+            turn_start = await _fit_window(
+                agent, transcript, tools, window, threshold, turn_start, memory, thread, metrics
+            )
         async for event in _call_model(agent, transcript, tools, settings, metrics, iterations):
             if isinstance(event, ModelCallFinished):
                 response = event.response
@@ -131,6 +139,45 @@ async def run_events(
             stop_reason=response.finish_reason,
         )
     )
+
+
+async def _fit_window(
+    agent: Agent,
+    transcript: list[Message],
+    tools: list[ToolSpec],
+    window: int,
+    threshold: float,
+    turn_start: int,
+    memory: MemoryProvider | None,
+    thread: ThreadRef,
+    metrics: RunMetrics,
+) -> int:
+    """Compact the transcript in place when it reaches the threshold; returns the new ``turn_start``.
+
+    Keeps the current turn, or when the turn alone is too big, its newest half-window.
+    """
+    if await measure(agent, transcript, tools) < threshold * window:
+        return turn_start
+    keep_from = _recent_start(transcript, tools, budget=window // 2, floor=turn_start)
+    first = 1 if transcript and transcript[0].role == "system" else 0
+    if keep_from <= first:
+        return turn_start  # nothing older to summarize; the engine will say if it cannot fit
+    result = await compact(agent, transcript, keep_from=keep_from, window=window)
+    transcript[:] = result.messages
+    metrics.compactions += 1
+    if memory is not None:
+        await memory.add_summary(thread, result.summary, kept=result.kept)
+    return len(transcript) - result.kept
+
+
+def _recent_start(transcript: list[Message], tools: list[ToolSpec], *, budget: int, floor: int) -> int:
+    """The first index to keep: the current turn (``floor``) if it fits ``budget``, else its newest messages that do."""
+    if estimate_tokens(transcript[floor:], tools) <= budget:
+        return floor
+    index = len(transcript) - 1  # the newest message is always kept
+    while index - 1 > floor and estimate_tokens(transcript[index - 1 :], tools) <= budget:
+        index -= 1
+    return index
 
 
 def _screen_reply(

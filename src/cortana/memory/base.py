@@ -41,6 +41,13 @@ class MemoryProvider(Protocol):
         """Persist messages of the current turn; called as each becomes final."""
         ...
 
+    async def add_summary(self, thread: ThreadRef, summary: Message, *, kept: int) -> None:
+        """Store a compaction summary that replaces all but the ``kept`` most recent stored messages.
+
+        Later loads start with the summary; the replaced messages stay stored.
+        """
+        ...
+
 
 MemoryResolver = Callable[[ThreadRef], "MemoryProvider | Awaitable[MemoryProvider]"]
 """A function that picks the provider for a run from its thread identity."""
@@ -88,3 +95,7 @@ class InMemoryHistory:
 
     async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
         self.threads.setdefault(thread, []).extend(messages)
+
+    async def add_summary(self, thread: ThreadRef, summary: Message, *, kept: int) -> None:
+        stored = self.threads.setdefault(thread, [])
+        stored[:] = [summary, *(stored[-kept:] if kept else [])]

@@ -150,8 +150,8 @@ class BaseModelClient:
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    async def count_tokens(self, messages: list[Message]) -> int | None:
-        """Tokens ``messages`` would take, from the engine's tokenizer; ``None`` when it has none."""
+    async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int | None:
+        """Tokens the prompt would take, from the engine's tokenizer; ``None`` when it has none."""
         return None
 
     async def embed(self, texts: list[str]) -> list[list[float]]:

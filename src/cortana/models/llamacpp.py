@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from cortana.errors import ModelError
 from cortana.messages import Message
+from cortana.models.base import ToolSpec
 from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
 
 __all__ = ["DEFAULT_LLAMACPP_URL", "LlamaCppClient"]
@@ -61,11 +62,12 @@ class LlamaCppClient(OpenAICompatClient):
             return []  # started without --slots: /props alone tells the window
         return data if isinstance(data, list) else []
 
-    async def count_tokens(self, messages: list[Message]) -> int | None:
-        """Exact prompt tokens: the server's chat template, then its tokenizer."""
-        rendered = await self.http.request_json(
-            "POST", "/apply-template", json_body={"messages": to_openai_messages(messages)}
-        )
+    async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int | None:
+        """Exact prompt tokens: the server's chat template (tools included), then its tokenizer."""
+        body: dict[str, Any] = {"messages": to_openai_messages(messages)}
+        if tools:
+            body["tools"] = [tool.as_function() for tool in tools]
+        rendered = await self.http.request_json("POST", "/apply-template", json_body=body)
         tokens = await self.http.request_json("POST", "/tokenize", json_body={"content": rendered["prompt"]})
         return len(tokens["tokens"])
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["prompt_text"]
+__all__ = ["prompt_text", "strip_turn_context"]
 
 
 @functools.cache
@@ -23,3 +24,11 @@ def prompt_text(name: str) -> str:
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8").rstrip("\n")
     return resources.files(__package__).joinpath(f"{name}.md").read_text(encoding="utf-8").rstrip("\n")
+
+
+_CONTEXT_BLOCK = re.compile(r"\A<context>\n.*?\n</context>\n\n", re.S)
+
+
+def strip_turn_context(content: str) -> str:
+    """What the user typed: a user message's content without the ``<context>`` block the loop put before it."""
+    return _CONTEXT_BLOCK.sub("", content, count=1)

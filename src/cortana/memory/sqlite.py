@@ -1,0 +1,327 @@
+"""``SQLiteMemory``: thread history, working memory and semantic recall in one SQLite file.
+
+One file per workspace (``.cortana/memory.db`` by default), WAL mode, schema
+from named append-only migrations. Several processes may use it at once (the
+heartbeat and a turn): every write is a short ``BEGIN IMMEDIATE`` transaction
+and waiters queue on ``busy_timeout`` instead of failing with "database is
+locked".
+
+- **History**: the last ``last_messages`` messages of the thread, starting at
+  its latest compaction summary; the cut never separates tool results from the
+  call that asked for them.
+- **Working memory**: a Markdown document per resource (or per thread), always
+  shown to the model, replaced by the model through ``update_working_memory``.
+- **Semantic recall**: see ``recall.py``; on when an embedder is given.
+- **Nothing typed is lost**: messages are written as the loop produces them, so
+  an interrupted turn is in the file and visible in the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from cortana.memory.migrations import migrate
+from cortana.messages import Message, ThreadRef
+from cortana.prompts import strip_turn_context
+from cortana.tools.base import Tool
+
+if TYPE_CHECKING:
+    from cortana.memory.recall import Recall
+
+__all__ = ["SQLiteMemory", "StoredMessage"]
+
+T = TypeVar("T")
+DEFAULT_PATH = Path(".cortana") / "memory.db"
+WORKING_MEMORY_HEADER = "Working memory (yours to keep up to date with update_working_memory):"
+
+
+class StoredMessage:
+    """A message as stored: its row id, thread, kind and the message itself."""
+
+    __slots__ = ("created_at", "id", "kind", "message", "thread")
+
+    def __init__(self, id: int, thread: ThreadRef, kind: str, message: Message, created_at: float) -> None:
+        self.id = id
+        self.thread = thread
+        self.kind = kind
+        self.message = message
+        self.created_at = created_at
+
+
+class SQLiteMemory:
+    """The default ``MemoryProvider``.
+
+    Args:
+        path: the SQLite file (created with its folder).
+        last_messages: how many recent messages a run loads.
+        working_memory: ``"resource"`` (shared by the resource's threads), ``"thread"``, or None (off).
+        recall: semantic recall (``Recall(embedder)``), or None for off.
+    """
+
+    def __init__(
+        self,
+        path: str | Path = DEFAULT_PATH,
+        *,
+        last_messages: int = 40,
+        working_memory: Literal["resource", "thread"] | None = "resource",
+        recall: Recall | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.last_messages = last_messages
+        self.working_memory_scope = working_memory
+        self.recall = recall
+        self._lock = threading.Lock()
+        self._connection: Any = None
+
+    @property
+    def recall_status(self) -> str:
+        """Whether semantic recall is on, and with what; or why it is off and how to turn it on."""
+        if self.recall is None:
+            return (
+                "off: no embedder configured (SQLiteMemory(recall=Recall(E5Embedder())) turns it on; "
+                "`pip install 'cortana[recall]'` installs what it needs)"
+            )
+        return f"on: {self.recall.embedder.name}, top {self.recall.top_k} per {self.recall.scope}"
+
+    # -- connection -------------------------------------------------------------------------
+
+    def connection(self) -> Any:
+        """The open connection (opened, configured and migrated on first use)."""
+        if self._connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            driver: Any = sqlite3
+            if self.recall is not None:
+                from cortana.memory.recall import sqlite_module
+
+                driver = sqlite_module() or sqlite3  # one that can load sqlite-vec, where installed
+            connection = driver.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
+            connection.execute("PRAGMA busy_timeout = 30000")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            migrate(connection)
+            if self.recall is not None:
+                self.recall.attach(connection)
+            self._connection = connection
+        return self._connection
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                return work(self.connection())
+
+        return await asyncio.to_thread(locked)
+
+    @staticmethod
+    def _write(connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(connection)
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return result
+
+    # -- MemoryProvider ---------------------------------------------------------------------
+
+    async def load_history(self, thread: ThreadRef) -> list[Message]:
+        """The thread's latest summary (if any) and the last ``last_messages`` messages after it."""
+        return [stored.message for stored in await self._run(lambda c: self._history(c, thread))]
+
+    async def retrieve_context(self, thread: ThreadRef, prompt: str) -> str | None:
+        """Working memory (always, when on) and recalled earlier messages relevant to ``prompt``."""
+        parts = []
+        if self.working_memory_scope is not None:
+            text = await self.get_working_memory(thread)
+            parts.append(f"{WORKING_MEMORY_HEADER}\n{text.strip() or '(empty)'}")
+        if self.recall is not None:
+            recalled = await self.recall.retrieve(self, thread, prompt)
+            if recalled:
+                parts.append(recalled)
+        return "\n\n".join(parts) or None
+
+    def tools(self, thread: ThreadRef) -> Sequence[Tool]:
+        """``update_working_memory`` when working memory is on."""
+        if self.working_memory_scope is None:
+            return ()
+        memory = self
+
+        async def update_working_memory(content: str) -> str:
+            await memory.set_working_memory(thread, content)
+            return "Working memory updated."
+
+        return (
+            Tool(
+                update_working_memory,
+                description="Replace your working memory (a Markdown document you always see) with `content`. "
+                "Keep facts about the user and the task that must outlive this conversation; include "
+                "everything still true, since the old text is replaced.",
+            ),
+        )
+
+    async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
+        """Store messages as they become final (and queue them for recall)."""
+        ids = await self._run(lambda c: self._write(c, lambda c: self._insert(c, thread, messages, "message")))
+        if self.recall is not None:
+            await self.recall.index(self, thread, list(zip(ids, messages, strict=True)))
+
+    # -- working memory ---------------------------------------------------------------------
+
+    def _scope(self, thread: ThreadRef) -> str:
+        if self.working_memory_scope == "thread":
+            return f"thread:{thread.resource_id}/{thread.thread_id}"
+        return f"resource:{thread.resource_id}"
+
+    async def get_working_memory(self, thread: ThreadRef) -> str:
+        """The working memory seen in ``thread`` (empty string when none)."""
+        scope = self._scope(thread)
+        row = await self._run(
+            lambda c: c.execute("SELECT content FROM working_memory WHERE scope = ?", (scope,)).fetchone()
+        )
+        return str(row[0]) if row else ""
+
+    async def set_working_memory(self, thread: ThreadRef, content: str) -> None:
+        """Replace the working memory seen in ``thread``."""
+        scope = self._scope(thread)
+        await self._run(
+            lambda c: self._write(
+                c,
+                lambda c: c.execute(
+                    "INSERT INTO working_memory (scope, content, updated_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (scope) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at",
+                    (scope, content, time.time()),
+                ),
+            )
+        )
+
+    # -- threads, summaries, inspection -------------------------------------------------------
+
+    async def threads(self, resource_id: str) -> list[tuple[ThreadRef, float]]:
+        """The resource's threads, most recently updated first, with their update time."""
+        rows = await self._run(
+            lambda c: c.execute(
+                "SELECT thread_id, updated_at FROM threads WHERE resource_id = ? ORDER BY updated_at DESC",
+                (resource_id,),
+            ).fetchall()
+        )
+        return [(ThreadRef(resource_id=resource_id, thread_id=row[0]), row[1]) for row in rows]
+
+    async def messages(self, thread: ThreadRef) -> list[StoredMessage]:
+        """Every stored message of the thread, summaries and compacted ones included, oldest first."""
+        return await self._run(
+            lambda c: self._select(c, "resource_id = ? AND thread_id = ?", (thread.resource_id, thread.thread_id))
+        )
+
+    async def add_summary(self, thread: ThreadRef, summary: Message, *, kept: int = 0) -> None:
+        """Store a compaction summary replacing all but the ``kept`` latest messages; they all stay stored."""
+
+        def store(connection: sqlite3.Connection) -> None:
+            boundary = (
+                connection.execute(
+                    "SELECT id FROM messages WHERE resource_id = ? AND thread_id = ? AND kind = 'message' "
+                    "ORDER BY id DESC LIMIT 1 OFFSET ?",
+                    (thread.resource_id, thread.thread_id, kept - 1),
+                ).fetchone()
+                if kept
+                else None
+            )
+            [summary_id] = self._insert(connection, thread, [summary], "summary")
+            keep_from = boundary[0] if boundary else summary_id
+            connection.execute("UPDATE messages SET keep_from_id = ? WHERE id = ?", (keep_from, summary_id))
+
+        await self._run(lambda c: self._write(c, store))
+
+    async def interrupted_prompt(self, thread: ThreadRef) -> str | None:
+        """The user's message of the thread's last turn if that turn never got its answer."""
+        rows = await self._run(lambda c: self._history(c, thread))
+        for stored in reversed(rows):
+            message = stored.message
+            if message.role == "assistant" and not message.tool_calls:
+                return None
+            if message.role == "user" and message.name is None:
+                return strip_turn_context(message.content)
+        return None
+
+    # -- SQL ----------------------------------------------------------------------------------
+
+    def _insert(
+        self, connection: sqlite3.Connection, thread: ThreadRef, messages: Sequence[Message], kind: str
+    ) -> list[int]:
+        now = time.time()
+        connection.execute(
+            "INSERT INTO threads (resource_id, thread_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (resource_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at",
+            (thread.resource_id, thread.thread_id, now, now),
+        )
+        ids = []
+        for message in messages:
+            cursor = connection.execute(
+                "INSERT INTO messages (resource_id, thread_id, role, kind, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    thread.resource_id,
+                    thread.thread_id,
+                    message.role,
+                    kind,
+                    message.model_dump_json(exclude_defaults=True),
+                    now,
+                ),
+            )
+            ids.append(int(cursor.lastrowid or 0))
+        return ids
+
+    def _select(
+        self, connection: sqlite3.Connection, where: str, parameters: tuple[object, ...]
+    ) -> list[StoredMessage]:
+        rows = connection.execute(
+            f"SELECT id, resource_id, thread_id, kind, body, created_at FROM messages WHERE {where} ORDER BY id",
+            parameters,
+        ).fetchall()
+        return [
+            StoredMessage(
+                row[0],
+                ThreadRef(resource_id=row[1], thread_id=row[2]),
+                row[3],
+                Message.model_validate_json(row[4]),
+                row[5],
+            )
+            for row in rows
+        ]
+
+    def _history(self, connection: sqlite3.Connection, thread: ThreadRef) -> list[StoredMessage]:
+        key = (thread.resource_id, thread.thread_id)
+        latest = connection.execute(
+            "SELECT id, keep_from_id FROM messages WHERE resource_id = ? AND thread_id = ? AND kind = 'summary' "
+            "ORDER BY id DESC LIMIT 1",
+            key,
+        ).fetchone()
+        summary, start = (latest[0], latest[1] or latest[0]) if latest else (None, 0)
+        rows = connection.execute(
+            "SELECT id FROM messages WHERE resource_id = ? AND thread_id = ? AND id >= ? AND kind = 'message' "
+            "ORDER BY id DESC LIMIT ?",
+            (*key, start, self.last_messages),
+        ).fetchall()
+        first = min((row[0] for row in rows), default=None)
+        recent = (
+            self._select(
+                connection, "resource_id = ? AND thread_id = ? AND id >= ? AND kind = 'message'", (*key, first)
+            )
+            if first is not None
+            else []
+        )
+        while recent and recent[0].message.role == "tool":
+            recent.pop(0)  # never begin with results whose call was cut off
+        head = self._select(connection, "id = ?", (summary,)) if summary else []
+        return head + recent

@@ -1,0 +1,183 @@
+"""SQLiteMemory: history, working memory, the resolver, crashes mid-turn, and concurrent writers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cortana import Agent, Message, ModelError, ThreadRef
+from cortana.memory.sqlite import WORKING_MEMORY_HEADER, SQLiteMemory
+from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
+
+ME = ThreadRef(resource_id="me", thread_id="t1")
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> SQLiteMemory:
+    store = SQLiteMemory(tmp_path / "memory.db", last_messages=4)
+    yield store  # type: ignore[misc]
+    store.close()
+
+
+async def test_history_is_ordered_and_limited(memory: SQLiteMemory) -> None:
+    for i in range(5):
+        await memory.append_messages(ME, [Message.user(f"q{i}"), Message.assistant(f"a{i}")])
+    assert [m.content for m in await memory.load_history(ME)] == ["q3", "a3", "q4", "a4"]
+    other = ThreadRef(resource_id="me", thread_id="t2")
+    assert await memory.load_history(other) == []
+
+
+async def test_the_cut_never_separates_tool_results_from_their_call(memory: SQLiteMemory) -> None:
+    memory.last_messages = 3
+    call = tool_call("lookup", term="x")
+    await memory.append_messages(
+        ME,
+        [
+            Message.user("q"),
+            Message.assistant("", [call]),
+            Message.tool(call, "r1"),
+            Message.tool(call, "r2"),
+            Message.assistant("a"),
+        ],
+    )
+    history = await memory.load_history(ME)  # the last 3 start at a tool result
+    assert [m.role for m in history] == ["assistant"]
+    assert history[0].content == "a"
+
+
+async def test_messages_round_trip_exactly(memory: SQLiteMemory) -> None:
+    call = tool_call("lookup", term="é")
+    sent = [
+        Message.user("<context>\nnow\n</context>\n\nhi"),
+        Message(role="assistant", content="", tool_calls=[call], thinking="hmm"),
+        Message.tool(call, "boom", is_error=True),
+    ]
+    await memory.append_messages(ME, sent)
+    assert [s.message for s in await memory.messages(ME)] == sent
+
+
+async def test_working_memory_scopes(tmp_path: Path) -> None:
+    shared = SQLiteMemory(tmp_path / "a.db")
+    per_thread = SQLiteMemory(tmp_path / "b.db", working_memory="thread")
+    off = SQLiteMemory(tmp_path / "c.db", working_memory=None)
+    other = ThreadRef(resource_id="me", thread_id="t2")
+    stranger = ThreadRef(resource_id="you", thread_id="t1")
+    await shared.set_working_memory(ME, "- name: Ada")
+    assert await shared.get_working_memory(other) == "- name: Ada"
+    assert await shared.get_working_memory(stranger) == ""
+    await per_thread.set_working_memory(ME, "- name: Ada")
+    assert await per_thread.get_working_memory(other) == ""
+    context = await shared.retrieve_context(other, "hello")
+    assert context == f"{WORKING_MEMORY_HEADER}\n- name: Ada"
+    assert await shared.retrieve_context(stranger, "x") == f"{WORKING_MEMORY_HEADER}\n(empty)"
+    assert await off.retrieve_context(ME, "x") is None and list(off.tools(ME)) == []
+    for store in (shared, per_thread, off):
+        store.close()
+
+
+async def test_the_model_updates_working_memory_and_a_new_thread_sees_it(memory: SQLiteMemory) -> None:
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("update_working_memory", content="- The user's name is Ada.")),
+            "Nice to meet you, Ada.",
+            "Your name is Ada.",
+        ]
+    )
+    agent = Agent(model, memory=memory)
+    await agent.run("My name is Ada.", thread=ME)
+    await agent.run("What is my name?", thread=ThreadRef(resource_id="me", thread_id="fresh"))
+    last_prompt = model.requests[2].messages[-1].content
+    assert "- The user's name is Ada." in last_prompt and last_prompt.endswith("What is my name?")
+    assert [spec.name for spec in model.requests[0].tools] == ["update_working_memory"]
+
+
+async def test_a_resolver_function_picks_the_provider(tmp_path: Path) -> None:
+    stores: dict[str, SQLiteMemory] = {}
+
+    def per_resource(thread: ThreadRef) -> SQLiteMemory:
+        return stores.setdefault(thread.resource_id, SQLiteMemory(tmp_path / f"{thread.resource_id}.db"))
+
+    agent = Agent(ScriptedModel(["a", "b"]), memory=per_resource)
+    await agent.run("from ann", thread=ThreadRef(resource_id="ann", thread_id="1"))
+    await agent.run("from bob", thread=ThreadRef(resource_id="bob", thread_id="1"))
+    assert sorted(stores) == ["ann", "bob"]
+    bob = [s.message.content for s in await stores["bob"].messages(ThreadRef(resource_id="bob", thread_id="1"))]
+    assert bob[0].endswith("from bob") and bob[1] == "b"
+    assert await stores["ann"].messages(ThreadRef(resource_id="bob", thread_id="1")) == []
+    for store in stores.values():
+        store.close()
+
+
+async def test_a_crash_mid_turn_keeps_what_happened_and_shows_the_turn_as_interrupted(memory: SQLiteMemory) -> None:
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("lookup", term="x")),
+            ScriptedResponse(text="The answer is", error=ModelError("engine died")),
+        ]
+    )
+
+    def lookup(term: str) -> str:
+        """Look up."""
+        return "found"
+
+    agent = Agent(model, tools=[lookup], memory=memory, tool_guidance=False)
+    with pytest.raises(ModelError):
+        await agent.run("find x", thread=ME)
+    stored = [s.message for s in await memory.messages(ME)]
+    assert [m.role for m in stored] == ["user", "assistant", "tool"], "the user message and the finished step are kept"
+    assert await memory.interrupted_prompt(ME) == "find x"
+    retry = Agent(ScriptedModel(["x is found"]), memory=memory)
+    await retry.run("find x", thread=ME)
+    assert await memory.interrupted_prompt(ME) is None
+
+
+async def test_summaries_start_the_history_and_keep_older_messages(memory: SQLiteMemory) -> None:
+    await memory.append_messages(ME, [Message.user("old"), Message.assistant("old answer")])
+    await memory.add_summary(ME, Message.user("Summary: we talked about old things."))
+    await memory.append_messages(ME, [Message.user("new")])
+    assert [m.content for m in await memory.load_history(ME)] == ["Summary: we talked about old things.", "new"]
+    assert len(await memory.messages(ME)) == 4
+
+
+async def test_threads_are_listed_newest_first(memory: SQLiteMemory) -> None:
+    await memory.append_messages(ThreadRef(resource_id="me", thread_id="a"), [Message.user("1")])
+    await memory.append_messages(ThreadRef(resource_id="me", thread_id="b"), [Message.user("2")])
+    assert [t.thread_id for t, _ in await memory.threads("me")] == ["b", "a"]
+
+
+WRITER = """
+import asyncio, sys
+from cortana.memory.sqlite import SQLiteMemory
+from cortana.messages import Message, ThreadRef
+
+async def main(path, name, count):
+    memory = SQLiteMemory(path)
+    for i in range(count):
+        await memory.append_messages(ThreadRef(resource_id="r", thread_id=name), [Message.user(f"{name}-{i}")])
+        if i % 50 == 0:
+            await memory.set_working_memory(ThreadRef(resource_id="r", thread_id=name), f"{name} {i}")
+    memory.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+def test_two_processes_write_the_same_file_without_loss_or_errors(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, "500"], stderr=subprocess.PIPE, text=True)
+        for name in ("heartbeat", "turn")
+    ]
+    errors = [writer.communicate(timeout=120)[1] for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0], errors
+    assert not any("locked" in error for error in errors)
+    import sqlite3
+
+    with sqlite3.connect(path) as check:
+        counts = dict(check.execute("SELECT thread_id, COUNT(*) FROM messages GROUP BY thread_id").fetchall())
+        assert counts == {"heartbeat": 500, "turn": 500}
+        contents = {row[0] for row in check.execute("SELECT body FROM messages")}
+        assert len(contents) == 1000
