@@ -22,10 +22,20 @@ def memory(tmp_path: Path) -> SQLiteMemory:
     store.close()
 
 
-async def test_history_is_ordered_and_limited(memory: SQLiteMemory) -> None:
-    for i in range(5):
+async def test_history_is_ordered_and_limited_and_its_start_moves_in_steps(memory: SQLiteMemory) -> None:
+    memory.last_messages = 8
+    starts, sizes = [], []
+    for i in range(8):
         await memory.append_messages(ME, [Message.user(f"q{i}"), Message.assistant(f"a{i}")])
-    assert [m.content for m in await memory.load_history(ME)] == ["q3", "a3", "q4", "a4"]
+        history = [m.content for m in await memory.load_history(ME)]
+        starts.append(history[0])
+        sizes.append(len(history))
+        assert history[-2:] == [f"q{i}", f"a{i}"]
+        assert history == sorted(history, key=lambda text: (int(text[1:]), text[0] == "a"))
+    assert starts == ["q0", "q0", "q0", "q0", "q2", "q2", "q4", "q4"], (
+        "the start moves every 4 messages, not every turn"
+    )
+    assert max(sizes) == 8 and min(sizes[4:]) == 6
     other = ThreadRef(resource_id="me", thread_id="t2")
     assert await memory.load_history(other) == []
 

@@ -6,9 +6,10 @@ heartbeat and a turn): every write is a short ``BEGIN IMMEDIATE`` transaction
 and waiters queue on ``busy_timeout`` instead of failing with "database is
 locked".
 
-- **History**: the last ``last_messages`` messages of the thread, starting at
-  its latest compaction summary; the cut never separates tool results from the
-  call that asked for them.
+- **History**: the recent messages of the thread (at most ``last_messages``,
+  the cut moving in steps of half that so the prompt prefix, and the engine's
+  cache, survive most turns), starting at its latest compaction summary; the
+  cut never separates tool results from the call that asked for them.
 - **Working memory**: a Markdown document per resource (or per thread), always
   shown to the model, replaced by the model through ``update_working_memory``.
 - **Semantic recall**: see ``recall.py``; on when an embedder is given.
@@ -308,12 +309,16 @@ class SQLiteMemory:
             key,
         ).fetchone()
         summary, start = (latest[0], latest[1] or latest[0]) if latest else (None, 0)
-        rows = connection.execute(
-            "SELECT id FROM messages WHERE resource_id = ? AND thread_id = ? AND id >= ? AND kind = 'message' "
-            "ORDER BY id DESC LIMIT ?",
-            (*key, start, self.last_messages),
-        ).fetchall()
-        first = min((row[0] for row in rows), default=None)
+        since = "resource_id = ? AND thread_id = ? AND id >= ? AND kind = 'message'"
+        total = connection.execute(f"SELECT COUNT(*) FROM messages WHERE {since}", (*key, start)).fetchone()[0]
+        # The window's start moves in steps of half the window, not one message a turn: every
+        # move changes the prompt's prefix and makes the engine re-read the whole history.
+        step = max(self.last_messages // 2, 1)
+        skip = -(-(total - self.last_messages) // step) * step if total > self.last_messages else 0
+        row = connection.execute(
+            f"SELECT id FROM messages WHERE {since} ORDER BY id LIMIT 1 OFFSET ?", (*key, start, skip)
+        ).fetchone()
+        first = row[0] if row else None
         recent = (
             self._select(
                 connection, "resource_id = ? AND thread_id = ? AND id >= ? AND kind = 'message'", (*key, first)
