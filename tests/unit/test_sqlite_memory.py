@@ -82,7 +82,7 @@ async def test_working_memory_scopes(tmp_path: Path) -> None:
     assert await per_thread.get_working_memory(other) == ""
     context = await shared.retrieve_context(other, "hello")
     assert context == f"{WORKING_MEMORY_HEADER}\n- name: Ada"
-    assert await shared.retrieve_context(stranger, "x") == f"{WORKING_MEMORY_HEADER}\n(empty)"
+    assert await shared.retrieve_context(stranger, "x") is None, "an empty working memory is not shown"
     assert await off.retrieve_context(ME, "x") is None and list(off.tools(ME)) == []
     for store in (shared, per_thread, off):
         store.close()

@@ -10,8 +10,9 @@ locked".
   the cut moving in steps of half that so the prompt prefix, and the engine's
   cache, survive most turns), starting at its latest compaction summary; the
   cut never separates tool results from the call that asked for them.
-- **Working memory**: a Markdown document per resource (or per thread), always
-  shown to the model, replaced by the model through ``update_working_memory``.
+- **Working memory**: a Markdown document per resource (or per thread), shown
+  to the model in every turn once it has content, replaced by the model through
+  ``update_working_memory``.
 - **Semantic recall**: see ``recall.py``; on when an embedder is given.
 - **Nothing typed is lost**: messages are written as the loop produces them, so
   an interrupted turn is in the file and visible in the thread.
@@ -39,7 +40,7 @@ __all__ = ["SQLiteMemory", "StoredMessage"]
 
 T = TypeVar("T")
 DEFAULT_PATH = Path(".cortana") / "memory.db"
-WORKING_MEMORY_HEADER = "Working memory (yours to keep up to date with update_working_memory):"
+WORKING_MEMORY_HEADER = "Working memory (your notes; update them with update_working_memory):"
 
 
 class StoredMessage:
@@ -146,8 +147,9 @@ class SQLiteMemory:
         """Working memory (always, when on) and recalled earlier messages relevant to ``prompt``."""
         parts = []
         if self.working_memory_scope is not None:
-            text = await self.get_working_memory(thread)
-            parts.append(f"{WORKING_MEMORY_HEADER}\n{text.strip() or '(empty)'}")
+            text = (await self.get_working_memory(thread)).strip()
+            if text:  # empty, it would only be noise a small model repeats back
+                parts.append(f"{WORKING_MEMORY_HEADER}\n{text}")
         if self.recall is not None:
             recalled = await self.recall.retrieve(self, thread, prompt)
             if recalled:

@@ -1,0 +1,118 @@
+"""Prompt-cache reuse over a 10-turn session on the real embedded engine.
+
+The session uses everything that changes a prompt between turns: working
+memory (the model may update it), semantic recall, and a per-turn line (the
+local time) that changes every turn. For every model call it prints the
+prompt tokens, the tokens llama.cpp served from its cache, the tokens that
+were new since the previous call (the previous answer and the new message),
+and the tokens re-processed beyond those. The goal: from turn 2 on,
+re-processed tokens stay within 5% of the new tokens.
+
+    python bench/prefix_cache.py [--model qwen2.5-coder-0.5b] [--turns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import sys
+import tempfile
+from pathlib import Path
+
+from cortana import Agent, ModelCallFinished, RunFinished
+from cortana.memory.recall import E5Embedder, Recall
+from cortana.memory.sqlite import SQLiteMemory
+from cortana.messages import ThreadRef
+from cortana.models.base import ModelSettings
+from cortana.models.factory import create_model_client
+
+PROMPTS = [
+    "Hi! I'm Maya and I'm planning a trip to Lisbon in May.",
+    "I'd like to stay somewhere near the Alfama district.",
+    "What's a good day trip from Lisbon?",
+    "My budget for the hotel is about 120 euros a night.",
+    "Remind me, which district did I want to stay in?",
+    "I also love seafood. Any dishes I should try?",
+    "How do I get from the airport to the city centre?",
+    "What is my name, and where am I going?",
+    "Suggest a plan for my first evening.",
+    "Summarize my trip preferences in two sentences.",
+]
+
+
+async def session(model: str, turns: int, threads: int) -> list[dict[str, float | int]]:
+    client = await create_model_client("embedded", model=model, threads=threads, context_window=8192)
+    rows: list[dict[str, float | int]] = []
+    with tempfile.TemporaryDirectory() as folder:
+        memory = SQLiteMemory(Path(folder) / "memory.db", recall=Recall(E5Embedder(), top_k=2))
+        agent = Agent(
+            client,
+            instructions="You are a helpful travel assistant. Answer in at most three sentences.",
+            memory=memory,
+            settings=ModelSettings(temperature=0, seed=1, max_tokens=120),
+        )
+        thread = ThreadRef(resource_id="maya", thread_id="lisbon")
+        previous_total = 0
+        try:
+            for turn, prompt in enumerate(PROMPTS[:turns], start=1):
+                context = f"Local time: 2026-05-0{1 + turn % 9} 1{turn % 10}:00"
+                async for event in agent.run_stream(prompt, thread=thread, context=context):
+                    if isinstance(event, ModelCallFinished):
+                        usage = event.response.usage
+                        new = max(usage.prompt_tokens - previous_total, 0) if previous_total else usage.prompt_tokens
+                        processed = usage.prompt_tokens - usage.cached_tokens
+                        rows.append(
+                            {
+                                "turn": turn,
+                                "prompt_tokens": usage.prompt_tokens,
+                                "cached_tokens": usage.cached_tokens,
+                                "new_tokens": new,
+                                "processed_tokens": processed,
+                                "reprocessed_beyond_new": max(processed - new, 0),
+                                "seconds": round(event.duration, 2),
+                            }
+                        )
+                        previous_total = usage.prompt_tokens + usage.completion_tokens
+                    elif isinstance(event, RunFinished):
+                        print(f"turn {turn}: {event.result.output[:90]!r}", file=sys.stderr)
+        finally:
+            memory.close()
+            await client.aclose()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "prefix_cache.json")
+    args = parser.parse_args()
+    rows = asyncio.run(session(args.model, args.turns, args.threads))
+    header = f"{'turn':>4} {'prompt':>7} {'cached':>7} {'new':>6} {'processed':>9} {'beyond new':>10} {'s':>6}"
+    print(header)
+    for row in rows:
+        print(
+            f"{row['turn']:>4} {row['prompt_tokens']:>7} {row['cached_tokens']:>7} {row['new_tokens']:>6} "
+            f"{row['processed_tokens']:>9} {row['reprocessed_beyond_new']:>10} {row['seconds']:>6}"
+        )
+    later = [row for row in rows if int(row["turn"]) >= 2]
+    new = sum(int(row["new_tokens"]) for row in later)
+    beyond = sum(int(row["reprocessed_beyond_new"]) for row in later)
+    share = beyond / new if new else 0.0
+    print(f"turns 2+: {beyond} tokens re-processed beyond {new} new ({share:.1%}; goal <= 5%)")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
+        "model": args.model,
+        "calls": rows,
+        "turns_2_plus": {"new": new, "reprocessed_beyond_new": beyond, "share": share},
+    }
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
