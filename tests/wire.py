@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,6 +29,7 @@ class Reply:
     content_type: str = "application/json"
     line_end: str = "\n"
     cut_after: int | None = None  # stream this many lines, then drop the connection
+    delay: float = 0.0  # seconds to wait before answering
 
     @classmethod
     def json(cls, data: Any, status: int = 200) -> Reply:
@@ -102,6 +104,8 @@ class WireServer:
                     self.wfile.write(b"404 page not found")
                     return
                 reply = replies.pop(0) if len(replies) > 1 else replies[0]
+                if reply.delay:
+                    time.sleep(reply.delay)
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
                 if reply.lines is None:

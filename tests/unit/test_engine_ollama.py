@@ -255,3 +255,13 @@ async def test_a_prompt_over_num_ctx_is_refused_before_ollama_truncates_it(
     assert "silently drop" in str(info.value) and "OLLAMA_CONTEXT_WINDOW" in str(info.value)
     assert len(wire.bodies("/api/chat")) == 1, "the oversize prompt was never sent"
     await client.aclose()
+
+
+async def test_an_engine_too_slow_to_answer_is_retried_then_reported(wire: WireServer) -> None:
+    wire.add("POST", "/api/chat", Reply(body=b"{}", delay=1.0))
+    client = OllamaClient("qwen2.5:0.5b", base_url=wire.start(), timeout=0.2, max_retries=1)
+    client.http.backoff = 0.01
+    with pytest.raises(ModelError, match=r"did not answer /api/chat in time after 2 attempts.*raise the timeout"):
+        await collect(client, ModelRequest([Message.user("hi")]))
+    assert len(wire.bodies("/api/chat")) == 2
+    await client.aclose()

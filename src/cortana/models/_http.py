@@ -123,19 +123,16 @@ class HttpEngine:
                     timeout=request_timeout if request_timeout is not None else httpx.USE_CLIENT_DEFAULT,
                 )
                 response = await self._client.send(request, stream=stream)
-            except httpx.ConnectError as exc:
+            except (httpx.ConnectError, httpx.TimeoutException) as exc:
                 if attempt < self.max_retries:
                     attempt += 1
                     await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
                     continue
-                raise EngineUnavailable(
-                    f"{self.engine} is not answering at {self.base_url} ({exc}). {self.start_hint}", url=self.base_url
-                ) from exc
-            except httpx.TimeoutException as exc:
-                if attempt < self.max_retries:
-                    attempt += 1
-                    await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-                    continue
+                if isinstance(exc, httpx.ConnectError):
+                    raise EngineUnavailable(
+                        f"{self.engine} is not answering at {self.base_url} ({exc}). {self.start_hint}",
+                        url=self.base_url,
+                    ) from exc
                 raise ModelError(
                     f"{self.engine} at {self.base_url} did not answer {path} in time after {attempt + 1} attempts "
                     f"({type(exc).__name__}). A long prompt on a slow CPU can take minutes: raise the timeout, "
