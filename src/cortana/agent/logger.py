@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -26,6 +26,9 @@ from cortana.agent.events import (
     ToolCallStarted,
 )
 from cortana.messages import RunMetrics, ToolCall
+
+if TYPE_CHECKING:
+    from cortana.agent.runner import AgentOutcome
 
 __all__ = ["AgentLogger", "format_arguments", "summary_line"]
 
@@ -96,6 +99,31 @@ class AgentLogger:
         elif isinstance(event, RunFinished):
             self._stop()
             self._print(Text(summary_line(event.result.metrics), style="dim"))
+
+    def task_started(self, label: str, prompt: str) -> None:
+        """An ``AgentRunner`` task began (shown as a running row)."""
+        self._running[f"task:{label}"] = (
+            ToolCall(id=label, name=label, arguments={"prompt": prompt}),
+            time.perf_counter(),
+        )
+        self._refresh()
+
+    def task_finished(self, label: str, outcome: AgentOutcome) -> None:
+        """An ``AgentRunner`` task ended: one row with its status, duration and cost."""
+        self._running.pop(f"task:{label}", None)
+        if outcome.ok:
+            metrics = outcome.metrics
+            row = Text.assemble(
+                ("✓ ", "green"),
+                label,
+                (f"  {outcome.duration:.2f}s · {metrics.model_calls} model calls · {metrics.tool_calls} tools", "dim"),
+            )
+        else:
+            error = outcome.error
+            detail = f"{type(error).__name__}: {error}" if error is not None else "failed"
+            row = Text.assemble(("✗ ", "red"), label, (f"  {outcome.duration:.2f}s  ", "dim"), (detail[:120], "red"))
+        self._print(row)
+        self._refresh()
 
     def close(self) -> None:
         """Stop any animation (after a run that raised)."""
