@@ -128,6 +128,8 @@ class RunMetrics(BaseModel):
         tool_calls: tool calls the model requested (run, denied or failed).
         tool_errors: tool calls that ended in an error result.
         subagent_spawns: subagents started during the run.
+        subagent_prompt_tokens: prompt tokens the run's subagents used.
+        subagent_completion_tokens: tokens the run's subagents generated.
         compactions: times the conversation was summarized to fit the context window.
         prompt_tokens: prompt tokens over all model calls.
         completion_tokens: generated tokens over all model calls.
@@ -141,6 +143,8 @@ class RunMetrics(BaseModel):
     tool_calls: int = 0
     tool_errors: int = 0
     subagent_spawns: int = 0
+    subagent_prompt_tokens: int = 0
+    subagent_completion_tokens: int = 0
     compactions: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -102,6 +102,19 @@ class PermissionGate:
                 self._remembered[tool.name] = decision
         return decision
 
+    def static_action(self, tool: Tool) -> Action:
+        """What the rules say about ``tool`` before any call: ``allow``, ``ask`` or ``deny``.
+
+        Used to keep tools the gate would refuse away from subagents; the
+        ``check`` callable and remembered answers are per call and not consulted.
+        """
+        for pattern, action in self.rules.items():
+            if fnmatch.fnmatchcase(tool.name, pattern):
+                return action
+        if tool.read_only and self.read_only_default is not None:
+            return self.read_only_default
+        return self.default
+
     def forget(self) -> None:
         """Drop every remembered approval (a new session)."""
         self._remembered.clear()

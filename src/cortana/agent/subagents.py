@@ -1,0 +1,284 @@
+"""``SubagentManager``: the model delegates tasks to subagents through tools.
+
+    manager = SubagentManager(max_concurrent=2, max_depth=1)
+    agent = Agent(client, tools=[read_file, grep_files, *manager.tools()])
+
+The parent model gets ``spawn_subagent`` (a task, instructions, and a subset of
+its own tools), ``wait_subagents``, ``follow_up_subagent`` (continues a
+subagent in its own thread, keeping its history), ``cancel_subagent`` and
+``list_subagents``. Subagents run concurrently under ``max_concurrent``, each
+in its own thread with its own metrics; they cannot spawn deeper than
+``max_depth``, and they inherit the parent's permission gate: a subagent never
+gets a tool the gate refuses, and its calls ask the same approver.
+
+With llama.cpp, give the server a slot per concurrent run (``parallel=`` on
+the embedded engine), or a subagent's prompt evicts the parent's cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from cortana.errors import ToolError, UserError
+from cortana.memory.base import InMemoryHistory
+from cortana.messages import RunMetrics, RunResult, ThreadRef
+from cortana.prompts import prompt_text
+from cortana.tools.base import RunContext, Tool
+
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+
+__all__ = ["Subagent", "SubagentManager"]
+
+State = Literal["running", "done", "failed", "cancelled"]
+TOOL_NAMES = ("spawn_subagent", "wait_subagents", "follow_up_subagent", "cancel_subagent", "list_subagents")
+
+
+@dataclass
+class Subagent:
+    """One subagent: its task, agent, thread, state and what it has cost."""
+
+    id: str
+    task: str
+    agent: Agent
+    thread: ThreadRef
+    depth: int
+    parent_metrics: RunMetrics
+    spawned_by: Agent
+    state: State = "running"
+    result: RunResult | None = None
+    error: BaseException | None = None
+    metrics: RunMetrics = field(default_factory=RunMetrics)
+    job: asyncio.Task[None] | None = None
+
+    def report(self) -> str:
+        """One line (or a block) the parent model reads."""
+        if self.state == "done" and self.result is not None:
+            return f"{self.id} (done): {self.result.output}"
+        if self.state == "failed":
+            return f"{self.id} (failed): {type(self.error).__name__}: {self.error}"
+        return f"{self.id} ({self.state})"
+
+
+class SubagentManager:
+    """Gives a parent agent tools to delegate work to subagents.
+
+    Args:
+        max_concurrent: subagent runs in flight at once (over all depths).
+        max_depth: how deep subagents may nest; 1 means subagents cannot spawn their own.
+        wait_timeout: the default seconds ``wait_subagents`` waits.
+    """
+
+    def __init__(self, *, max_concurrent: int = 2, max_depth: int = 1, wait_timeout: float = 300.0) -> None:
+        if max_concurrent < 1 or max_depth < 1:
+            raise UserError("max_concurrent and max_depth must be at least 1.")
+        self.max_concurrent = max_concurrent
+        self.max_depth = max_depth
+        self.wait_timeout = wait_timeout
+        self.subagents: dict[str, Subagent] = {}
+        self.history = InMemoryHistory()
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._ids = itertools.count(1)
+        self._depth_of: dict[int, int] = {}  # id(agent) -> depth, for the agents this manager created
+
+    # -- the tools the model sees -------------------------------------------------------------
+
+    def tools(self) -> list[Tool]:
+        """The five subagent tools, for ``Agent(tools=[..., *manager.tools()])``."""
+        manager = self
+
+        async def spawn_subagent(
+            ctx: RunContext, task: str, instructions: str = "", tools: list[str] | None = None
+        ) -> str:
+            """Start a subagent on a task; it works on its own while you continue. Returns its id.
+
+            Args:
+                task: what the subagent must do, with every detail it needs (it cannot see this conversation).
+                instructions: how it should work (its system prompt), optional.
+                tools: names of your tools it may use; omit to give it all of them.
+            """
+            sub = await manager.spawn(ctx, task, instructions=instructions, tools=tools)
+            return f"Started subagent {sub.id}. Call wait_subagents to get its result."
+
+        async def wait_subagents(ctx: RunContext, ids: list[str] | None = None, timeout: float | None = None) -> str:
+            """Wait for subagents to finish and return their results.
+
+            Args:
+                ids: the subagents to wait for; omit to wait for all you started that are running.
+                timeout: seconds to wait at most.
+            """
+            subs = await manager.wait(ids, timeout=timeout, caller=ctx.agent)
+            return "\n".join(sub.report() for sub in subs) or "No subagents."
+
+        async def follow_up_subagent(id: str, message: str) -> str:
+            """Send a subagent a follow-up message; it continues in its own conversation.
+
+            Args:
+                id: the subagent's id.
+                message: what to tell or ask it.
+            """
+            sub = await manager.follow_up(id, message)
+            return f"Sent to {sub.id}; it is running. Call wait_subagents to get its answer."
+
+        async def cancel_subagent(id: str) -> str:
+            """Stop a running subagent.
+
+            Args:
+                id: the subagent's id.
+            """
+            sub = await manager.cancel(id)
+            return f"{sub.id} is {sub.state}."
+
+        def list_subagents() -> str:
+            """List the subagents with their state and task."""
+            return manager.listing()
+
+        return [
+            Tool(spawn_subagent),
+            Tool(wait_subagents, read_only=True),
+            Tool(follow_up_subagent),
+            Tool(cancel_subagent),
+            Tool(list_subagents, read_only=True),
+        ]
+
+    # -- the Python API ---------------------------------------------------------------------
+
+    async def spawn(
+        self, ctx: RunContext, task: str, *, instructions: str = "", tools: list[str] | None = None
+    ) -> Subagent:
+        """Start a subagent of the agent running ``ctx`` (see the module docstring for the rules)."""
+        from cortana.agent.agent import Agent
+
+        parent = ctx.agent
+        depth = self._depth_of.get(id(parent), 0) + 1
+        if depth > self.max_depth:
+            raise ToolError(f"Subagents cannot spawn their own (max_depth={self.max_depth}); do the task yourself.")
+        own = [t for t in parent.tools if t.name not in TOOL_NAMES]
+        if tools is not None:
+            unknown = sorted(set(tools) - {t.name for t in own})
+            if unknown:
+                raise ToolError(
+                    f"No such tools to give: {', '.join(unknown)}. Yours: {', '.join(t.name for t in own)}."
+                )
+            own = [t for t in own if t.name in tools]
+        gate = parent.permissions
+        if gate is not None:
+            refused = [t.name for t in own if gate.static_action(t) == "deny"]
+            if refused and tools is not None:
+                raise ToolError(f"The permission policy refuses {', '.join(refused)}; a subagent cannot have them.")
+            own = [t for t in own if t.name not in refused]
+        child_tools: list[Tool] = [*own, *(self.tools() if depth < self.max_depth else [])]
+        child = Agent(
+            parent.model,
+            name=f"{parent.name}/sub{next(self._ids)}",
+            instructions=instructions or prompt_text("subagent"),
+            tools=child_tools,
+            permissions=gate,
+            memory=self.history,
+            settings=parent.settings,
+            max_tool_iterations=parent.max_tool_iterations,
+        )
+        self._depth_of[id(child)] = depth
+        sub_id = child.name.rsplit("/", 1)[1]
+        sub = Subagent(
+            id=sub_id,
+            task=task,
+            agent=child,
+            thread=ThreadRef(resource_id="subagents", thread_id=f"{parent.name}/{sub_id}"),
+            depth=depth,
+            parent_metrics=ctx.metrics,
+            spawned_by=parent,
+        )
+        self.subagents[sub.id] = sub
+        ctx.metrics.subagent_spawns += 1
+        sub.job = asyncio.create_task(self._run(sub, task, previous=None))
+        return sub
+
+    async def wait(
+        self, ids: list[str] | None = None, *, timeout: float | None = None, caller: Agent | None = None
+    ) -> list[Subagent]:
+        """Wait until the named subagents stop, or ``timeout`` passes.
+
+        Without ids: the running subagents that ``caller`` started (all running ones when no caller
+        is given). A subagent never waits for itself, which could only end at the timeout.
+        """
+        if ids:
+            subs = [self._get(i) for i in ids]
+        else:
+            subs = [
+                s
+                for s in self.subagents.values()
+                if s.state == "running" and (caller is None or s.spawned_by is caller)
+            ]
+        jobs = [s.job for s in subs if s.job is not None and not s.job.done() and s.agent is not caller]
+        if jobs:
+            await asyncio.wait(jobs, timeout=timeout if timeout is not None else self.wait_timeout)
+        return subs
+
+    async def follow_up(self, sub_id: str, message: str) -> Subagent:
+        """Continue a subagent in its own thread (after its current run, if it is running)."""
+        sub = self._get(sub_id)
+        if sub.state == "cancelled":
+            raise ToolError(f"{sub_id} was cancelled; spawn a new subagent instead.")
+        sub.state = "running"
+        sub.job = asyncio.create_task(self._run(sub, message, previous=sub.job))
+        return sub
+
+    async def cancel(self, sub_id: str) -> Subagent:
+        """Stop a subagent's current run."""
+        sub = self._get(sub_id)
+        if sub.job is not None and not sub.job.done():
+            sub.job.cancel()
+            await asyncio.gather(sub.job, return_exceptions=True)
+        if sub.state == "running":
+            sub.state = "cancelled"
+        return sub
+
+    def listing(self) -> str:
+        """The subagents as lines: id, state, task, model calls and tokens."""
+        if not self.subagents:
+            return "No subagents."
+        return "\n".join(
+            f"{s.id} · {s.state} · depth {s.depth} · {s.metrics.model_calls} model calls · "
+            f"{s.metrics.prompt_tokens + s.metrics.completion_tokens} tokens · {s.task[:80]}"
+            for s in self.subagents.values()
+        )
+
+    @property
+    def metrics(self) -> RunMetrics:
+        """Every subagent's metrics summed."""
+        total = RunMetrics()
+        for sub in self.subagents.values():
+            total = total.merge(sub.metrics)
+        return total
+
+    async def aclose(self) -> None:
+        """Cancel every running subagent."""
+        for sub in list(self.subagents.values()):
+            await self.cancel(sub.id)
+
+    def _get(self, sub_id: str) -> Subagent:
+        if sub_id not in self.subagents:
+            known = ", ".join(self.subagents) or "none"
+            raise ToolError(f"No subagent '{sub_id}'. Known: {known}.")
+        return self.subagents[sub_id]
+
+    async def _run(self, sub: Subagent, prompt: str, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None and not previous.done():
+            await asyncio.gather(previous, return_exceptions=True)
+        async with self._slots:
+            try:
+                result = await sub.agent.run(prompt, thread=sub.thread)
+            except asyncio.CancelledError:
+                sub.state = "cancelled"
+                raise
+            except Exception as error:  # reported to the parent, never raised into its run
+                sub.state, sub.error = "failed", error
+                return
+        sub.state, sub.result, sub.error = "done", result, None
+        sub.metrics = sub.metrics.merge(result.metrics)
+        sub.parent_metrics.subagent_prompt_tokens += result.metrics.prompt_tokens
+        sub.parent_metrics.subagent_completion_tokens += result.metrics.completion_tokens
