@@ -68,6 +68,7 @@ async def run_events(
         context = "\n\n".join(part for part in (recalled, context) if part) or None
     provider_tools, _ = as_tools(memory.tools(thread)) if memory is not None else ([], [])
     toolbox = Toolbox([*agent.tools, *provider_tools], agent.tool_groups)
+    await toolbox.load_eager()
 
     content = prompt_text("turn_context").format(context=context, prompt=prompt) if context else prompt
     new_messages = [Message.user(content)]

@@ -158,6 +158,7 @@ class SubagentManager:
             raise ToolError(f"Subagents cannot spawn their own (max_depth={self.max_depth}); do the task yourself.")
         own = [t for t in parent.tools if t.name not in TOOL_NAMES]
         if tools is not None:
+            tools = [name for name in tools if name not in TOOL_NAMES]  # not grantable; small models ask anyway
             unknown = sorted(set(tools) - {t.name for t in own})
             if unknown:
                 raise ToolError(
@@ -202,12 +203,16 @@ class SubagentManager:
     ) -> list[Subagent]:
         """Wait until the named subagents stop, or ``timeout`` passes.
 
-        Without ids: the running subagents that ``caller`` started (all running ones when no caller
-        is given). A subagent never waits for itself, which could only end at the timeout.
+        Without ids, or with only unknown ones: the running subagents that ``caller`` started (all
+        running ones when no caller is given). A subagent never waits for itself, which could only
+        end at the timeout.
         """
-        if ids:
-            subs = [self._get(i) for i in ids]
-        else:
+        known = [i for i in ids or [] if i in self.subagents]
+        if ids and not known and not any(s.spawned_by is caller for s in self.subagents.values()):
+            self._get(ids[0])  # nothing to fall back on: report the unknown id
+        if known:
+            subs = [self.subagents[i] for i in known]
+        else:  # no ids, or only unknown ones (small models invent ids): the caller's running subagents
             subs = [
                 s
                 for s in self.subagents.values()

@@ -1,10 +1,12 @@
 """The tools one run can see: the agent's, the memory provider's, and groups loaded on demand."""
 
+import contextlib
 from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import Field
 
+from cortana.errors import ToolError
 from cortana.models.base import ToolSpec
 from cortana.tools.base import Tool, ToolGroup, loose_name
 
@@ -48,9 +50,10 @@ class Toolbox:
         if loose_name(name) in loose:
             return loose[loose_name(name)]
         for group in self._groups.values():
-            for candidate in group.tools:
+            for candidate in group.tools:  # tools of groups already fetched but not yet loaded in this run
                 if loose_name(candidate.name) == loose_name(name):
-                    self.load(group.name)
+                    self._loaded.append(group.name)
+                    self._specs = None
                     return candidate
         return None
 
@@ -58,26 +61,39 @@ class Toolbox:
         """Names of the offered tools."""
         return [t.name for t in self.active]
 
-    def load(self, group: str) -> ToolGroup:
-        """Make a group's tools available for the rest of the run."""
+    async def load(self, group: str) -> ToolGroup:
+        """Make a group's tools available for the rest of the run (starting them if they load lazily)."""
         found = self._groups[group]
+        await found.ensure_loaded()
         if group not in self._loaded:
             self._loaded.append(group)
             self._specs = None
         return found
+
+    async def load_eager(self) -> None:
+        """Load the groups marked ``eager``; one that fails to load is left for ``load_tools`` to report."""
+        for group in self._groups.values():
+            if group.eager:
+                with contextlib.suppress(Exception):
+                    await self.load(group.name)
 
     def _make_load_tool(self) -> Tool:
         listing = "; ".join(f"'{g.name}': {g.description}" for g in self._groups.values())
 
         group_names = list(self._groups)
 
-        def load_tools(group: Annotated[str, Field(json_schema_extra={"enum": group_names})]) -> str:
+        async def load_tools(group: Annotated[str, Field(json_schema_extra={"enum": group_names})]) -> str:
             if group not in self._groups:
                 matches = [g for g in self._groups if loose_name(g) == loose_name(group)]
                 if not matches:
-                    raise ValueError(f"No tool group '{group}'. Groups: {', '.join(self._groups)}.")
+                    raise ToolError(f"No tool group '{group}'. Groups: {', '.join(self._groups)}.")
                 group = matches[0]
-            loaded = self.load(group)
+            try:
+                loaded = await self.load(group)
+            except ToolError:
+                raise
+            except Exception as exc:
+                raise ToolError(f"The tools of '{group}' could not be loaded: {exc}") from exc
             return f"Loaded '{group}'. You can now call: " + ", ".join(
                 f"{t.name} ({t.description})" if t.description else t.name for t in loaded.tools
             )

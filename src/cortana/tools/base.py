@@ -15,9 +15,9 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, get_args, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -89,6 +89,8 @@ class Tool:
         description: defaults to the docstring's summary.
         read_only: the tool only reads (files, state); the permission gate and
             repeated-read cache use this.
+        default_action: what the permission gate does with this tool when no rule names
+            it (``"ask"`` for tools of outside servers); None: the gate's own default.
     """
 
     __slots__ = (
@@ -96,6 +98,7 @@ class Tool:
         "_context_param",
         "_is_async",
         "_spec",
+        "default_action",
         "description",
         "function",
         "name",
@@ -110,6 +113,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         read_only: bool = False,
+        default_action: Literal["allow", "ask", "deny"] | None = None,
     ) -> None:
         if not callable(function):
             raise UserError(f"Tool() needs a callable, got {type(function).__name__}.")
@@ -123,6 +127,7 @@ class Tool:
         doc_description, arg_docs = parse_docstring(inspect.getdoc(function))
         self.description = description if description is not None else doc_description
         self.read_only = read_only
+        self.default_action = default_action
         self._is_async = _is_async_callable(function)
         self._args_model, self._context_param = _arguments_model(function, self.name, arg_docs)
         self.parameters = _clean_schema(self._args_model.model_json_schema())
@@ -201,6 +206,7 @@ class SchemaTool(Tool):
         function: Callable[..., Any],
         *,
         read_only: bool = False,
+        default_action: Literal["allow", "ask", "deny"] | None = None,
     ) -> None:
         if not _NAME.match(name):
             raise UserError(f"Tool name {name!r} is not allowed: use 1-64 letters, digits, '_', '.' or '-'.")
@@ -208,6 +214,7 @@ class SchemaTool(Tool):
         self.name = name
         self.description = description
         self.read_only = read_only
+        self.default_action = default_action
         self.parameters = {"type": "object", "properties": {}, **parameters}
         self._is_async = _is_async_callable(function)
         self._context_param = None
@@ -285,16 +292,29 @@ class ToolGroup:
         name: the group's name, shown to the model.
         description: one line saying when the group is useful.
         tools: the group's tools (``Tool`` objects or plain callables).
+        loader: for tools known only at run time (an MCP server's): an async function
+            returning them, called the first time the group is loaded.
+        eager: offer the group's tools from the start of every run, without ``load_tools``.
     """
 
     name: str
     description: str
     tools: list[Tool] = dataclasses.field(default_factory=list)
+    loader: Callable[[], Awaitable[list[Tool]]] | None = None
+    eager: bool = False
 
     def __post_init__(self) -> None:
         self.tools = [t if isinstance(t, Tool) else Tool(t) for t in self.tools]
         if not _NAME.match(self.name):
             raise UserError(f"ToolGroup name {self.name!r} is not allowed: use 1-64 letters, digits, '_', '.' or '-'.")
+        self._loaded = self.loader is None
+
+    async def ensure_loaded(self) -> list[Tool]:
+        """The group's tools, calling ``loader`` the first time (its errors propagate)."""
+        if not self._loaded and self.loader is not None:
+            self.tools = list(await self.loader())
+            self._loaded = True
+        return self.tools
 
 
 @overload

@@ -64,8 +64,9 @@ class PermissionGate:
     The decision for a call is, in order: a remembered approval or denial for
     this tool; ``check(call, tool, context)`` if given (returning ``None`` falls
     through); the first matching entry of ``rules`` (tool-name globs to
-    ``allow`` / ``deny`` / ``ask``); ``read_only_default`` for read-only tools;
-    else ``default``. An ``ask`` goes to ``approve(call, tool, reason)``.
+    ``allow`` / ``deny`` / ``ask``); the tool's own ``default_action`` (MCP
+    tools: ``ask``); ``read_only_default`` for read-only tools; else ``default``.
+    An ``ask`` goes to ``approve(call, tool, reason)``.
 
     Args:
         default: the action for tools no rule names.
@@ -111,6 +112,8 @@ class PermissionGate:
         for pattern, action in self.rules.items():
             if fnmatch.fnmatchcase(tool.name, pattern):
                 return action
+        if tool.default_action is not None:
+            return tool.default_action
         if tool.read_only and self.read_only_default is not None:
             return self.read_only_default
         return self.default
@@ -130,6 +133,9 @@ class PermissionGate:
         for pattern, action in self.rules.items():
             if fnmatch.fnmatchcase(tool.name, pattern):
                 return PermissionDecision(action, None if action == "allow" else f"rule '{pattern}: {action}'")
+        if tool.default_action is not None:
+            action = tool.default_action
+            return PermissionDecision(action, None if action == "allow" else f"the tool's own default: {action}")
         if tool.read_only and self.read_only_default is not None:
             return PermissionDecision(self.read_only_default)
         return PermissionDecision(self.default, None if self.default == "allow" else f"default policy: {self.default}")

@@ -1,0 +1,37 @@
+"""The real engine (bundled Qwen2.5-Coder-0.5B) drives a spawn and a wait.
+
+No forced tool choice: a prompt that names the two tools, which the 0.5B model
+follows reliably at temperature 0 (it spawns, waits, then answers).
+"""
+
+from __future__ import annotations
+
+from cortana import Agent
+from cortana.agent.subagents import SubagentManager
+from cortana.models.base import ModelSettings
+from cortana.models.llamacpp import LlamaCppClient
+
+PROMPT = "Use spawn_subagent with the task 'What is the capital of France?'. Then call wait_subagents and tell me its answer."
+
+
+async def test_the_model_spawns_a_subagent_and_waits_for_it(engine_url: str) -> None:
+    client = await LlamaCppClient(base_url=engine_url).connect()
+    manager = SubagentManager()
+    agent = Agent(
+        client,
+        instructions="You are a helpful assistant.",
+        tools=manager.tools(),
+        settings=ModelSettings(temperature=0, seed=3, max_tokens=150),
+        max_tool_iterations=6,
+    )
+    try:
+        result = await agent.run(PROMPT)
+    finally:
+        await manager.aclose()
+        await client.aclose()
+    called = [call.name for message in result.new_messages for call in message.tool_calls]
+    assert called[:2] == ["spawn_subagent", "wait_subagents"]
+    waited = next(m.content for m in result.new_messages if m.role == "tool" and m.name == "wait_subagents")
+    assert waited.startswith("sub1 (done): ") and "Paris" in waited
+    assert result.metrics.subagent_spawns == 1 and result.metrics.subagent_prompt_tokens > 0
+    assert "Paris" in result.output
