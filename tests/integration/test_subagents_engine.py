@@ -11,7 +11,10 @@ from cortana.agent.subagents import SubagentManager
 from cortana.models.base import ModelSettings
 from cortana.models.llamacpp import LlamaCppClient
 
-PROMPT = "Use spawn_subagent with the task 'What is the capital of France?'. Then call wait_subagents and tell me its answer."
+PROMPT = (
+    "Use spawn_subagent with the task 'What is the capital of France?'. "
+    "Then call wait_subagents and tell me its answer."
+)
 
 
 async def test_the_model_spawns_a_subagent_and_waits_for_it(engine_url: str) -> None:
