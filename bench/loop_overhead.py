@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
-import platform
 import statistics
-import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -25,6 +22,7 @@ from pathlib import Path
 import cortana
 from cortana import Agent, tool
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call
+from report import save
 
 
 @tool
@@ -98,7 +96,6 @@ def main() -> None:
     inst_time, inst_bytes = instantiation()
 
     results = {
-        "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpu": platform.processor()},
         "cortana": cortana.__version__,
         "run_1_tool_step_median_us": statistics.median(one) * 1e6,
         "run_1_tool_step_p95_us": sorted(one)[int(0.95 * len(one))] * 1e6,
@@ -111,9 +108,7 @@ def main() -> None:
     for key, value in results.items():
         shown = f"{value:,.1f}" if isinstance(value, float) else value
         print(f"{key:<{width}}  {shown}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    save(args.json, results)
 
 
 if __name__ == "__main__":

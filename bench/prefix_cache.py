@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +25,7 @@ from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import ThreadRef
 from cortana.models.base import ModelSettings
 from cortana.models.factory import create_model_client
+from report import save
 
 PROMPTS = [
     "Hi! I'm Maya and I'm planning a trip to Lisbon in May.",
@@ -103,15 +102,12 @@ def main() -> None:
     beyond = sum(int(row["reprocessed_beyond_new"]) for row in later)
     share = beyond / new if new else 0.0
     print(f"turns 2+: {beyond} tokens re-processed beyond {new} new ({share:.1%}; goal <= 5%)")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
     report = {
-        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
         "model": args.model,
         "calls": rows,
         "turns_2_plus": {"new": new, "reprocessed_beyond_new": beyond, "share": share},
     }
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    save(args.json, report)
 
 
 if __name__ == "__main__":

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import platform
 import random
 import statistics
 import struct
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +23,7 @@ from pathlib import Path
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import Message, ThreadRef
+from report import save
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -100,10 +98,7 @@ def main() -> None:
     results = asyncio.run(run(args.messages, args.queries))
     for key, value in results.items():
         print(f"{key:<32} {value}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    report = {"machine": {"python": sys.version.split()[0], "platform": platform.platform()}, **results}
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    save(args.json, results)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 from cortana import Agent
 from cortana.agent.runner import AgentRunner
 from cortana.testing import ScriptedModel
+from report import save
 
 
 def agent(runs: int) -> Agent:
@@ -70,10 +68,7 @@ def main() -> None:
     }
     for key, value in results.items():
         print(f"{key:<28} {value}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    report = {"machine": {"python": sys.version.split()[0], "platform": platform.platform()}, **results}
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    save(args.json, results)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import re
 import sys
 import time
@@ -32,6 +31,7 @@ from cortana.messages import Message, ToolCall
 from cortana.models.base import ToolSpec
 from cortana.models.toolparse import recover_tool_calls
 from cortana.tools.base import SchemaTool
+from report import save
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "fixtures" / "toolcalls"
@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int)
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "toolcalls.json")
     args = parser.parse_args()
-    report: dict[str, Any] = {"machine": {"python": sys.version.split()[0], "platform": platform.platform()}}
+    report: dict[str, Any] = {}
     if args.live:
         for recover in (False, True):
             label = f"{args.model} live, recovery {'on' if recover else 'off'}"
@@ -185,9 +185,7 @@ def main() -> None:
             print(key)
             for name, value in stats.items():
                 print(f"  {name:<36} {value}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.json}")
+    save(args.json, report)
 
 
 if __name__ == "__main__":

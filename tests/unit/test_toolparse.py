@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -197,7 +198,10 @@ def test_streaming_prose_is_not_held_back() -> None:
 
 
 def _bench() -> object:
-    path = Path(__file__).parents[2] / "bench" / "toolcalls.py"
+    folder = Path(__file__).parents[2] / "bench"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # the benchmarks import their shared report module
+    path = folder / "toolcalls.py"
     spec = importlib.util.spec_from_file_location("bench_toolcalls", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
