@@ -255,15 +255,10 @@ class MCPServers:
             return await server.call(name, arguments)
 
         schema = {k: v for k, v in (definition.input_schema or {}).items() if k != "title"}
-        annotations = getattr(definition, "annotations", None)
-        read_only = bool(getattr(annotations, "read_only_hint", False)) if annotations else False
+        # Not read-only even when the server says so: an outside server's answers may change at
+        # any time, so its calls are never answered from the repeated-read cache and they clear it.
         return SchemaTool(
-            f"{server.config.name}.{name}",
-            definition.description or name,
-            schema,
-            call,
-            read_only=read_only,
-            default_action="ask",
+            f"{server.config.name}.{name}", definition.description or name, schema, call, default_action="ask"
         )
 
     async def aclose(self) -> None:

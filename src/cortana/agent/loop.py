@@ -124,9 +124,7 @@ async def run_events(
         async for event in _run_tool_calls(agent, reply.tool_calls, toolbox, run_context, results):
             yield event
         metrics.tool_time += time.perf_counter() - tool_started
-        answered.update(
-            _call_key(call) for call, result in zip(reply.tool_calls, results, strict=True) if not result.is_error
-        )
+        _remember_answers(answered, reply.tool_calls, results, toolbox)
         _append(transcript, new_messages, *results)
         await _persist(memory, thread, [reply, *results])
 
@@ -278,8 +276,15 @@ async def _run_tool_calls(
     context.metrics.tool_calls += len(calls)
     slots: list[Message | None] = [None] * len(calls)
     runnable: list[tuple[int, ToolCall, Tool, dict[str, object]]] = []
+    reads: dict[str, str] = context.state.setdefault("read_cache", {})  # read call key -> id of its result
     for index, call in enumerate(calls):
         checked = await _check_call(agent, call, toolbox, context)
+        if not isinstance(checked, Message) and checked[0].read_only and _call_key(call) in reads:
+            checked = Message.tool(
+                call,
+                f"Same call as {reads[_call_key(call)]} earlier in this run, and nothing has been written or run "
+                "since: its result above still holds.",
+            )
         if isinstance(checked, Message):
             slots[index] = checked
             yield ToolCallStarted(call)
@@ -312,6 +317,12 @@ async def _run_tool_calls(
             for task in tasks:
                 task.cancel()
 
+    if any(not tool.read_only for _, _, tool, _ in runnable):
+        reads.clear()  # a write, a command or an outside server's call may change what a read returns
+    for index, call, tool, _ in runnable:
+        result = slots[index]
+        if tool.read_only and result is not None and not result.is_error:
+            reads[_call_key(call)] = call.id
     for message in slots:
         assert message is not None
         context.metrics.tool_errors += message.is_error
@@ -371,8 +382,18 @@ def _call_key(call: ToolCall) -> str:
     return f"{loose_name(call.name)}:{json.dumps(call.arguments, sort_keys=True, default=str)}"
 
 
+def _remember_answers(answered: set[str], calls: list[ToolCall], results: list[Message], toolbox: Toolbox) -> None:
+    """Record the calls that got results; after a write or command, earlier reads may be stale."""
+    tools = [toolbox.resolve(call.name) for call in calls]
+    if any(tool is not None and not tool.read_only for tool in tools):
+        answered.difference_update(key for key in list(answered) if key.startswith("read:"))
+    for call, tool, result in zip(calls, tools, results, strict=True):
+        if not result.is_error:
+            answered.add(("read:" if tool is not None and tool.read_only else "") + _call_key(call))
+
+
 def _all_repeated(calls: list[ToolCall], answered: set[str]) -> bool:
-    return all(_call_key(call) in answered for call in calls)
+    return all(_call_key(call) in answered or "read:" + _call_key(call) in answered for call in calls)
 
 
 def _append(transcript: list[Message], new_messages: list[Message], *messages: Message) -> None:

@@ -1,0 +1,142 @@
+"""The built-in tools: behaviour, limits, path confinement, and the repeated-read cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from cortana import Agent, PermissionDecision
+from cortana.errors import PermissionDenied, ToolError
+from cortana.testing import ScriptedModel, tool_call, tool_call_response
+from cortana.tools.builtin import MAX_OUTPUT_CHARS, Workspace, builtin_tools, workspace_gate
+
+
+@pytest.fixture
+def space(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("import os\n\ndef main():\n    print('hi')\n")
+    (root / "notes.md").write_text("alpha\nbeta\ngamma\n")
+    (root / "build").mkdir()
+    (root / "build" / "out.txt").write_text("generated")
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    (root / "debug.log").write_text("noise")
+    return root
+
+
+def tools(root: Path) -> dict:  # type: ignore[type-arg]
+    return {t.name: t for t in builtin_tools(root)}
+
+
+async def call(root: Path, name: str, **arguments: object) -> str:
+    tool = tools(root)[name]
+    return str(await tool.invoke(tool.validate(arguments)))
+
+
+async def test_read_file_with_line_ranges(space: Path) -> None:
+    assert await call(space, "read_file", path="notes.md", start_line=2, end_line=3) == "    2  beta\n    3  gamma"
+    with pytest.raises(ToolError, match=r"No file 'nope\.md'\. Use list_files"):
+        await call(space, "read_file", path="nope.md")
+    with pytest.raises(ToolError, match="has 3 lines; start_line 9"):
+        await call(space, "read_file", path="notes.md", start_line=9)
+
+
+async def test_list_files_respects_gitignore(space: Path) -> None:
+    listing = (await call(space, "list_files")).splitlines()
+    assert listing == [".gitignore", "notes.md", "src/app.py"]
+    assert await call(space, "list_files", pattern="*.py") == "src/app.py"
+
+
+async def test_grep_with_context(space: Path) -> None:
+    assert await call(space, "grep_files", pattern=r"def \w+") == "src/app.py:3:def main():"
+    with_context = await call(space, "grep_files", pattern="print", context=1)
+    assert with_context.splitlines() == ["src/app.py-3-def main():", "src/app.py:4:    print('hi')", "--"]
+    with pytest.raises(ToolError, match="Invalid regular expression"):
+        await call(space, "grep_files", pattern="(")
+
+
+async def test_write_and_edit(space: Path) -> None:
+    assert await call(space, "write_file", path="new/file.txt", content="one\ntwo\n") == "Wrote new/file.txt (2 lines)."
+    assert await call(space, "edit_file", path="notes.md", old_text="beta", new_text="BETA") == "Edited notes.md."
+    assert (space / "notes.md").read_text() == "alpha\nBETA\ngamma\n"
+    with pytest.raises(ToolError, match="was not found"):
+        await call(space, "edit_file", path="notes.md", old_text="delta", new_text="x")
+    (space / "twice.txt").write_text("x\nx\n")
+    with pytest.raises(ToolError, match="appears 2 times"):
+        await call(space, "edit_file", path="twice.txt", old_text="x", new_text="y")
+
+
+async def test_run_command_exit_code_timeout_and_output_cap(space: Path) -> None:
+    assert await call(space, "run_command", command="ls src; exit 3") == "exit code 3\napp.py\n"
+    with pytest.raises(ToolError, match=r"did not finish within 0\.2s"):
+        await call(space, "run_command", command="sleep 5", timeout=0.2)
+    long = await call(space, "run_command", command=f"python3 -c \"print('x' * {MAX_OUTPUT_CHARS * 2})\"")
+    assert len(long) < MAX_OUTPUT_CHARS + 200 and "output cut at 12,000" in long and "redirect the output" in long
+
+
+@pytest.mark.parametrize("escape", ["../outside.txt", "/etc/passwd", "src/../../outside.txt", "link/secret.txt"])
+async def test_path_escapes_are_refused_without_asking(space: Path, escape: str) -> None:
+    outside = space.parent / "outside.txt"
+    outside.write_text("keep me")
+    (space.parent / "elsewhere").mkdir(exist_ok=True)
+    (space.parent / "elsewhere" / "secret.txt").write_text("secret")
+    os.symlink(space.parent / "elsewhere", space / "link")
+    asked: list[str] = []
+
+    def approve(call, tool, reason):  # type: ignore[no-untyped-def]
+        asked.append(call.name)
+        return PermissionDecision.allow()
+
+    model = ScriptedModel(
+        [
+            tool_call_response(
+                tool_call("write_file", path=escape, content="overwritten"), tool_call("read_file", path=escape)
+            ),
+            "ok",
+        ]
+    )
+    agent = Agent(model, tools=builtin_tools(space), permissions=workspace_gate(space, approve=approve))
+    result = await agent.run("try")
+    write, read = [m for m in result.new_messages if m.role == "tool"]
+    assert write.is_error and read.is_error and "outside the workspace" in write.content
+    assert asked == [], "an escape is refused before anyone is asked"
+    assert outside.read_text() == "keep me"
+    with pytest.raises(PermissionDenied):
+        Workspace(space).resolve(escape)
+
+
+async def test_writes_ask_and_a_denial_keeps_the_file(space: Path) -> None:
+    def deny(call, tool, reason):  # type: ignore[no-untyped-def]
+        return PermissionDecision.deny("not now")
+
+    model = ScriptedModel([tool_call_response(tool_call("write_file", path="notes.md", content="gone")), "ok"])
+    result = await Agent(model, tools=builtin_tools(space), permissions=workspace_gate(space, approve=deny)).run("x")
+    assert "Permission denied for 'write_file': not now" in result.new_messages[2].content
+    assert (space / "notes.md").read_text() == "alpha\nbeta\ngamma\n"
+    allowed = ScriptedModel([tool_call_response(tool_call("write_file", path="notes.md", content="new")), "ok"])
+    await Agent(allowed, tools=builtin_tools(space), permissions=workspace_gate(space, allow=("*",))).run("x")
+    assert (space / "notes.md").read_text() == "new"
+
+
+async def test_repeated_reads_are_not_run_again_until_something_is_written(space: Path) -> None:
+    read = tool_call("read_file", path="notes.md")
+    again = tool_call("read_file", path="notes.md")
+    listing = tool_call("list_files")
+    write = tool_call("write_file", path="notes.md", content="changed\n")
+    after = tool_call("read_file", path="notes.md")
+    model = ScriptedModel(
+        [
+            tool_call_response(read),
+            tool_call_response(again, listing),  # not all repeats: the read is answered from the cache
+            tool_call_response(write),
+            tool_call_response(after),
+            "done",
+        ]
+    )
+    result = await Agent(model, tools=builtin_tools(space), permissions=workspace_gate(space, allow=("*",))).run("x")
+    contents = {m.tool_call_id: m.content for m in result.new_messages if m.role == "tool"}
+    assert contents[read.id] == "    1  alpha\n    2  beta\n    3  gamma"
+    assert contents[again.id].startswith(f"Same call as {read.id} earlier in this run")
+    assert contents[after.id] == "    1  changed", "after a write the read runs again"
