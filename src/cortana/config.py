@@ -9,6 +9,7 @@ the workspace's ``cortana.yml``, then environment variables. A bad value is a
     model: qwen2.5-coder-1.5b
     context_window: 8192
     threads: 1
+    temperature: 0.2        # low: small models call tools more reliably
     agent:
       max_tool_iterations: 10
     permissions:
@@ -91,6 +92,7 @@ class Settings(_Section):
     context_window: int | None = Field(None, ge=256)
     threads: int | None = Field(None, ge=1)
     parallel: int = Field(1, ge=1)
+    temperature: float = Field(0.2, ge=0, le=2)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)

