@@ -122,11 +122,12 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             parallel_tool_calls=settings.agent.parallel_tool_calls,
             settings=ModelSettings(temperature=settings.temperature),
         )
-        thread = ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex)
         if prompt is not None:
-            await _answer(agent, prompt, thread)
+            await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
             return 0
-        return await _interactive(agent, thread, console)
+        from cortana.cli.repl import Repl
+
+        return await Repl(agent, memory, workspace, console).run()
     finally:
         await servers.aclose()
         memory.close()
@@ -191,18 +192,3 @@ async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> None:
             sys.stdout.write("\n")  # end the answer's line before tool rows and the summary
             sys.stdout.flush()
             last = "\n"
-
-
-async def _interactive(agent: Agent, thread: ThreadRef, console: Console) -> int:
-    console.print("[dim]Type a message; /exit or Ctrl-D leaves.[/dim]")
-    loop = asyncio.get_running_loop()
-    while True:
-        try:
-            line = await loop.run_in_executor(None, input, "› ")
-        except EOFError:
-            return 0
-        if not line.strip():
-            continue
-        if line.strip() in ("/exit", "/quit"):
-            return 0
-        await _answer(agent, line, thread)

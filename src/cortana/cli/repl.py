@@ -1,0 +1,261 @@
+"""The interactive session: prompt_toolkit input, streamed Markdown, slash commands, shell mode.
+
+- Enter sends; Alt-Enter (or Esc then Enter) starts a new line. History persists in
+  ``.cortana/history``; Tab completes slash commands and file paths.
+- Ctrl-C cancels the running turn (what was done so far is kept) and returns to the prompt;
+  Ctrl-D or ``/exit`` leaves.
+- ``!command`` runs in the workspace shell; the command and its output join the
+  conversation, so the next prompt can refer to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import signal
+import subprocess
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+
+from cortana.agent.agent import Agent
+from cortana.agent.events import ModelCallFinished, TextDelta
+from cortana.memory.sqlite import SQLiteMemory
+from cortana.messages import Message, ThreadRef
+
+__all__ = ["COMMANDS", "Repl"]
+
+COMMANDS = {
+    "/help": "this list",
+    "/compact": "summarize the conversation so far (optionally: /compact FOCUS)",
+    "/clear": "start a new thread",
+    "/threads": "list this workspace's threads",
+    "/resume": "continue a thread: /resume NUMBER (from /threads)",
+    "/model": "show the engine and model",
+    "/tools": "list the tools the assistant can use",
+    "/memory": "show the working memory",
+    "/exit": "leave (Ctrl-D works too)",
+}
+SHELL_OUTPUT_LIMIT = 8000
+
+
+class _Completer(Completer):
+    """Slash commands at the start of a line, file paths elsewhere."""
+
+    def __init__(self) -> None:
+        self.paths = PathCompleter(expanduser=True)
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if text.startswith("/") and " " not in text:
+            for command in COMMANDS:
+                if command.startswith(text):
+                    yield Completion(command, start_position=-len(text), display_meta=COMMANDS[command])
+            return
+        word = text.split()[-1] if text.split() and not text.endswith(" ") else ""
+        if word.lstrip("!").startswith(("/", ".", "~")) or "/" in word:
+            path_document = Document(word.lstrip("!"), len(word.lstrip("!")))
+            yield from self.paths.get_completions(path_document, event)
+
+
+class Repl:
+    """One interactive session on ``agent`` in ``workspace``."""
+
+    def __init__(self, agent: Agent, memory: SQLiteMemory, workspace: Path, console: Console) -> None:
+        self.agent = agent
+        self.memory = memory
+        self.workspace = workspace
+        self.console = console
+        self.out = Console()
+        self.thread = ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex)
+        self._listed: list[ThreadRef] = []
+        self.handlers: dict[str, Callable[[str], Awaitable[bool]]] = {
+            "/help": self._help,
+            "/compact": self._compact,
+            "/clear": self._clear,
+            "/threads": self._threads,
+            "/resume": self._resume,
+            "/model": self._model,
+            "/tools": self._tools,
+            "/memory": self._memory,
+            "/exit": self._exit,
+        }
+
+    async def run(self) -> int:
+        """Read and answer until ``/exit`` or end of input."""
+        history = self.workspace / ".cortana" / "history"
+        history.parent.mkdir(parents=True, exist_ok=True)
+        bindings = KeyBindings()
+
+        @bindings.add("escape", "enter")
+        def _newline(event: Any) -> None:
+            event.current_buffer.insert_text("\n")
+
+        session: PromptSession[str] = PromptSession(
+            history=FileHistory(str(history)), completer=_Completer(), key_bindings=bindings, multiline=False
+        )
+        self.console.print("[dim]/help for commands · !cmd runs a shell command · Ctrl-C cancels · Ctrl-D leaves[/dim]")
+        while True:
+            try:
+                line = await session.prompt_async("› ")
+            except KeyboardInterrupt:
+                continue
+            except EOFError:
+                return 0
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not await self._command(line):
+                    return 0
+            elif line.startswith("!"):
+                await self._shell(line[1:].strip())
+            else:
+                await self._turn(line)
+
+    async def _turn(self, prompt: str) -> None:
+        """Run one turn; Ctrl-C cancels it and keeps what was done."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(self._stream(prompt))
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
+        except Exception as exc:  # the session outlives a failed turn; the message is stored
+            self.console.print(f"[red]{type(exc).__name__}: {exc}[/red]")
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    async def _stream(self, prompt: str) -> None:
+        text = ""
+        live: Live | None = None
+        try:
+            async for event in self.agent.run_stream(prompt, thread=self.thread):
+                if isinstance(event, TextDelta) and event.text:
+                    text += event.text
+                    if live is None:
+                        live = Live(Markdown(text), console=self.out, refresh_per_second=8, vertical_overflow="visible")
+                        live.start()
+                    else:
+                        live.update(Markdown(text))
+                elif isinstance(event, ModelCallFinished) and live is not None:
+                    live.update(Markdown(text))
+                    live.stop()
+                    live, text = None, ""
+        finally:
+            if live is not None:
+                live.stop()
+
+    async def _shell(self, command: str) -> None:
+        if not command:
+            self.console.print("[yellow]![/yellow] needs a command, e.g. !ls")
+            return
+        completed = await asyncio.to_thread(
+            subprocess.run, command, shell=True, cwd=self.workspace, capture_output=True, text=True, errors="replace"
+        )
+        output = (completed.stdout + completed.stderr).rstrip()
+        self.out.print(output, highlight=False, markup=False)
+        if completed.returncode:
+            self.console.print(f"[dim]exit code {completed.returncode}[/dim]")
+        shown = output if len(output) <= SHELL_OUTPUT_LIMIT else output[:SHELL_OUTPUT_LIMIT] + "\n[... cut]"
+        note = Message(
+            role="user",
+            name="shell",
+            content=f"I ran `{command}` in the shell (exit code {completed.returncode}). Output:\n```\n{shown}\n```",
+        )
+        await self.memory.append_messages(self.thread, [note])
+
+    async def _command(self, line: str) -> bool:
+        name, _, argument = line.partition(" ")
+        handler = self.handlers.get(name)
+        if handler is None:
+            close = difflib.get_close_matches(name, COMMANDS, n=1)
+            hint = f" Did you mean {close[0]}?" if close else " /help lists them."
+            self.console.print(f"Unknown command {name}.{hint}")
+            return True
+        return await handler(argument.strip())
+
+    async def _help(self, _: str) -> bool:
+        for command, meaning in COMMANDS.items():
+            self.out.print(f"  {command:<10} {meaning}", highlight=False)
+        self.out.print("  !command   run a shell command; its output joins the conversation", highlight=False)
+        return True
+
+    async def _compact(self, focus: str) -> bool:
+        from cortana.errors import UserError
+
+        try:
+            summary = await self.agent.compact(self.thread, focus=focus or None)
+        except UserError as exc:
+            self.console.print(str(exc))
+            return True
+        self.console.print(f"[green]compacted[/green] [dim]({len(summary.content):,} characters of summary)[/dim]")
+        return True
+
+    async def _clear(self, _: str) -> bool:
+        self.thread = ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex)
+        self.console.print("[green]new thread[/green]")
+        return True
+
+    async def _threads(self, _: str) -> bool:
+        self._listed = [thread for thread, _ in await self.memory.threads("cli")]
+        for number, thread in enumerate(self._listed, start=1):
+            stored = await self.memory.messages(thread)
+            first = next((s.message.content for s in stored if s.message.role == "user"), "")
+            current = " (current)" if thread == self.thread else ""
+            self.out.print(
+                f"  {number:>2}. {first.splitlines()[-1][:70] if first else '(empty)'}{current}", highlight=False
+            )
+        if not self._listed:
+            self.out.print("  no threads yet")
+        return True
+
+    async def _resume(self, argument: str) -> bool:
+        if not self._listed:
+            self._listed = [thread for thread, _ in await self.memory.threads("cli")]
+        if not argument.isdigit() or not 1 <= int(argument) <= len(self._listed):
+            self.console.print("Usage: /resume NUMBER, with a number from /threads.")
+            return True
+        self.thread = self._listed[int(argument) - 1]
+        self.console.print(f"[green]resumed thread {argument}[/green]")
+        return True
+
+    async def _model(self, _: str) -> bool:
+        client = self.agent.model
+        window = getattr(client, "context_window", None)
+        self.out.print(
+            f"{type(client).__name__.removesuffix('Client')}: {getattr(client, 'model', '?')}"
+            + (f", {window:,} tokens" if window else ""),
+            highlight=False,
+        )
+        return True
+
+    async def _tools(self, _: str) -> bool:
+        for tool in self.agent.tools:
+            self.out.print(
+                f"  {tool.name:<14} {tool.description.splitlines()[0] if tool.description else ''}", highlight=False
+            )
+        for group in self.agent.tool_groups:
+            tools = await group.ensure_loaded() if group.eager else group.tools
+            names = ", ".join(t.name for t in tools) or "(loaded when the model asks)"
+            self.out.print(f"  {group.name + ':':<14} {group.description} — {names}", highlight=False)
+        return True
+
+    async def _memory(self, _: str) -> bool:
+        text = await self.memory.get_working_memory(self.thread)
+        self.out.print(text or "(working memory is empty)", highlight=False, markup=False)
+        return True
+
+    async def _exit(self, _: str) -> bool:
+        return False
