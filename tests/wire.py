@@ -30,6 +30,7 @@ class Reply:
     line_end: str = "\n"
     cut_after: int | None = None  # stream this many lines, then drop the connection
     delay: float = 0.0  # seconds to wait before answering
+    line_delay: float = 0.0  # seconds between streamed lines
 
     @classmethod
     def json(cls, data: Any, status: int = 200) -> Reply:
@@ -120,6 +121,8 @@ class WireServer:
                         return
                     self.wfile.write((line + reply.line_end).encode())
                     self.wfile.flush()
+                    if reply.line_delay:
+                        time.sleep(reply.line_delay)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)

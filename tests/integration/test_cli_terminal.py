@@ -70,3 +70,103 @@ def test_unknown_commands_get_a_suggestion_and_clear_starts_a_new_thread(cortana
     cortana.sendline("/compact")
     cortana.expect("nothing to compact yet")
     cortana.expect_exact(PROMPT)
+
+
+# -- a scripted OpenAI-compatible engine on loopback, for what the 0.5B model does not do on cue --
+
+LLAMA = Path(__file__).parent.parent / "fixtures" / "llamacpp"
+
+
+def sse(*chunks: dict) -> list[str]:  # type: ignore[type-arg]
+    import json
+
+    return [f"data: {json.dumps(chunk)}" for chunk in chunks] + ["data: [DONE]"]
+
+
+def text_reply(words: list[str], line_delay: float = 0.0):  # type: ignore[no-untyped-def]
+    from tests.wire import Reply
+
+    chunks = [{"choices": [{"index": 0, "delta": {"content": word}}]} for word in words]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return Reply(lines=sse(*chunks), content_type="text/event-stream", line_end="\n\n", line_delay=line_delay)
+
+
+def tool_reply(name: str, arguments: str):  # type: ignore[no-untyped-def]
+    from tests.wire import Reply
+
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return Reply(
+        lines=sse(
+            {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        ),
+        content_type="text/event-stream",
+        line_end="\n\n",
+    )
+
+
+@pytest.fixture
+def scripted_engine() -> Iterator:  # type: ignore[type-arg]
+    from tests.wire import Reply, WireServer
+
+    server = WireServer()
+    server.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
+    server.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
+    server.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
+    server.url = server.start()  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def spawn_on(url: str, workspace: Path, term: str = "dumb") -> pexpect.spawn:
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url],
+        cwd=str(workspace),
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(40, 120),
+        env={"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1"},
+    )
+    child.expect("›")
+    return child
+
+
+def test_ctrl_c_cancels_a_turn_and_the_session_goes_on(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    words = [f"word{i} " for i in range(200)]
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply(words, line_delay=0.1), text_reply(["Hello."]))
+    child = spawn_on(scripted_engine.url, workspace, term="xterm")  # a real terminal's line discipline
+    child.sendline("Tell me a long story.")
+    child.expect("word3 ")  # the answer is streaming
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect("›")
+    assert "word199" not in child.before
+    child.sendline("Say hello.")
+    child.expect("Hello.")
+    child.expect("›")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    assert any("Tell me a long story." in body for body in stored(workspace)), "the cancelled turn's message is kept"
+
+
+def test_write_file_asks_and_a_denial_keeps_the_file(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    scripted_engine.add(
+        "POST",
+        "/v1/chat/completions",
+        tool_reply("write_file", '{"path": "keep.txt", "content": "changed"}'),
+        text_reply(["I did not change keep.txt."]),
+    )
+    child = spawn_on(scripted_engine.url, workspace)
+    child.sendline("Overwrite keep.txt.")
+    child.expect_exact('write_file(path="keep.txt", content="changed")')
+    child.expect(r"allow\? \[y\]es once")
+    child.sendline("n")
+    child.expect("reason")
+    child.sendline("not today")
+    child.expect("I did not change keep.txt.")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    assert (workspace / "keep.txt").read_text() == "original\n"
+    assert any("Permission denied for 'write_file': not today" in body for body in stored(workspace))
