@@ -74,3 +74,13 @@ def test_a_bad_cortana_yml_is_a_one_line_error(tmp_path) -> None:  # type: ignor
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert lines[0].startswith(f"cortana: {tmp_path / 'cortana.yml'}, key 'engine': Input should be 'auto'")
+
+
+def test_personality_folder_overrides_the_assistant_instructions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from cortana.cli.session import assistant_instructions
+    from cortana.prompts import prompt_text
+
+    assert assistant_instructions(tmp_path) == prompt_text("assistant")
+    (tmp_path / "personality").mkdir()
+    (tmp_path / "personality" / "assistant.md").write_text("You are Ada, terse and exact.\n")
+    assert assistant_instructions(tmp_path) == "You are Ada, terse and exact."

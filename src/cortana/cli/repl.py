@@ -41,7 +41,7 @@ COMMANDS = {
     "/clear": "start a new thread",
     "/threads": "list this workspace's threads",
     "/resume": "continue a thread: /resume NUMBER (from /threads)",
-    "/model": "show the engine and model",
+    "/model": "show the engine and model; /model NAME switches (Ollama, Docker Model Runner)",
     "/tools": "list the tools the assistant can use",
     "/memory": "show the working memory",
     "/exit": "leave (Ctrl-D works too)",
@@ -231,8 +231,21 @@ class Repl:
         self.console.print(f"[green]resumed thread {argument}[/green]")
         return True
 
-    async def _model(self, _: str) -> bool:
-        client = self.agent.model
+    async def _model(self, name: str) -> bool:
+        client: Any = self.agent.model_client()
+        if name:
+            if type(client).__name__ == "EmbeddedClient":
+                self.console.print("The embedded engine runs one model; restart with `cortana --model NAME`.")
+                return True
+            available = await client.list_models() if hasattr(client, "list_models") else []
+            if available and name not in available:
+                close = difflib.get_close_matches(name, available, n=1)
+                hint = f" Did you mean {close[0]}?" if close else f" Available: {', '.join(available)}."
+                self.console.print(f"No model {name} on this engine.{hint}")
+                return True
+            client.model = name
+            if hasattr(client, "connect"):
+                await client.connect()  # the new model's context window
         window = getattr(client, "context_window", None)
         self.out.print(
             f"{type(client).__name__.removesuffix('Client')}: {getattr(client, 'model', '?')}"

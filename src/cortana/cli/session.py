@@ -32,7 +32,7 @@ from cortana.tools.base import Tool
 from cortana.tools.builtin import builtin_tools, workspace_gate
 from cortana.tools.permissions import PermissionDecision, PermissionGate
 
-__all__ = ["run_command", "run_session", "workspace_memory"]
+__all__ = ["assistant_instructions", "run_command", "run_session", "workspace_memory"]
 
 
 def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLiteMemory:
@@ -50,6 +50,14 @@ def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLit
         working_memory=scope,
         recall=recall,
     )
+
+
+def assistant_instructions(workspace: Path) -> str:
+    """``personality/assistant.md`` of the workspace when it exists, else the shipped instructions."""
+    own = workspace / "personality" / "assistant.md"
+    if own.is_file():
+        return own.read_text(encoding="utf-8").strip()
+    return prompt_text("assistant")
 
 
 async def _client(args: argparse.Namespace, settings: Settings, console: Console) -> BaseModelClient:
@@ -112,7 +120,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
         agent = Agent(
             client,
             name="cortana",
-            instructions=prompt_text("assistant"),
+            instructions=assistant_instructions(workspace),
             tools=[*builtin_tools(workspace), *servers.groups()],
             memory=memory,
             permissions=_gate(workspace, settings, args, console),
