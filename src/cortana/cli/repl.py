@@ -14,6 +14,7 @@ import asyncio
 import difflib
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -47,6 +48,25 @@ COMMANDS = {
     "/exit": "leave (Ctrl-D works too)",
 }
 SHELL_OUTPUT_LIMIT = 8000
+
+
+def _signals_from_keyboard() -> Callable[[], None]:
+    """Make Ctrl-C raise SIGINT while a turn runs; returns a function restoring the terminal.
+
+    prompt_toolkit leaves some terminals (TERM=dumb) in raw mode after reading a line, where
+    Ctrl-C is only a character in the input.
+    """
+    try:
+        import termios
+
+        descriptor = sys.stdin.fileno()
+        saved = termios.tcgetattr(descriptor)
+    except (ImportError, OSError, ValueError, termios.error):
+        return lambda: None
+    wanted = list(saved)
+    wanted[3] |= termios.ISIG
+    termios.tcsetattr(descriptor, termios.TCSANOW, wanted)
+    return lambda: termios.tcsetattr(descriptor, termios.TCSANOW, saved)
 
 
 class _Completer(Completer):
@@ -128,6 +148,7 @@ class Repl:
         loop = asyncio.get_running_loop()
         task = asyncio.ensure_future(self._stream(prompt))
         loop.add_signal_handler(signal.SIGINT, task.cancel)
+        restore = _signals_from_keyboard()
         try:
             await task
         except asyncio.CancelledError:
@@ -135,6 +156,7 @@ class Repl:
         except Exception as exc:  # the session outlives a failed turn; the message is stored
             self.console.print(f"[red]{type(exc).__name__}: {exc}[/red]")
         finally:
+            restore()
             loop.remove_signal_handler(signal.SIGINT)
 
     async def _stream(self, prompt: str) -> None:
