@@ -170,3 +170,30 @@ def test_write_file_asks_and_a_denial_keeps_the_file(scripted_engine, workspace:
     child.expect(pexpect.EOF)
     assert (workspace / "keep.txt").read_text() == "original\n"
     assert any("Permission denied for 'write_file': not today" in body for body in stored(workspace))
+
+
+def test_compact_after_turns(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    scripted_engine.add(
+        "POST",
+        "/v1/chat/completions",
+        text_reply(["Noted: 7."]),
+        text_reply(["Noted: teal."]),
+        text_reply(["## Objective\n", "Remember the user's favourites: 7 and teal."]),
+        text_reply(["Your favourite number is 7."]),
+    )
+    child = spawn_on(scripted_engine.url, workspace)
+    for line in ("My favourite number is 7.", "My favourite colour is teal."):
+        child.sendline(line)
+        child.expect(r"\d+ model calls? · ")
+        child.expect_exact(PROMPT)
+    child.sendline("/compact favourites")
+    child.expect("compacted")
+    child.expect_exact(PROMPT)
+    child.sendline("What is my favourite number?")
+    child.expect("Your favourite number is 7.")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    summary_request, after = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"][2:]
+    assert "Pay particular attention to: favourites" in summary_request["messages"][0]["content"]
+    assert "Remember the user's favourites" in after["messages"][1]["content"], "the next turn starts from the summary"
