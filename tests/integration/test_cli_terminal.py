@@ -135,7 +135,7 @@ def spawn_on(url: str, workspace: Path, term: str = "dumb") -> pexpect.spawn:
 def test_ctrl_c_cancels_a_turn_and_the_session_goes_on(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
     words = [f"word{i} " for i in range(200)]
     scripted_engine.add("POST", "/v1/chat/completions", text_reply(words, line_delay=0.1), text_reply(["Hello."]))
-    child = spawn_on(scripted_engine.url, workspace)
+    child = spawn_on(scripted_engine.url, workspace, term="xterm")  # TERM=dumb: see docs/cli.md
     child.sendline("Tell me a long story.")
     child.expect("word3 ")  # the answer is streaming
     child.sendintr()
