@@ -58,10 +58,12 @@ def _signals_from_keyboard() -> Callable[[], None]:
     """
     try:
         import termios
-
+    except ImportError:  # not a POSIX terminal
+        return lambda: None
+    try:
         descriptor = sys.stdin.fileno()
         saved = termios.tcgetattr(descriptor)
-    except (ImportError, OSError, ValueError, termios.error):
+    except (OSError, ValueError, termios.error):
         return lambda: None
     wanted = list(saved)
     wanted[3] |= termios.ISIG
