@@ -21,18 +21,24 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def cortana(engine_url: str, workspace: Path) -> Iterator[pexpect.spawn]:
+def spawn_on(url: str, workspace: Path, term: str = "dumb") -> pexpect.spawn:
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", engine_url],
+        ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url],
         cwd=str(workspace),
         encoding="utf-8",
-        timeout=180,
+        timeout=60,
         dimensions=(40, 120),
-        env={"TERM": "dumb", "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1"},
+        env={"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1"},
     )
-    child.expect_exact(PROMPT)
+    child.expect("›")
+    return child
+
+
+@pytest.fixture
+def cortana(engine_url: str, workspace: Path) -> Iterator[pexpect.spawn]:
+    child = spawn_on(engine_url, workspace)
+    child.timeout = 180  # the real model reads a ~950-token prompt at ~50 tokens/s
     yield child
     child.sendline("/exit")
     child.expect(pexpect.EOF, timeout=60)
@@ -116,20 +122,6 @@ def scripted_engine() -> Iterator:  # type: ignore[type-arg]
     server.url = server.start()  # type: ignore[attr-defined]
     yield server
     server.stop()
-
-
-def spawn_on(url: str, workspace: Path, term: str = "dumb") -> pexpect.spawn:
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url],
-        cwd=str(workspace),
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(40, 120),
-        env={"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1"},
-    )
-    child.expect("›")
-    return child
 
 
 def test_ctrl_c_cancels_a_turn_and_the_session_goes_on(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
