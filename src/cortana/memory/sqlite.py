@@ -42,6 +42,36 @@ T = TypeVar("T")
 DEFAULT_PATH = Path(".cortana") / "memory.db"
 WORKING_MEMORY_HEADER = "Working memory (your notes; update them with update_working_memory):"
 
+SETUP_DEADLINE_S = 30.0
+
+
+def _retry_while_locked(
+    step: Callable[[], object],
+    error_type: type[Exception] = sqlite3.OperationalError,
+    deadline_s: float = SETUP_DEADLINE_S,
+) -> None:
+    """Run a setup step, retrying while another process holds the file.
+
+    SQLite answers "database is locked" at once, without waiting on
+    ``busy_timeout``, when two connections meet while one switches the file to
+    WAL or creates its schema (the busy handler is skipped where waiting could
+    deadlock). Both steps are idempotent, so waiting briefly and trying again
+    is the fix; past the deadline the error is raised as it came. ``error_type``
+    is the driver's ``OperationalError`` (sqlean's is not sqlite3's).
+    """
+    give_up = time.monotonic() + deadline_s
+    pause = 0.005
+    while True:
+        try:
+            step()
+            return
+        except error_type as error:
+            message = str(error).lower()
+            if ("locked" not in message and "busy" not in message) or time.monotonic() > give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
 
 class StoredMessage:
     """A message as stored: its row id, thread, kind and the message itself."""
@@ -104,9 +134,9 @@ class SQLiteMemory:
                 driver = sqlite_module() or sqlite3  # one that can load sqlite-vec, where installed
             connection = driver.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
             connection.execute("PRAGMA busy_timeout = 30000")
-            connection.execute("PRAGMA journal_mode = WAL")
+            _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode = WAL"), driver.OperationalError)
             connection.execute("PRAGMA synchronous = NORMAL")
-            migrate(connection)
+            _retry_while_locked(lambda: migrate(connection), driver.OperationalError)
             if self.recall is not None:
                 self.recall.attach(connection)
             self._connection = connection
