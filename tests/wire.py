@@ -66,6 +66,7 @@ class Recorded:
     method: str
     path: str
     body: Any
+    client_port: int = 0  # one per TCP connection: how many connections the client opened
 
 
 @dataclass
@@ -74,6 +75,7 @@ class WireServer:
 
     routes: dict[tuple[str, str], list[Reply]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
+    keep_alive: bool = False  # HTTP/1.1, streams chunked, as llama.cpp and Ollama serve them
 
     def add(self, method: str, path: str, *replies: Reply) -> WireServer:
         self.routes.setdefault((method, path), []).extend(replies)
@@ -83,7 +85,7 @@ class WireServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
+            protocol_version = "HTTP/1.1" if server.keep_alive else "HTTP/1.0"
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -97,10 +99,12 @@ class WireServer:
             def _answer(self, method: str) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                server.requests.append(Recorded(method, self.path, json.loads(raw) if raw else None))
+                body = json.loads(raw) if raw else None
+                server.requests.append(Recorded(method, self.path, body, self.client_address[1]))
                 replies = server.routes.get((method, self.path))
                 if not replies:
                     self.send_response(404)
+                    self.send_header("Content-Length", "18")
                     self.end_headers()
                     self.wfile.write(b"404 page not found")
                     return
@@ -114,15 +118,21 @@ class WireServer:
                     self.end_headers()
                     self.wfile.write(reply.body)
                     return
+                chunked = self.protocol_version == "HTTP/1.1"
+                if chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 for index, line in enumerate(reply.lines):
                     if reply.cut_after is not None and index >= reply.cut_after:
                         self.connection.shutdown(socket.SHUT_RDWR)
                         return
-                    self.wfile.write((line + reply.line_end).encode())
+                    data = (line + reply.line_end).encode()
+                    self.wfile.write(b"%X\r\n%s\r\n" % (len(data), data) if chunked else data)
                     self.wfile.flush()
                     if reply.line_delay:
                         time.sleep(reply.line_delay)
+                if chunked:
+                    self.wfile.write(b"0\r\n\r\n")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
@@ -133,6 +143,10 @@ class WireServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def connections(self) -> int:
+        """How many TCP connections the requests so far came over."""
+        return len({r.client_port for r in self.requests})
 
     def bodies(self, path: str) -> list[Any]:
         return [r.body for r in self.requests if r.path == path]

@@ -265,3 +265,19 @@ async def test_an_engine_too_slow_to_answer_is_retried_then_reported(wire: WireS
         await collect(client, ModelRequest([Message.user("hi")]))
     assert len(wire.bodies("/api/chat")) == 2
     await client.aclose()
+
+
+async def test_consecutive_streamed_calls_reuse_one_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The stream is read to its end after the "done" line, so the connection goes back to the pool.
+    monkeypatch.setenv("OLLAMA_CONTEXT_WINDOW", "4096")
+    wire = WireServer(keep_alive=True)
+    wire.add("POST", "/api/chat", Reply.fixture("ollama/chat_plain_stream"))
+    client = OllamaClient("qwen2.5:0.5b", base_url=wire.start())
+    try:
+        for _ in range(3):
+            _, final = await collect(client, ModelRequest([Message.user("why is the sky blue?")]))
+            assert final.message.content
+        assert len(wire.bodies("/api/chat")) == 3 and wire.connections() == 1
+    finally:
+        await client.aclose()
+        wire.stop()

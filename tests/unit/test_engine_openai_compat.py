@@ -191,3 +191,19 @@ async def test_stream_closed_without_finish_is_an_error(wire: WireServer) -> Non
     with pytest.raises(StreamInterrupted, match="Retry the turn"):
         await collect(client, ModelRequest([Message.user("hi")]))
     await client.aclose()
+
+
+async def test_consecutive_streamed_calls_reuse_one_connection() -> None:
+    # The stream is read to its end after [DONE], so the connection goes back to the pool; closing it
+    # early made every model call open a new one (a quarter of the loop's time against a fast server).
+    wire = WireServer(keep_alive=True)
+    wire.add("POST", "/v1/chat/completions", Reply.fixture("dmr/chat_plain_stream_usage"))
+    client = LlamaCppClient("qwen", base_url=wire.start(), context_window=4096)
+    try:
+        for _ in range(3):
+            _, final = await collect(client, ModelRequest([Message.user("Why is the sky blue?")]))
+            assert final.message.content.startswith("The sky")
+        assert len(wire.requests) == 3 and wire.connections() == 1
+    finally:
+        await client.aclose()
+        wire.stop()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import httpx
@@ -83,7 +83,7 @@ class HttpEngine:
         json_body: Any,
         *,
         on_error: Callable[[int, str], Exception | None] | None = None,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """POST and yield the answer's non-empty lines as they arrive.
 
         A connection that breaks after the answer started raises

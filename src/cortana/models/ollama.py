@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any, ClassVar
 
 from cortana.errors import ConfigError, ModelError, ModelNotFound
@@ -228,21 +229,24 @@ class OllamaClient(BaseModelClient):
         self._check_fits(request)
         answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
         final: dict[str, Any] | None = None
-        async for line in self.http.stream_lines("/api/chat", self.request_body(request), on_error=self._error):
-            chunk = json.loads(line)
-            if chunk.get("error"):
-                raise ModelError(f"Ollama reported an error mid-answer: {chunk['error']}")
-            message = chunk.get("message") or {}
-            if message.get("thinking"):
-                yield answer.add_thinking(message["thinking"])
-            if message.get("content") and (shown := answer.add_text(message["content"])):
-                yield shown
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") or {}
-                answer.add_call(function.get("name", ""), function.get("arguments") or {}, id=call.get("id"))
-            if chunk.get("done"):
-                final = chunk
-                break
+        lines = self.http.stream_lines("/api/chat", self.request_body(request), on_error=self._error)
+        async with aclosing(lines):
+            async for line in lines:
+                if final is not None:  # read on to the end of the body, so the connection goes back to the pool
+                    continue
+                chunk = json.loads(line)
+                if chunk.get("error"):
+                    raise ModelError(f"Ollama reported an error mid-answer: {chunk['error']}")
+                message = chunk.get("message") or {}
+                if message.get("thinking"):
+                    yield answer.add_thinking(message["thinking"])
+                if message.get("content") and (shown := answer.add_text(message["content"])):
+                    yield shown
+                for call in message.get("tool_calls") or []:
+                    function = call.get("function") or {}
+                    answer.add_call(function.get("name", ""), function.get("arguments") or {}, id=call.get("id"))
+                if chunk.get("done"):
+                    final = chunk
         if final is None:
             raise answer.interrupted(f"Ollama at {self.base_url}")
         usage = Usage(prompt_tokens=final.get("prompt_eval_count") or 0, completion_tokens=final.get("eval_count") or 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any, ClassVar
 
 from cortana.errors import ContextOverflow, ModelError, ModelNotFound
@@ -148,37 +149,41 @@ class OpenAICompatClient(BaseModelClient):
         finish_reason: str | None = None
         reported_model: str | None = None
         done = False
-        async for line in self.http.stream_lines(
+        lines = self.http.stream_lines(
             f"{self.api_path}/chat/completions", self.request_body(request), on_error=self._error
-        ):
-            if not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                done = True
-                break
-            chunk = json.loads(data)
-            if "error" in chunk:
-                raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
-            reported_model = chunk.get("model") or reported_model
-            if chunk.get("usage") or chunk.get("timings"):
-                usage = self._usage(chunk.get("usage"), chunk.get("timings"), usage)
-            for choice in chunk.get("choices") or []:
-                delta = choice.get("delta") or {}
-                if delta.get("reasoning_content"):
-                    yield answer.add_thinking(delta["reasoning_content"])
-                if delta.get("content") and (shown := answer.add_text(delta["content"])):
-                    yield shown
-                for call in delta.get("tool_calls") or []:
-                    function = call.get("function") or {}
-                    answer.add_call_delta(
-                        call.get("index", 0),
-                        id=call.get("id"),
-                        name=function.get("name"),
-                        arguments=function.get("arguments"),
-                    )
-                if choice.get("finish_reason"):
-                    finish_reason = choice["finish_reason"]
+        )
+        async with aclosing(lines):
+            async for line in lines:
+                # Read on to the end of the body even after [DONE]: a response closed early
+                # cannot go back to the pool, and every later call would pay for a new connection.
+                if done or not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    continue
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
+                reported_model = chunk.get("model") or reported_model
+                if chunk.get("usage") or chunk.get("timings"):
+                    usage = self._usage(chunk.get("usage"), chunk.get("timings"), usage)
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if delta.get("reasoning_content"):
+                        yield answer.add_thinking(delta["reasoning_content"])
+                    if delta.get("content") and (shown := answer.add_text(delta["content"])):
+                        yield shown
+                    for call in delta.get("tool_calls") or []:
+                        function = call.get("function") or {}
+                        answer.add_call_delta(
+                            call.get("index", 0),
+                            id=call.get("id"),
+                            name=function.get("name"),
+                            arguments=function.get("arguments"),
+                        )
+                    if choice.get("finish_reason"):
+                        finish_reason = choice["finish_reason"]
         if not done and finish_reason is None:
             raise answer.interrupted(f"{self.engine} at {self.base_url}")
         stop: StopReason = "length" if finish_reason == "length" else "stop"
