@@ -31,6 +31,7 @@ class Reply:
     cut_after: int | None = None  # stream this many lines, then drop the connection
     delay: float = 0.0  # seconds to wait before answering
     line_delay: float = 0.0  # seconds between streamed lines
+    drop: bool = False  # close the connection without answering (a kept-alive connection the server dropped)
 
     @classmethod
     def json(cls, data: Any, status: int = 200) -> Reply:
@@ -111,6 +112,10 @@ class WireServer:
                 reply = replies.pop(0) if len(replies) > 1 else replies[0]
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.drop:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
                 if reply.lines is None:

@@ -207,3 +207,24 @@ async def test_consecutive_streamed_calls_reuse_one_connection() -> None:
     finally:
         await client.aclose()
         wire.stop()
+
+
+async def test_a_connection_dropped_before_the_answer_is_retried_once_on_a_new_one(wire: WireServer) -> None:
+    # llama.cpp closes kept-alive connections; the request that meets one must not fail the turn.
+    wire.add("POST", "/v1/chat/completions", Reply(drop=True), Reply.fixture("dmr/chat_plain_stream_usage"))
+    client = LlamaCppClient("qwen", base_url=wire.start(), context_window=4096)
+    _, final = await collect(client, ModelRequest([Message.user("Why is the sky blue?")]))
+    assert final.message.content.startswith("The sky")
+    assert len(wire.requests) == 2
+    await client.aclose()
+
+
+async def test_an_engine_that_keeps_dropping_connections_is_reported_unavailable(wire: WireServer) -> None:
+    from cortana import EngineUnavailable
+
+    wire.add("POST", "/v1/chat/completions", Reply(drop=True))
+    client = LlamaCppClient("qwen", base_url=wire.start(), context_window=4096)
+    with pytest.raises(EngineUnavailable, match=r"closed the connection without answering.*check its log"):
+        await collect(client, ModelRequest([Message.user("Why is the sky blue?")]))
+    assert len(wire.requests) == 2  # one retry, not a loop
+    await client.aclose()

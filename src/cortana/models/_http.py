@@ -48,16 +48,33 @@ class HttpEngine:
         self.start_hint = start_hint
         self.max_retries = max_retries
         self.backoff = backoff
-        self._client = httpx.AsyncClient(
-            base_url=self.base_url,
-            timeout=httpx.Timeout(timeout, connect=5.0),
-            headers=headers,
-            transport=transport,
-        )
+        self._timeout = timeout
+        self._headers = headers
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The connection pool, made on first use: building an agent stays cheap and sends nothing.
+
+        A plain ``http://`` engine (every local one) gets no TLS setup: loading the
+        certificate store costs tens of milliseconds and would never be used.
+        """
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url,
+                timeout=httpx.Timeout(self._timeout, connect=5.0),
+                headers=self._headers,
+                transport=self._transport,
+                verify=self.base_url.startswith("https:"),
+            )
+        return self._client
 
     async def aclose(self) -> None:
         """Close the connection pool."""
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     async def request_json(
         self,
@@ -114,15 +131,28 @@ class HttpEngine:
         request_timeout: float | None = None,
     ) -> httpx.Response:
         attempt = 0
+        stale_retried = False
         while True:
             try:
-                request = self._client.build_request(
+                request = self.client.build_request(
                     method,
                     path,
                     json=json_body,
                     timeout=request_timeout if request_timeout is not None else httpx.USE_CLIENT_DEFAULT,
                 )
-                response = await self._client.send(request, stream=stream)
+                response = await self.client.send(request, stream=stream)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                # Closed before any answer: most often a kept-alive connection the engine had just
+                # dropped (llama.cpp closes idle ones). One immediate retry opens a fresh connection;
+                # an engine that really died then fails to connect and says so below.
+                if not stale_retried:
+                    stale_retried = True
+                    continue
+                raise EngineUnavailable(
+                    f"{self.engine} at {self.base_url} closed the connection without answering {path} "
+                    f"({type(exc).__name__}: {exc}). It may have crashed: check its log. {self.start_hint}",
+                    url=self.base_url,
+                ) from exc
             except (httpx.ConnectError, httpx.TimeoutException) as exc:
                 if attempt < self.max_retries:
                     attempt += 1
