@@ -1,10 +1,10 @@
-"""Loop overhead per step, and Agent instantiation time and memory.
+"""Cortana's loop overhead per step, with no HTTP at all.
 
 Uses ``ScriptedModel`` with no sleeps, so every microsecond measured is
 Cortana's own: building requests, validating arguments, running the tool,
-appending results. Instantiation follows agno's published method: 10
-warm-ups, then 1,000 instantiations; memory is the tracemalloc peak per
-agent after ``gc.collect()``, minus an empty baseline.
+appending results. The same agent against an HTTP server, side by side with
+the peer frameworks, is ``step_overhead.py``; building an agent is
+``instantiation.py``.
 
     python bench/loop_overhead.py [--runs 2000] [--json bench/results/loop_overhead.json]
 """
@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import statistics
 import time
-import tracemalloc
 from pathlib import Path
 
 import cortana
@@ -57,32 +55,6 @@ async def time_runs(runs: int, steps_per_run: int) -> list[float]:
     return timings
 
 
-def instantiation(runs: int = 1000) -> tuple[float, float]:
-    """(mean seconds, bytes per agent) for ``Agent(model, tools=[...])``."""
-    model = ScriptedModel(one_step_script())
-
-    def make() -> Agent:
-        return Agent(model, instructions="You are a helpful assistant.", tools=[get_weather])
-
-    for _ in range(10):
-        make()
-    start = time.perf_counter()
-    for _ in range(runs):
-        make()
-    mean = (time.perf_counter() - start) / runs
-
-    gc.collect()
-    tracemalloc.start()
-    baseline, _ = tracemalloc.get_traced_memory()
-    tracemalloc.reset_peak()
-    keep = [make() for _ in range(runs)]
-    gc.collect()
-    _current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    del keep
-    return mean, (peak - baseline) / runs
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000)
@@ -93,7 +65,6 @@ def main() -> None:
     five = asyncio.run(time_runs(args.runs // 4, steps_per_run=5))
     # per step: the cost a 5-step run adds over a 1-step run, divided by the 4 extra steps
     per_step = (statistics.median(five) - statistics.median(one)) / 4
-    inst_time, inst_bytes = instantiation()
 
     results = {
         "cortana": cortana.__version__,
@@ -101,8 +72,6 @@ def main() -> None:
         "run_1_tool_step_p95_us": sorted(one)[int(0.95 * len(one))] * 1e6,
         "run_5_tool_steps_median_us": statistics.median(five) * 1e6,
         "loop_overhead_per_step_us": per_step * 1e6,
-        "agent_instantiation_us": inst_time * 1e6,
-        "agent_memory_bytes": inst_bytes,
     }
     width = max(map(len, results))
     for key, value in results.items():
