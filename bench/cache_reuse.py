@@ -9,6 +9,8 @@ docs show it:
   peers have none; ``--working-memory`` turns it on (with the bundled models
   it currently sends the run into a loop of ``update_working_memory`` calls,
   see docs/benchmarks.md);
+- Cortana "plain" (``cortana-plain``): ``SQLiteMemory`` history only, no
+  recall and no per-turn line, the same information the peers send;
 - pydantic-ai: ``message_history=result.all_messages()`` from the previous run;
 - agno: ``SqliteDb`` with ``add_history_to_context=True`` (its default window
   of the last 3 runs).
@@ -42,7 +44,7 @@ from prefix_cache import PROMPTS
 from report import RESULTS, save, table
 
 INSTRUCTIONS = "You are a helpful travel assistant. Answer in at most three sentences."
-FRAMEWORKS = ("cortana", "pydantic-ai", "agno")
+FRAMEWORKS = ("cortana", "cortana-plain", "pydantic-ai", "agno")
 
 
 class RecordingProxy:
@@ -116,7 +118,12 @@ class RecordingProxy:
 WORKING_MEMORY = False
 
 
-async def cortana_session(url: str, turns: int, folder: Path) -> list[str]:
+async def cortana_plain_session(url: str, turns: int, folder: Path) -> list[str]:
+    """Cortana with thread history only: no recall, no per-turn line; what the peers do."""
+    return await cortana_session(url, turns, folder, plain=True)
+
+
+async def cortana_session(url: str, turns: int, folder: Path, plain: bool = False) -> list[str]:
     from cortana import Agent
     from cortana.memory.sqlite import SQLiteMemory
     from cortana.messages import ThreadRef
@@ -127,7 +134,7 @@ async def cortana_session(url: str, turns: int, folder: Path) -> list[str]:
     try:
         from cortana.memory.recall import E5Embedder, Recall
 
-        recall = Recall(E5Embedder(), top_k=2)
+        recall = None if plain else Recall(E5Embedder(), top_k=2)
     except ImportError:
         pass
     client = LlamaCppClient("embedded", base_url=url)
@@ -142,9 +149,9 @@ async def cortana_session(url: str, turns: int, folder: Path) -> list[str]:
     answers = []
     try:
         for turn, prompt in enumerate(PROMPTS[:turns], start=1):
-            context = f"Local time: 2026-05-0{1 + turn % 9} 1{turn % 10}:00"
+            context = None if plain else f"Local time: 2026-05-0{1 + turn % 9} 1{turn % 10}:00"
             result = await agent.run(prompt, thread=thread, context=context)
-            print(f"  cortana turn {turn}: {result.output[:80]!r}", file=sys.stderr)
+            print(f"  cortana{' (plain)' if plain else ''} turn {turn}: {result.output[:80]!r}", file=sys.stderr)
             answers.append(result.output)
     finally:
         memory.close()
@@ -190,8 +197,13 @@ async def agno_session(url: str, turns: int, folder: Path) -> list[str]:
     return answers
 
 
-SESSIONS = {"cortana": cortana_session, "pydantic-ai": pydantic_ai_session, "agno": agno_session}
-PACKAGES = {"cortana": "cortana", "pydantic-ai": "pydantic_ai", "agno": "agno"}
+SESSIONS = {
+    "cortana": cortana_session,
+    "cortana-plain": cortana_plain_session,
+    "pydantic-ai": pydantic_ai_session,
+    "agno": agno_session,
+}
+PACKAGES = {"cortana": "cortana", "cortana-plain": "cortana", "pydantic-ai": "pydantic_ai", "agno": "agno"}
 
 
 async def measure(
