@@ -6,9 +6,10 @@ framework's defaults except where a default would reach the internet or print
 to the terminal (OpenAI Agents SDK tracing, agno telemetry, smolagents'
 console log): those are turned off, as a local user would have them.
 
-The tools are defined once per framework at import time, in that framework's
-idiomatic form (``@tool``, ``@function_tool``, a plain function), so building
-an agent measures the agent, not the tool decorator; agno's own comparisons do
+The tools are written once, as plain functions (``PLAIN_TOOLS``), and each
+adapter wraps them once, before anything is measured, in its framework's own
+form (``tool()``, ``function_tool()``, or the plain function), so building an
+agent measures the agent, not the tool decorator; agno's own comparisons do
 the same.
 
 A framework that is not installed is skipped (``available()`` says which);
@@ -40,12 +41,43 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 os.environ.setdefault("OPENAI_API_KEY", "not-needed")  # some SDKs refuse to start without one
 
 
-def weather(city: str) -> str:
+def get_weather(city: str) -> str:
+    """Get the weather for a city.
+
+    Args:
+        city: The city name.
+    """
     return f"The weather in {city} is sunny ({MARKER})."
 
 
-def lookup(key: str) -> str:
+def slow_lookup(key: str) -> str:
+    """Look up a key.
+
+    Args:
+        key: The key.
+    """
+    time.sleep(TOOL_SECONDS)
     return f"value of {key} ({MARKER})"
+
+
+async def slow_lookup_async(key: str) -> str:
+    """Look up a key.
+
+    Args:
+        key: The key.
+    """
+    await asyncio.sleep(TOOL_SECONDS)
+    return f"value of {key} ({MARKER})"
+
+
+slow_lookup_async.__name__ = "slow_lookup"  # the model sees one tool name, whichever kind runs
+
+PLAIN_TOOLS: dict[str, Callable[..., Any]] = {
+    "one": get_weather,
+    "four-sync": slow_lookup,
+    "four-async": slow_lookup_async,
+}
+"""The benchmark's tools as plain functions; each adapter wraps them in its framework's decorator."""
 
 
 @dataclass
@@ -80,36 +112,7 @@ def _cortana() -> Framework:
     from cortana import Agent, tool
     from cortana.models.openai_compat import OpenAICompatClient
 
-    @tool
-    def get_weather(city: str) -> str:
-        """Get the weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        return weather(city)
-
-    @tool
-    def slow_lookup(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        time.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    @tool(name="slow_lookup")
-    async def slow_lookup_async(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        await asyncio.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    tools = {"one": get_weather, "four-sync": slow_lookup, "four-async": slow_lookup_async}
+    tools = {kind: tool(function) for kind, function in PLAIN_TOOLS.items()}
 
     def client(base_url: str) -> OpenAICompatClient:
         return OpenAICompatClient(MODEL, base_url=base_url)
@@ -121,7 +124,7 @@ def _cortana() -> Framework:
         return (await agent.run(prompt)).output
 
     def instantiate() -> Agent:
-        return Agent(client("http://127.0.0.1:9/one/v1"), instructions=INSTRUCTIONS, tools=[get_weather])
+        return Agent(client("http://127.0.0.1:9/one/v1"), instructions=INSTRUCTIONS, tools=[tools["one"]])
 
     return Framework("cortana", "cortana", "cortana", build, run, instantiate)
 
@@ -134,34 +137,7 @@ def _pydantic_ai() -> Framework:
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
 
-    def get_weather(city: str) -> str:
-        """Get the weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        return weather(city)
-
-    def slow_lookup(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        time.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    async def slow_lookup_async(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        await asyncio.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    slow_lookup_async.__name__ = "slow_lookup"
-    tools = {"one": get_weather, "four-sync": slow_lookup, "four-async": slow_lookup_async}
+    tools = PLAIN_TOOLS
 
     def model(base_url: str) -> OpenAIChatModel:
         return OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=base_url, api_key="not-needed"))
@@ -173,7 +149,7 @@ def _pydantic_ai() -> Framework:
         return (await agent.run(prompt)).output
 
     def instantiate() -> Agent[None, str]:
-        return Agent(model("http://127.0.0.1:9/one/v1"), instructions=INSTRUCTIONS, tools=[get_weather])
+        return Agent(model("http://127.0.0.1:9/one/v1"), instructions=INSTRUCTIONS, tools=[tools["one"]])
 
     return Framework("pydantic-ai", "pydantic-ai-slim", "pydantic_ai", build, run, instantiate)
 
@@ -185,34 +161,7 @@ def _agno() -> Framework:
     from agno.agent import Agent
     from agno.models.openai import OpenAILike
 
-    def get_weather(city: str) -> str:
-        """Get the weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        return weather(city)
-
-    def slow_lookup(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        time.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    async def slow_lookup_async(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        await asyncio.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    slow_lookup_async.__name__ = "slow_lookup"
-    tools = {"one": get_weather, "four-sync": slow_lookup, "four-async": slow_lookup_async}
+    tools = PLAIN_TOOLS
 
     def model(base_url: str) -> OpenAILike:
         return OpenAILike(id=MODEL, base_url=base_url, api_key="not-needed")
@@ -225,7 +174,7 @@ def _agno() -> Framework:
 
     def instantiate() -> Agent:
         return Agent(
-            model=model("http://127.0.0.1:9/one/v1"), instructions=INSTRUCTIONS, tools=[get_weather], telemetry=False
+            model=model("http://127.0.0.1:9/one/v1"), instructions=INSTRUCTIONS, tools=[tools["one"]], telemetry=False
         )
 
     return Framework("agno", "agno", "agno", build, run, instantiate)
@@ -237,26 +186,7 @@ def _agno() -> Framework:
 def _smolagents() -> Framework:
     from smolagents import LogLevel, OpenAIServerModel, ToolCallingAgent, tool
 
-    @tool
-    def get_weather(city: str) -> str:
-        """Get the weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        return weather(city)
-
-    @tool
-    def slow_lookup(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        time.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    tools = {"one": get_weather, "four-sync": slow_lookup}
+    tools = {kind: tool(function) for kind, function in PLAIN_TOOLS.items() if kind != "four-async"}
 
     def model(base_url: str) -> OpenAIServerModel:
         return OpenAIServerModel(model_id=MODEL, api_base=base_url, api_key="not-needed")
@@ -271,7 +201,7 @@ def _smolagents() -> Framework:
 
     def instantiate() -> ToolCallingAgent:
         return ToolCallingAgent(
-            tools=[get_weather],
+            tools=[tools["one"]],
             model=model("http://127.0.0.1:9/one/v1"),
             instructions=INSTRUCTIONS,
             verbosity_level=LogLevel.OFF,
@@ -289,36 +219,7 @@ def _openai_agents() -> Framework:
 
     set_tracing_disabled(True)
 
-    @function_tool
-    def get_weather(city: str) -> str:
-        """Get the weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        return weather(city)
-
-    @function_tool
-    def slow_lookup(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        time.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    @function_tool(name_override="slow_lookup")
-    async def slow_lookup_async(key: str) -> str:
-        """Look up a key.
-
-        Args:
-            key: The key.
-        """
-        await asyncio.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    tools = {"one": get_weather, "four-sync": slow_lookup, "four-async": slow_lookup_async}
+    tools = {kind: function_tool(function) for kind, function in PLAIN_TOOLS.items()}
 
     def model(base_url: str) -> OpenAIChatCompletionsModel:
         return OpenAIChatCompletionsModel(MODEL, openai_client=AsyncOpenAI(base_url=base_url, api_key="not-needed"))
@@ -331,7 +232,7 @@ def _openai_agents() -> Framework:
 
     def instantiate() -> Agent:
         return Agent(
-            name="assistant", instructions=INSTRUCTIONS, model=model("http://127.0.0.1:9/one/v1"), tools=[get_weather]
+            name="assistant", instructions=INSTRUCTIONS, model=model("http://127.0.0.1:9/one/v1"), tools=[tools["one"]]
         )
 
     return Framework("openai-agents", "openai-agents", "agents", build, run, instantiate)
@@ -350,24 +251,7 @@ def _langgraph() -> Framework:
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message=".*create_react_agent.*")
 
-    @tool
-    def get_weather(city: str) -> str:
-        """Get the weather for a city."""
-        return weather(city)
-
-    @tool
-    def slow_lookup(key: str) -> str:
-        """Look up a key."""
-        time.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    @tool("slow_lookup")
-    async def slow_lookup_async(key: str) -> str:
-        """Look up a key."""
-        await asyncio.sleep(TOOL_SECONDS)
-        return lookup(key)
-
-    tools = {"one": get_weather, "four-sync": slow_lookup, "four-async": slow_lookup_async}
+    tools = {kind: tool(function) for kind, function in PLAIN_TOOLS.items()}
 
     def model(base_url: str) -> ChatOpenAI:
         return ChatOpenAI(model=MODEL, base_url=base_url, api_key="not-needed")  # type: ignore[arg-type]
@@ -380,7 +264,7 @@ def _langgraph() -> Framework:
         return str(state["messages"][-1].content)
 
     def instantiate() -> Any:
-        return create_react_agent(model=model("http://127.0.0.1:9/one/v1"), tools=[get_weather], prompt=INSTRUCTIONS)
+        return create_react_agent(model=model("http://127.0.0.1:9/one/v1"), tools=[tools["one"]], prompt=INSTRUCTIONS)
 
     return Framework("langgraph", "langgraph", "langgraph", build, run, instantiate)
 
