@@ -22,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from scripted_server import MARKER
+from scripted_server import ANSWER, MARKER
 
 INSTRUCTIONS = "You are a helpful assistant. Use the tools when they help."
 PROMPT = "What is the weather in Tokyo?"
@@ -103,6 +104,33 @@ async def call(framework: Framework, agent: Any, prompt: str) -> str:
     if isinstance(answer, Awaitable):
         answer = await answer
     return str(answer)
+
+
+async def interleaved(
+    runners: dict[Any, Callable[[], Awaitable[str]]], runs: int, seed: int, warm_ups: int
+) -> tuple[dict[Any, list[float]], dict[Any, list[float]]]:
+    """Wall and CPU seconds of ``runs`` runs of each runner, every round in a new shuffled order.
+
+    Each runner first runs ``warm_ups`` times, and must give the scripted answer:
+    anything else means the benchmark, not the framework, is broken.
+    """
+    for key, run in runners.items():
+        for _ in range(warm_ups):
+            answer = await run()
+            if ANSWER not in answer:
+                raise RuntimeError(f"{key} answered {answer!r}, not the scripted answer: the benchmark is broken")
+    wall: dict[Any, list[float]] = {key: [] for key in runners}
+    cpu: dict[Any, list[float]] = {key: [] for key in runners}
+    order = list(runners)
+    shuffle = random.Random(seed)
+    for _ in range(runs):
+        shuffle.shuffle(order)
+        for key in order:
+            started, started_cpu = time.perf_counter(), time.process_time()
+            await runners[key]()
+            wall[key].append(time.perf_counter() - started)
+            cpu[key].append(time.process_time() - started_cpu)
+    return wall, cpu
 
 
 # -- Cortana ------------------------------------------------------------------------------------------

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import statistics
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from frameworks import FACTORIES, PARALLEL_PROMPT, TOOL_SECONDS, available, call
+from frameworks import FACTORIES, PARALLEL_PROMPT, TOOL_SECONDS, available, call, interleaved
 from report import RESULTS, save, table
-from scripted_server import ANSWER, ScriptedServer
+from scripted_server import ScriptedServer
 
 KINDS = ("four-sync", "four-async")
 
@@ -39,19 +37,7 @@ async def measure(frameworks: list[Any], server: ScriptedServer, runs: int, seed
             runners[framework.name, kind] = lambda framework=framework, agent=agent: call(
                 framework, agent, PARALLEL_PROMPT
             )
-    for key, run in runners.items():
-        answer = await run()  # warm-up, and a check that the run is the scripted one
-        if ANSWER not in answer:
-            raise RuntimeError(f"{key} answered {answer!r}, not the scripted answer: the benchmark is broken")
-    wall: dict[tuple[str, str], list[float]] = {key: [] for key in runners}
-    order = list(runners)
-    shuffle = random.Random(seed)
-    for _ in range(runs):
-        shuffle.shuffle(order)
-        for key in order:
-            started = time.perf_counter()
-            await runners[key]()
-            wall[key].append(time.perf_counter() - started)
+    wall, _cpu = await interleaved(runners, runs, seed, warm_ups=1)
     results: dict[str, dict[str, float]] = {}
     for (name, kind), values in wall.items():
         results.setdefault(name, {})[f"{kind}_median_ms"] = statistics.median(values) * 1000

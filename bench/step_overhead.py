@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import statistics
-import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from frameworks import FACTORIES, MODEL, PROMPT, Framework, available, call
+from frameworks import FACTORIES, MODEL, PROMPT, Framework, available, call, interleaved
 from report import RESULTS, save, table
-from scripted_server import ANSWER, MARKER, ScriptedServer
+from scripted_server import MARKER, ScriptedServer
 
 
 class RawHTTP:
@@ -60,28 +59,13 @@ class RawHTTP:
 
 async def measure(frameworks: list[Framework], server: ScriptedServer, runs: int, seed: int) -> dict[str, Any]:
     url = server.url("one")
-    runners: dict[str, Any] = {}
+    runners: dict[str, Callable[[], Awaitable[str]]] = {}
     raw = RawHTTP(url)
     runners[raw.name] = raw.run
     for framework in frameworks:
         agent = framework.build(url, "one")
         runners[framework.name] = lambda framework=framework, agent=agent: call(framework, agent, PROMPT)
-    for name, run in runners.items():
-        for _ in range(10):
-            answer = await run()
-            if ANSWER not in answer:
-                raise RuntimeError(f"{name} answered {answer!r}, not the scripted answer: the benchmark is broken")
-    wall: dict[str, list[float]] = {name: [] for name in runners}
-    cpu: dict[str, list[float]] = {name: [] for name in runners}
-    order = list(runners)
-    shuffle = random.Random(seed)
-    for _ in range(runs):
-        shuffle.shuffle(order)
-        for name in order:
-            started, started_cpu = time.perf_counter(), time.process_time()
-            await runners[name]()
-            wall[name].append(time.perf_counter() - started)
-            cpu[name].append(time.process_time() - started_cpu)
+    wall, cpu = await interleaved(runners, runs, seed, warm_ups=10)
     results: dict[str, Any] = {}
     for name in runners:
         ordered = sorted(wall[name])
