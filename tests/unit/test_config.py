@@ -1,4 +1,4 @@
-"""cortana.yml: sources and precedence, and errors that name the file, the key and what is allowed."""
+"""cortana.yml and the environment: sources, precedence, and errors that name the file or variable and the key."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from cortana import ConfigError
-from cortana.config import load_settings
+from cortana.config import (
+    compaction_threshold,
+    effective_context_window,
+    engine_url,
+    load_settings,
+    ollama_host,
+    requested_context_window,
+    thread_count,
+)
 
 
 @pytest.fixture
@@ -67,3 +75,70 @@ def test_a_bad_environment_value_names_the_variable(homes: tuple[Path, Path]) ->
     _, workspace = homes
     with pytest.raises(ConfigError, match=r"\$CORTANA_THREADS, key 'threads'"):
         load_settings(workspace, environ={"CORTANA_THREADS": "many"})
+
+
+def test_ollama_context_window_comes_before_ollama_context_length(homes: tuple[Path, Path]) -> None:
+    _, workspace = homes
+    (workspace / "cortana.yml").write_text("context_window: 2048\n")
+    both = {"OLLAMA_CONTEXT_LENGTH": "16384", "OLLAMA_CONTEXT_WINDOW": "8192"}
+    settings = load_settings(workspace, environ=both)
+    assert settings.context_window == 8192 and settings.sources[-1] == "$OLLAMA_CONTEXT_WINDOW"
+    assert load_settings(workspace, environ={"OLLAMA_CONTEXT_LENGTH": "16384"}).context_window == 16384
+    assert load_settings(workspace, environ={}).context_window == 2048, "the file, when the environment is silent"
+
+
+def test_the_window_precedence_is_argument_then_environment_capped_at_what_the_engine_serves() -> None:
+    env = {"OLLAMA_CONTEXT_WINDOW": "8192", "OLLAMA_CONTEXT_LENGTH": "16384"}
+    assert requested_context_window(None, environ={}) is None
+    assert requested_context_window(None, environ=env) == 8192
+    assert requested_context_window(4096, environ=env) == 4096, "an explicit argument wins"
+    assert effective_context_window(None, 32768, environ=env) == 8192
+    assert effective_context_window(None, 4096, environ=env) == 4096, "never more than the engine serves"
+    assert effective_context_window(None, None, environ=env) == 8192, "the engine cannot tell"
+    assert effective_context_window(None, 4096, environ={}) == 4096
+
+
+@pytest.mark.parametrize("name", ["OLLAMA_CONTEXT_WINDOW", "OLLAMA_CONTEXT_LENGTH"])
+@pytest.mark.parametrize("value", ["lots", "100"])
+def test_a_bad_window_variable_is_an_error_naming_it(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"environment, key '{name}': must be .*{value}"):
+        requested_context_window(None, environ={name: value})
+
+
+def test_the_threshold_precedence_and_bad_values() -> None:
+    assert compaction_threshold(environ={}) == 0.9
+    assert compaction_threshold(environ={"CONTEXT_COMPACTION_THRESHOLD": "0.85"}) == 0.85
+    assert compaction_threshold(0.5, environ={"CONTEXT_COMPACTION_THRESHOLD": "0.85"}) == 0.5
+    for bad in ("lots", "0.05", "2", "nan"):
+        with pytest.raises(ConfigError, match=r"key 'CONTEXT_COMPACTION_THRESHOLD': must be a number between 0\.1"):
+            compaction_threshold(environ={"CONTEXT_COMPACTION_THRESHOLD": bad})
+
+
+def test_threads_and_engine_addresses() -> None:
+    assert thread_count(3, environ={"CORTANA_THREADS": "2"}) == 3
+    assert thread_count(None, environ={"CORTANA_THREADS": "2"}) == 2
+    assert thread_count(None, environ={}) >= 1
+    with pytest.raises(ConfigError, match="key 'CORTANA_THREADS': must be a whole number, got 'many'"):
+        thread_count(None, environ={"CORTANA_THREADS": "many"})
+    assert engine_url("docker", environ={"CORTANA_DMR_URL": "http://dmr:1"}) == "http://dmr:1"
+    assert engine_url("llamacpp", environ={}) is None
+    assert ollama_host(environ={"OLLAMA_HOST": " 0.0.0.0:1234 "}) == "0.0.0.0:1234"
+
+
+async def test_the_agents_window_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cortana import Agent, InMemoryHistory, Message, ThreadRef
+    from cortana.testing import ScriptedModel
+
+    memory = InMemoryHistory()
+    thread = ThreadRef(thread_id="long")
+    await memory.append_messages(thread, [Message.user("lorem " * 800), Message.assistant("ok")])
+    monkeypatch.setenv("OLLAMA_CONTEXT_WINDOW", "1000")
+    explicit = ScriptedModel(["fine"], context_window=100_000)
+    result = await Agent(explicit, memory=memory, context_window=100_000).run("hi", thread=thread)
+    assert result.metrics.compactions == 0, "Agent(context_window=...) wins over OLLAMA_CONTEXT_WINDOW"
+    from_env = ScriptedModel(["summary", "fine"], context_window=100_000)
+    result = await Agent(from_env, memory=memory).run("hi", thread=thread)
+    assert result.metrics.compactions == 1, "without an argument, the environment's 1,000 tokens apply"
+    monkeypatch.setenv("OLLAMA_CONTEXT_WINDOW", "big")
+    with pytest.raises(ConfigError, match="OLLAMA_CONTEXT_WINDOW"):
+        await Agent(ScriptedModel(["x"], context_window=4096)).run("hi")

@@ -7,10 +7,10 @@
 from __future__ import annotations
 
 import functools
-import os
 import re
 from importlib import resources
-from pathlib import Path
+
+from cortana.config import prompts_dir
 
 __all__ = ["prompt_text", "strip_turn_context"]
 
@@ -18,9 +18,9 @@ __all__ = ["prompt_text", "strip_turn_context"]
 @functools.cache
 def prompt_text(name: str) -> str:
     """The text of prompt ``name`` (without trailing newline)."""
-    override_dir = os.environ.get("CORTANA_PROMPTS_DIR")
-    if override_dir:
-        candidate = Path(override_dir) / f"{name}.md"
+    override_dir = prompts_dir()
+    if override_dir is not None:
+        candidate = override_dir / f"{name}.md"
         if candidate.is_file():
             return candidate.read_text(encoding="utf-8").rstrip("\n")
     return resources.files(__package__).joinpath(f"{name}.md").read_text(encoding="utf-8").rstrip("\n")
