@@ -30,7 +30,7 @@ from cortana.agent.grounding import conversation_evidence, is_grounded
 from cortana.messages import Message, ToolCall
 from cortana.models.base import ToolSpec
 from cortana.models.toolparse import recover_tool_calls
-from cortana.tools.base import SchemaTool
+from cortana.tools import SchemaTool
 from report import save
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from cortana import Agent, RunContext, RunMetrics, ThreadRef, Tool, ToolGroup, UserError, tool
-from cortana.tools.base import ToolArgumentsError, format_tool_result
+from cortana.tools import ToolArgumentsError, format_tool_result
 from cortana.tools.docstrings import parse_docstring
 
 

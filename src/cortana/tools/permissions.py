@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from cortana.messages import ToolCall
-    from cortana.tools.base import RunContext, Tool
+    from cortana.tools.base import Tool
+    from cortana.tools.context import RunContext
 
 __all__ = ["PermissionDecision", "PermissionGate", "authorize_call"]
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pathspec
 
 from cortana.errors import PermissionDenied, ToolError
 from cortana.tools.base import Tool
@@ -15,7 +18,7 @@ from cortana.tools.permissions import Approver, PermissionDecision, PermissionGa
 
 if TYPE_CHECKING:
     from cortana.messages import ToolCall
-    from cortana.tools.base import RunContext
+    from cortana.tools.context import RunContext
 
 __all__ = ["MAX_OUTPUT_CHARS", "Workspace", "builtin_tools", "workspace_gate"]
 
@@ -61,8 +64,6 @@ class Workspace:
                     yield path
 
     def _gitignore(self) -> Any:
-        import pathspec
-
         lines: list[str] = []
         for ignore_file in (self.root / ".gitignore",):
             if ignore_file.is_file():
@@ -109,8 +110,6 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
             path: the folder, relative to the workspace.
             pattern: a glob on file names, e.g. "*.py".
         """
-        import fnmatch
-
         target = space.resolve(path)
         if not target.is_dir():
             raise ToolError(f"No folder '{path}'.")
@@ -126,8 +125,6 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
             context: lines of context to show around each match.
             glob: a glob on file names to search, e.g. "*.py".
         """
-        import fnmatch
-
         try:
             regex = re.compile(pattern)
         except re.error as exc:
