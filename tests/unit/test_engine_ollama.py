@@ -122,11 +122,18 @@ async def test_one_fixed_num_ctx_from_show_and_options(wire: WireServer, monkeyp
 
 
 async def test_environment_sets_the_window(wire: WireServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OLLAMA_CONTEXT_WINDOW", raising=False)
     monkeypatch.setenv("OLLAMA_CONTEXT_LENGTH", "16384")
     wire.add("POST", "/api/show", Reply.fixture("ollama/show"))
-    client = OllamaClient("qwen2.5:0.5b", base_url=wire.start(), context_window=2048)
+    client = OllamaClient("qwen2.5:0.5b", base_url=wire.start())
     await client.connect()
-    assert client.context_window == 16384
+    assert client.context_window == 16384, "the environment wins over the Modelfile's num_ctx (4096)"
+    explicit = OllamaClient("qwen2.5:0.5b", base_url=wire.start(), context_window=2048)
+    await explicit.connect()
+    assert explicit.context_window == 2048, "an explicit argument wins over the environment"
+    monkeypatch.setenv("OLLAMA_CONTEXT_WINDOW", "8192")
+    assert OllamaClient("x").context_window == 8192, "OLLAMA_CONTEXT_WINDOW comes before OLLAMA_CONTEXT_LENGTH"
+    await explicit.aclose()
     monkeypatch.setenv("OLLAMA_CONTEXT_WINDOW", "lots")
     from cortana import ConfigError
 

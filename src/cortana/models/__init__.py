@@ -1,7 +1,6 @@
 """Engines: one adapter per local engine, all meeting :class:`ModelClient`."""
 
 from cortana.models.base import (
-    BaseModelClient,
     ModelClient,
     ModelEvent,
     ModelRequest,
@@ -11,10 +10,10 @@ from cortana.models.base import (
     ThinkingDelta,
     ToolSpec,
     complete,
+    loose_name,
 )
 
 __all__ = [
-    "BaseModelClient",
     "ModelClient",
     "ModelEvent",
     "ModelRequest",
@@ -24,4 +23,5 @@ __all__ = [
     "ThinkingDelta",
     "ToolSpec",
     "complete",
+    "loose_name",
 ]

@@ -9,15 +9,15 @@ wants the whole answer drains the stream with :func:`complete`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, Self
 
 from cortana.errors import ModelError
 from cortana.messages import Message, StopReason, Usage
 
 __all__ = [
-    "BaseModelClient",
     "ModelClient",
     "ModelEvent",
     "ModelRequest",
@@ -27,6 +27,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolSpec",
     "complete",
+    "loose_name",
 ]
 
 
@@ -46,6 +47,11 @@ class ToolSpec:
         }
 
 
+def loose_name(name: str) -> str:
+    """A tool name with case and separators folded: small models write ``fs.read`` as ``fs_read``."""
+    return re.sub(r"[._\-\s]+", "_", name.strip()).lower()
+
+
 @dataclass(slots=True)
 class ModelSettings:
     """Generation settings passed through to the engine; ``None`` keeps the engine's default.
@@ -55,6 +61,8 @@ class ModelSettings:
         max_tokens: the most tokens to generate for one answer.
         seed: a fixed seed, for repeatable answers where the engine supports it.
         tool_choice: ``"auto"``, ``"required"``, ``"none"`` or the name of one tool to force.
+        think: turn a thinking model's reasoning on or off; sent only to engines whose
+            client reports :attr:`ModelClient.supports_thinking`.
         extra: engine-specific fields, sent as they are.
     """
 
@@ -62,6 +70,7 @@ class ModelSettings:
     max_tokens: int | None = None
     seed: int | None = None
     tool_choice: str | None = None
+    think: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -109,57 +118,91 @@ ModelEvent = TextDelta | ThinkingDelta | ModelResponse
 """What :meth:`ModelClient.stream` yields; the last event is always a :class:`ModelResponse`."""
 
 
-@runtime_checkable
 class ModelClient(Protocol):
-    """What the agent loop needs from an engine.
+    """The one contract between Cortana and an engine.
+
+    An adapter implements :meth:`stream`; everything else has a default here,
+    so adapters subclass this protocol and override what their engine can do.
+    A capability is a property the caller reads before using it (never a
+    ``hasattr`` probe): the optional methods of an engine without the
+    capability raise :class:`ModelError` saying so.
+
+    Clients are async context managers: ``async with await create_model_client() as client:``.
 
     Attributes:
         model: the model's name on the engine.
-        context_window: the context length the engine really serves, or ``None`` when unknown.
+        engine: the engine's name, for people ("Ollama", "llama.cpp", ...).
     """
 
     model: str
+    engine: str = "engine"
 
     @property
-    def context_window(self) -> int | None: ...
+    def base_url(self) -> str | None:
+        """The engine's address; ``None`` for an engine that is not reached over HTTP."""
+        return None
+
+    @property
+    def context_window(self) -> int | None:
+        """The context length the engine really serves, or ``None`` when unknown."""
+        return None
+
+    @property
+    def supports_token_counting(self) -> bool:
+        """Whether :meth:`count_tokens` counts with the engine's own tokenizer."""
+        return False
+
+    @property
+    def supports_embeddings(self) -> bool:
+        """Whether :meth:`embed` works."""
+        return False
+
+    @property
+    def supports_thinking(self) -> bool:
+        """Whether the model thinks, and :attr:`ModelSettings.think` turns it on or off."""
+        return False
+
+    @property
+    def can_list_models(self) -> bool:
+        """Whether :meth:`list_models` works."""
+        return False
+
+    @property
+    def can_switch_model(self) -> bool:
+        """Whether :meth:`switch_model` works (an engine serving many models)."""
+        return False
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream the answer to ``request``: deltas, then one final :class:`ModelResponse`."""
         ...
 
-    async def aclose(self) -> None:
-        """Release connections (and, for the embedded engine, the server)."""
-        ...
+    async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int:
+        """The prompt's size in tokens, from the engine's tokenizer (see :attr:`supports_token_counting`)."""
+        raise self._unsupported("count tokens")
 
+    async def list_models(self) -> list[str]:
+        """Names of the models the engine can serve (see :attr:`can_list_models`)."""
+        raise self._unsupported("list its models")
 
-class BaseModelClient:
-    """Shared defaults for adapters: capabilities are flags, not try/except at call sites."""
-
-    supports_tools: ClassVar[bool] = True
-    supports_streaming: ClassVar[bool] = True
-    supports_embeddings: ClassVar[bool] = False
-
-    model: str = ""
-    _context_window: int | None = None
-
-    @property
-    def context_window(self) -> int | None:
-        """The context length the engine serves, ``None`` when unknown."""
-        return self._context_window
-
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int | None:
-        """Tokens the prompt would take, from the engine's tokenizer; ``None`` when it has none."""
-        return None
+    async def switch_model(self, model: str) -> None:
+        """Serve the rest of the session with ``model`` (see :attr:`can_switch_model`)."""
+        raise self._unsupported("switch models")
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        """Embedding vectors for ``texts``, one per text."""
-        raise ModelError(f"{type(self).__name__} has no embedding endpoint; configure an embedder instead.")
+        """Embedding vectors for ``texts``, one per text (see :attr:`supports_embeddings`)."""
+        raise self._unsupported("embed text; configure an embedder instead")
 
     async def aclose(self) -> None:
-        """Release connections; the default has none."""
+        """Release connections (and, for the embedded engine, the server)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _unsupported(self, what: str) -> ModelError:
+        return ModelError(f"{self.engine} ({self.model}) cannot {what}.")
 
 
 async def complete(client: ModelClient, request: ModelRequest) -> ModelResponse:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from cortana.errors import ModelNotFound
 from cortana.models.openai_compat import OpenAICompatClient
 
 __all__ = ["DEFAULT_DMR_URL", "DockerModelRunnerClient"]
@@ -19,16 +20,33 @@ class DockerModelRunnerClient(OpenAICompatClient):
     models packaged with one), else unknown.
     """
 
-    engine: ClassVar[str] = "Docker Model Runner"
+    engine = "Docker Model Runner"
     api_path: ClassVar[str] = "/engines/v1"
     start_hint: ClassVar[str] = (
         "Enable it with `docker desktop enable model-runner --tcp 12434` (Docker Desktop) or install "
         "docker-model-plugin (Docker Engine); or install `cortana[local]` for the embedded engine."
     )
-    supports_embeddings: ClassVar[bool] = True
 
     def __init__(self, model: str = "", *, base_url: str = DEFAULT_DMR_URL, **kwargs: Any) -> None:
         super().__init__(model, base_url=base_url, **kwargs)
+        self._given_window = self._context_window
+
+    @property
+    def can_switch_model(self) -> bool:
+        """Docker Model Runner serves any pulled model by name."""
+        return True
+
+    async def switch_model(self, model: str) -> None:
+        """Use ``model`` from now on (it must be pulled); its window is read again from the listing."""
+        available = await self.list_models()
+        if not any(_same_model(name, model) for name in available):
+            raise ModelNotFound(
+                f"Docker Model Runner has no model '{model}' (it has: {', '.join(available) or 'none'}). "
+                f"Pull it with `docker model pull {model}`.",
+                model=model,
+            )
+        self.model, self._context_window = model, self._given_window
+        await self.connect()
 
     async def connect(self) -> DockerModelRunnerClient:
         """Check the runner answers, pick its first model when none was named, and read its context window."""

@@ -16,16 +16,23 @@ pipe closes, so it never outlives Cortana.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import fcntl
 import hashlib
+import importlib.metadata
+import importlib.resources
+import importlib.util
 import json
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cortana.config import cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
 from cortana.models.llamacpp import LlamaCppClient
 
@@ -34,8 +41,6 @@ __all__ = [
     "BundledModel",
     "EmbeddedClient",
     "EmbeddedServer",
-    "cache_dir",
-    "default_threads",
     "ensure_model_file",
     "installed_models",
 ]
@@ -90,42 +95,13 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
 """Bundled models, best first: the first one installed is the default."""
 
 
-def cache_dir() -> Path:
-    """Where joined models and the engine's log live: ``CORTANA_CACHE_DIR``, else the XDG cache folder."""
-    root = os.environ.get("CORTANA_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cortana"
-    )
-    return Path(root)
-
-
-def default_threads() -> int:
-    """Threads for the embedded engine: ``CORTANA_THREADS``, else half the cores (1 on a 2-core machine).
-
-    Measured on 2 cores: 2 threads collapse to under 1 token/s when another
-    process holds a core, while 1 thread keeps ~30 tokens/s.
-    """
-    raw = os.environ.get("CORTANA_THREADS")
-    if raw:
-        try:
-            return max(1, int(raw))
-        except ValueError:
-            from cortana.errors import ConfigError
-
-            raise ConfigError(
-                f"must be a whole number, got {raw!r}", key="CORTANA_THREADS", source="environment"
-            ) from None
-    return max(1, (os.cpu_count() or 2) // 2)
-
-
 def _part_paths(model: BundledModel) -> list[Path] | None:
     """The installed part files, in order, found without importing the part packages; None if any is missing."""
-    import importlib.metadata as metadata
-
     paths = []
     for name in model.distributions:
         try:
-            files = metadata.distribution(name).files or []
-        except metadata.PackageNotFoundError:
+            files = importlib.metadata.distribution(name).files or []
+        except importlib.metadata.PackageNotFoundError:
             return None
         parts = [f for f in files if str(f).endswith(".bin")]
         if len(parts) != 1:
@@ -160,8 +136,6 @@ def ensure_model_file(name: str) -> Path:
     if parts is None:
         raise EngineUnavailable(f"The bundled model '{name}' is not installed. {INSTALL_HINT}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    import fcntl
-
     with open(target.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _verified(target, marker, model):  # another process joined it while we waited
@@ -191,9 +165,7 @@ def ensure_model_file(name: str) -> Path:
 
 def _copy_notices(folder: Path) -> None:
     """Keep the models' license and notice beside the joined files."""
-    from importlib import resources
-
-    licenses = resources.files("cortana.models").joinpath("licenses")
+    licenses = importlib.resources.files("cortana.models").joinpath("licenses")
     for name in ("NOTICE-Qwen.txt", "Apache-2.0.txt"):
         (folder / name).write_text(licenses.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
 
@@ -233,7 +205,7 @@ class EmbeddedServer:
     Args:
         model_path: the GGUF file.
         context_window: tokens per request slot.
-        threads: CPU threads for prompt reading and generation.
+        threads: CPU threads for prompt reading and generation (default: ``cortana.config.thread_count``).
         parallel: request slots (each keeps its own prompt cache).
         startup_timeout: seconds to wait for the model to load.
     """
@@ -249,7 +221,7 @@ class EmbeddedServer:
     ) -> None:
         self.model_path = Path(model_path)
         self.context_window = context_window
-        self.threads = threads or default_threads()
+        self.threads = thread_count(threads)
         self.parallel = parallel
         self.startup_timeout = startup_timeout
         self.url: str | None = None
@@ -258,8 +230,6 @@ class EmbeddedServer:
 
     async def start(self) -> str:
         """Start the server and return its URL once the model is loaded."""
-        import importlib.util
-
         if importlib.util.find_spec("xllamacpp") is None:  # imported by the child only
             raise EngineUnavailable(f"The embedded engine (xllamacpp) is not installed. {INSTALL_HINT}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -329,10 +299,16 @@ class EmbeddedClient(LlamaCppClient):
     Create it with :meth:`start`.
     """
 
+    engine = "embedded llama.cpp"
+
     def __init__(self, server: EmbeddedServer, model: str, **kwargs: Any) -> None:
         assert server.url is not None
         super().__init__(model, base_url=server.url, **kwargs)
         self.server = server
+
+    async def list_models(self) -> list[str]:
+        """The bundled models that are installed (``cortana --model NAME`` starts one)."""
+        return await asyncio.to_thread(installed_models)
 
     @classmethod
     async def start(
@@ -349,7 +325,7 @@ class EmbeddedClient(LlamaCppClient):
         Args:
             model: a bundled model name, a path to a .gguf file, or None for the best installed bundled model.
             context_window: tokens per request (default 8,192).
-            threads: CPU threads (default: ``default_threads()``).
+            threads: CPU threads (default: ``CORTANA_THREADS``, else half the cores).
             parallel: request slots.
         """
         if parallel < 1:
@@ -375,9 +351,6 @@ class EmbeddedClient(LlamaCppClient):
 
 def _serve(argv: list[str] | None = None) -> None:
     """The child process: load the model, announce the URL, serve until the parent's pipe closes."""
-    import argparse
-    import signal
-
     parser = argparse.ArgumentParser(prog="python -m cortana.models.embedded")
     parser.add_argument("--model", required=True)
     parser.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_WINDOW)
@@ -386,7 +359,7 @@ def _serve(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
 
-    import xllamacpp as xlc
+    import xllamacpp as xlc  # heavy and optional (cortana[local]); only this child process loads it
 
     params = xlc.CommonParams()
     params.model.path = args.model

@@ -1,6 +1,7 @@
 """``create_model_client``: pick the configured engine, or find one, and connect to it.
 
-With no engine named it probes Ollama (11434, or ``OLLAMA_HOST``), Docker
+What is not passed comes from the settings (cortana.yml and the environment,
+see ``cortana.config``). With no engine named or configured it probes Ollama (11434, or ``OLLAMA_HOST``), Docker
 Model Runner (12434, or ``CORTANA_DMR_URL``) and llama.cpp (8080, or
 ``CORTANA_LLAMACPP_URL``) on 127.0.0.1 at once and uses the first in that order
 that answers with a usable model; with none running it starts the embedded
@@ -11,10 +12,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
+import httpx
+
+from cortana.config import Settings, engine_url, load_settings
 from cortana.errors import EngineUnavailable, ModelError, UserError
-from cortana.models.base import BaseModelClient
+from cortana.models.base import ModelClient
+from cortana.models.docker import DEFAULT_DMR_URL, DockerModelRunnerClient
+from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL, LlamaCppClient
+from cortana.models.ollama import OllamaClient, ollama_base_url
 
 __all__ = ["ENGINES", "EngineName", "create_model_client", "default_url", "probe_engines"]
 
@@ -29,15 +37,20 @@ async def create_model_client(
     base_url: str | None = None,
     context_window: int | None = None,
     threads: int | None = None,
-    parallel: int = 1,
+    parallel: int | None = None,
     recover_text_tool_calls: bool = True,
     probe_timeout: float = 0.5,
+    settings: Settings | None = None,
     **options: Any,
-) -> BaseModelClient:
+) -> ModelClient:
     """A connected ``ModelClient`` for the chosen (or first running) engine.
 
+    Every argument left out comes from ``settings``: by default cortana.yml of
+    the current folder and the user, and the environment (``CORTANA_ENGINE``,
+    ``CORTANA_MODEL``, ``OLLAMA_CONTEXT_WINDOW``...; see ``cortana.config``).
+
     Args:
-        engine: ``ollama``, ``docker``, ``llamacpp``, ``embedded``, or ``auto``/None to probe.
+        engine: ``ollama``, ``docker``, ``llamacpp``, ``embedded``, or ``auto`` to probe.
         model: the model name on that engine; for ``embedded``, a bundled model name or a .gguf path.
         base_url: the engine's address (defaults: each engine's usual port on 127.0.0.1).
         context_window: the window to use where the engine does not report one
@@ -46,8 +59,16 @@ async def create_model_client(
         parallel: request slots for the embedded engine (one prompt cache each).
         recover_text_tool_calls: recover tool calls the model wrote as text.
         probe_timeout: seconds each probe waits when looking for a running engine.
+        settings: where the left-out arguments come from (default: ``load_settings(Path.cwd())``).
         options: passed to the adapter (``keep_alive``, ``think``, ``timeout``...).
     """
+    settings = settings if settings is not None else load_settings(Path.cwd())
+    engine = engine or settings.engine
+    model = model or settings.model
+    base_url = base_url or settings.base_url
+    context_window = context_window if context_window is not None else settings.context_window
+    threads = threads if threads is not None else settings.threads
+    parallel = parallel if parallel is not None else settings.parallel
     name = (engine or "auto").lower().replace("_", "").replace("-", "").replace(".", "")
     aliases = {"dmr": "docker", "dockermodelrunner": "docker", "llamacppserver": "llamacpp", "llama": "llamacpp"}
     name = aliases.get(name, name)
@@ -55,7 +76,7 @@ async def create_model_client(
         raise UserError(f"Unknown engine {engine!r}; use one of {', '.join(ENGINES)}.")
     common: dict[str, Any] = {"recover_text_tool_calls": recover_text_tool_calls, **options}
     if name == "embedded":
-        from cortana.models.embedded import EmbeddedClient
+        from cortana.models.embedded import EmbeddedClient  # lazily: it is the only user of xllamacpp's wheel
 
         return await EmbeddedClient.start(
             model, context_window=context_window, threads=threads, parallel=parallel, **common
@@ -90,10 +111,6 @@ async def create_model_client(
 
 async def probe_engines(probe_timeout: float = 0.5) -> set[str]:
     """Which engines answer on their default loopback addresses (probed concurrently)."""
-    import httpx
-
-    from cortana.models.ollama import ollama_base_url
-
     probes: dict[str, tuple[str, str, Callable[[Any], bool]]] = {
         "ollama": (ollama_base_url(), "/api/version", lambda data: "version" in data),
         "docker": (default_url("docker"), "/engines/v1/models", lambda data: "data" in data),
@@ -116,29 +133,20 @@ async def probe_engines(probe_timeout: float = 0.5) -> set[str]:
 
 def default_url(engine: str) -> str:
     """Where an engine is looked for: ``CORTANA_DMR_URL`` / ``CORTANA_LLAMACPP_URL``, else its usual port."""
-    import os
-
-    from cortana.models.docker import DEFAULT_DMR_URL
-    from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL
-
     if engine == "docker":
-        return os.environ.get("CORTANA_DMR_URL") or DEFAULT_DMR_URL
-    return os.environ.get("CORTANA_LLAMACPP_URL") or DEFAULT_LLAMACPP_URL
+        return engine_url("docker") or DEFAULT_DMR_URL
+    return engine_url("llamacpp") or DEFAULT_LLAMACPP_URL
 
 
 async def _connect(
     engine: str, *, model: str | None, base_url: str | None, context_window: int | None, **options: Any
-) -> BaseModelClient:
+) -> ModelClient:
     if engine == "ollama":
-        from cortana.models.ollama import OllamaClient
-
         ollama = OllamaClient(model or "", base_url=base_url, context_window=context_window, **options)
         if not model:
             ollama.model = await _first_tool_model(ollama)
         return await _connected(ollama, ollama.connect)
     if engine == "docker":
-        from cortana.models.docker import DockerModelRunnerClient
-
         docker = DockerModelRunnerClient(
             model or "", base_url=base_url or default_url("docker"), context_window=context_window, **options
         )
@@ -147,15 +155,13 @@ async def _connect(
             await docker.aclose()
             raise ModelError("Docker Model Runner has no models; pull one with `docker model pull ai/qwen2.5`.")
         return connected
-    from cortana.models.llamacpp import LlamaCppClient
-
     llama = LlamaCppClient(
         model or "", base_url=base_url or default_url("llamacpp"), context_window=context_window, **options
     )
     return await _connected(llama, llama.connect)
 
 
-async def _connected(client: BaseModelClient, connect: Any) -> BaseModelClient:
+async def _connected(client: ModelClient, connect: Any) -> ModelClient:
     try:
         await connect()
     except BaseException:
@@ -164,7 +170,7 @@ async def _connected(client: BaseModelClient, connect: Any) -> BaseModelClient:
     return client
 
 
-async def _first_tool_model(client: Any) -> str:
+async def _first_tool_model(client: OllamaClient) -> str:
     """The first pulled Ollama model that lists the ``tools`` capability."""
     names = await client.list_models()
     for name in names:

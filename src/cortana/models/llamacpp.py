@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from cortana.errors import ModelError
 from cortana.messages import Message
-from cortana.models.base import ToolSpec
+from cortana.models.base import ModelRequest, ToolSpec
 from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
 
 __all__ = ["DEFAULT_LLAMACPP_URL", "LlamaCppClient"]
@@ -26,13 +26,12 @@ class LlamaCppClient(OpenAICompatClient):
     context window from ``/props``; ``context_window=`` is only a fallback.
     """
 
-    engine: ClassVar[str] = "llama.cpp"
+    engine = "llama.cpp"
     api_path: ClassVar[str] = "/v1"
     start_hint: ClassVar[str] = (
         "Start it with `llama-server -m MODEL.gguf --jinja --port 8080`, or install `cortana[local]` "
         "and let Cortana start its embedded engine."
     )
-    supports_embeddings: ClassVar[bool] = True
 
     def __init__(self, model: str = "", *, base_url: str = DEFAULT_LLAMACPP_URL, **kwargs: Any) -> None:
         super().__init__(model, base_url=base_url, **kwargs)
@@ -62,7 +61,17 @@ class LlamaCppClient(OpenAICompatClient):
             return []  # started without --slots: /props alone tells the window
         return data if isinstance(data, list) else []
 
-    async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int | None:
+    @property
+    def supports_token_counting(self) -> bool:
+        """llama-server renders the chat template (``/apply-template``) and tokenizes (``/tokenize``)."""
+        return True
+
+    @property
+    def supports_thinking(self) -> bool:
+        """The served chat template has Qwen3's ``enable_thinking`` switch (read from ``/props``)."""
+        return "enable_thinking" in str(self.props.get("chat_template") or "")
+
+    async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int:
         """Exact prompt tokens: the server's chat template (tools included), then its tokenizer."""
         body: dict[str, Any] = {"messages": to_openai_messages(messages)}
         if tools:
@@ -70,6 +79,15 @@ class LlamaCppClient(OpenAICompatClient):
         rendered = await self.http.request_json("POST", "/apply-template", json_body=body)
         tokens = await self.http.request_json("POST", "/tokenize", json_body={"content": rendered["prompt"]})
         return len(tokens["tokens"])
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The OpenAI body, with ``think`` as the template's ``enable_thinking`` switch."""
+        body = super().request_body(request)
+        if request.settings.think is not None:
+            kwargs = dict(body.get("chat_template_kwargs") or {})
+            kwargs.setdefault("enable_thinking", request.settings.think)
+            body["chat_template_kwargs"] = kwargs
+        return body
 
     def _health_error(self, status: int, body: str) -> Exception | None:
         if status == 503:

@@ -1,26 +1,27 @@
 """Ollama through its native API: ``/api/chat``, ``/api/show``, ``/api/embed``, ``/api/tags``.
 
 One fixed ``num_ctx`` is sent with every request of a session, because a
-changing value makes Ollama reload the model. It comes from
-``OLLAMA_CONTEXT_WINDOW``, ``OLLAMA_CONTEXT_LENGTH``, the ``context_window``
-argument (cortana.yml), the ``num_ctx`` the model's Modelfile sets, or the
-model's trained length from ``/api/show``, capped at ``MAX_DEFAULT_NUM_CTX``
-so a 128k-token model does not fill a laptop's memory by default.
+changing value makes Ollama reload the model. It comes from, first found: the
+``context_window`` argument (cortana.yml's, in the CLI), ``OLLAMA_CONTEXT_WINDOW``,
+``OLLAMA_CONTEXT_LENGTH`` (``cortana.config.requested_context_window``), the
+``num_ctx`` the model's Modelfile sets, or the model's trained length from
+``/api/show``, capped at ``MAX_DEFAULT_NUM_CTX`` so a 128k-token model does
+not fill a laptop's memory by default.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, ClassVar
+from typing import Any
 
-from cortana.errors import ConfigError, ModelError, ModelNotFound
+from cortana.config import ollama_host, requested_context_window
+from cortana.errors import ContextOverflow, ModelError, ModelNotFound
 from cortana.messages import Message, StopReason, Usage
 from cortana.models._http import HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest
+from cortana.models.base import ModelClient, ModelEvent, ModelRequest
 
 __all__ = ["DEFAULT_OLLAMA_URL", "MAX_DEFAULT_NUM_CTX", "OllamaClient", "ollama_base_url"]
 
@@ -30,7 +31,7 @@ MAX_DEFAULT_NUM_CTX = 32768
 
 def ollama_base_url(value: str | None = None) -> str:
     """The Ollama address: ``value``, else ``OLLAMA_HOST`` (``host``, ``host:port`` or a URL), else the default."""
-    host = value or os.environ.get("OLLAMA_HOST", "")
+    host = value or ollama_host() or ""
     if not host:
         return DEFAULT_OLLAMA_URL
     if "://" not in host:
@@ -42,22 +43,6 @@ def ollama_base_url(value: str | None = None) -> str:
     if ":" not in hostport.rsplit("]", 1)[-1]:
         hostport += ":11434"
     return f"{scheme}://{hostport}"
-
-
-def _env_window() -> int | None:
-    for name in ("OLLAMA_CONTEXT_WINDOW", "OLLAMA_CONTEXT_LENGTH"):
-        raw = os.environ.get(name)
-        if raw:
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ConfigError(
-                    f"must be a whole number of tokens, got {raw!r}", key=name, source="environment"
-                ) from None
-            if value < 256:
-                raise ConfigError(f"must be at least 256 tokens, got {value}", key=name, source="environment")
-            return value
-    return None
 
 
 def _modelfile_num_ctx(parameters: str) -> int | None:
@@ -86,21 +71,21 @@ def to_ollama_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class OllamaClient(BaseModelClient):
+class OllamaClient(ModelClient):
     """A ``ModelClient`` for Ollama's native API.
 
     Args:
         model: the model name, e.g. ``qwen2.5-coder:1.5b``.
         base_url: default ``OLLAMA_HOST`` or ``http://127.0.0.1:11434``.
-        context_window: ``num_ctx`` to send (environment variables take precedence).
+        context_window: ``num_ctx`` to send (else ``OLLAMA_CONTEXT_WINDOW``/``OLLAMA_CONTEXT_LENGTH``,
+            else the Modelfile's, else the trained length capped at 32k).
         keep_alive: how long Ollama keeps the model loaded (``"5m"``, ``-1``...).
         think: ask thinking models to think (``True``/``False``; ``None``: the model's default).
         recover_text_tool_calls: recover tool calls the model wrote as text.
         transport: an httpx transport, for tests.
     """
 
-    engine: ClassVar[str] = "Ollama"
-    supports_embeddings: ClassVar[bool] = True
+    engine = "Ollama"
 
     def __init__(
         self,
@@ -119,7 +104,8 @@ class OllamaClient(BaseModelClient):
         self.keep_alive = keep_alive
         self.think = think
         self.recover_text_tool_calls = recover_text_tool_calls
-        self._context_window = _env_window() or context_window
+        self._requested_window = requested_context_window(context_window)
+        self._context_window = self._requested_window
         self.capabilities: list[str] = []
         self._tokens_per_char = 1 / 3.5  # English text averages ~4 characters a token; JSON and code fewer
         self.model_length: int | None = None
@@ -137,6 +123,26 @@ class OllamaClient(BaseModelClient):
     def base_url(self) -> str:
         """Ollama's address."""
         return self.http.base_url
+
+    @property
+    def context_window(self) -> int | None:
+        """The ``num_ctx`` sent with every request (known after :meth:`connect` at the latest)."""
+        return self._context_window
+
+    @property
+    def supports_embeddings(self) -> bool:
+        """Ollama embeds with ``/api/embed`` (with an embedding model)."""
+        return True
+
+    @property
+    def can_list_models(self) -> bool:
+        """Ollama lists its pulled models."""
+        return True
+
+    @property
+    def can_switch_model(self) -> bool:
+        """Ollama serves any pulled model."""
+        return True
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -163,6 +169,16 @@ class OllamaClient(BaseModelClient):
         """Names of the locally pulled models (``/api/tags``)."""
         data = await self.http.request_json("GET", "/api/tags")
         return [item["name"] for item in data.get("models", [])]
+
+    async def switch_model(self, model: str) -> None:
+        """Use ``model`` from now on; its window and capabilities are read again from ``/api/show``."""
+        previous = (self.model, self._context_window, self.capabilities, self.model_length)
+        self.model, self._context_window = model, self._requested_window
+        try:
+            await self.connect()
+        except BaseException:
+            self.model, self._context_window, self.capabilities, self.model_length = previous
+            raise
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """Embeddings from ``/api/embed``, in input order."""
@@ -191,8 +207,9 @@ class OllamaClient(BaseModelClient):
             body["options"] = options
         if self.keep_alive is not None:
             body["keep_alive"] = self.keep_alive
-        if self.think is not None:
-            body["think"] = self.think
+        think = settings.think if settings.think is not None else self.think
+        if think is not None:
+            body["think"] = think
         body.update(settings.extra)
         return body
 
@@ -208,8 +225,6 @@ class OllamaClient(BaseModelClient):
             return
         estimate = self.estimate_tokens(request)
         if estimate > self._context_window:
-            from cortana.errors import ContextOverflow
-
             raise ContextOverflow(
                 f"The prompt (about {estimate:,} tokens) does not fit the {self._context_window:,}-token context "
                 "window sent to Ollama (num_ctx), and Ollama would silently drop its start. Start a new thread, "

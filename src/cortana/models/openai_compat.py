@@ -17,7 +17,7 @@ from cortana.errors import ContextOverflow, ModelError, ModelNotFound
 from cortana.messages import Message, StopReason, Usage
 from cortana.models._http import HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import BaseModelClient, ModelEvent, ModelRequest
+from cortana.models.base import ModelClient, ModelEvent, ModelRequest
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
 
@@ -53,7 +53,7 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class OpenAICompatClient(BaseModelClient):
+class OpenAICompatClient(ModelClient):
     """A ``ModelClient`` for any server that speaks the OpenAI chat-completions API.
 
     Args:
@@ -67,7 +67,7 @@ class OpenAICompatClient(BaseModelClient):
         transport: an httpx transport, for tests.
     """
 
-    engine: ClassVar[str] = "OpenAI-compatible server"
+    engine = "OpenAI-compatible server"
     api_path: ClassVar[str] = ""
     """Where the OpenAI API sits under ``base_url`` (llama.cpp: ``/v1``)."""
     start_hint: ClassVar[str] = "Start the server, or point base_url at one that is running."
@@ -101,6 +101,21 @@ class OpenAICompatClient(BaseModelClient):
     def base_url(self) -> str:
         """The server's address."""
         return self.http.base_url
+
+    @property
+    def context_window(self) -> int | None:
+        """The window the server reports (after ``connect``), else the one given."""
+        return self._context_window
+
+    @property
+    def supports_embeddings(self) -> bool:
+        """The OpenAI API has ``/embeddings`` (the served model must be an embedding model)."""
+        return True
+
+    @property
+    def can_list_models(self) -> bool:
+        """The OpenAI API lists models at ``/models``."""
+        return True
 
     async def list_models(self) -> list[str]:
         """Names of the models the server offers (``GET /models``)."""

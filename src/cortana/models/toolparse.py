@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortana.messages import ToolCall
-from cortana.models.base import ToolSpec
-from cortana.tools.base import loose_name
+from cortana.models.base import ToolSpec, loose_name
 
 __all__ = ["TextToolCallFilter", "load_json", "new_call_id", "recover_tool_calls"]
 

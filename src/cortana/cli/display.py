@@ -1,0 +1,13 @@
+"""How the terminal shows an engine: one line with its name, model and window."""
+
+from __future__ import annotations
+
+from cortana.models.base import ModelClient
+
+__all__ = ["describe_client"]
+
+
+def describe_client(client: ModelClient) -> str:
+    """``engine: model, N tokens`` (the window only when the engine reports one)."""
+    window = f", {client.context_window:,} tokens" if client.context_window else ""
+    return f"{client.engine}: {client.model}{window}"
