@@ -75,7 +75,7 @@ async def test_messages_already_in_the_history_are_not_repeated(memory: SQLiteMe
 async def test_the_index_is_a_vec0_table_and_context_blocks_are_not_embedded(memory: SQLiteMemory) -> None:
     agent = Agent(ScriptedModel(["Noted."]), memory=memory)
     await agent.run("My favourite colour is teal.", thread=A, context="Local time: 09:00")
-    connection = memory.connection()
+    connection = memory.store.connection()
     [(sql,)] = connection.execute("SELECT sql FROM sqlite_master WHERE name = 'recall_vectors_384'").fetchall()
     assert "USING vec0" in sql and "float[384]" in sql
     assert connection.execute("SELECT COUNT(*) FROM recall_vectors_384").fetchone()[0] == 2

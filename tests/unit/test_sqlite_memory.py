@@ -199,7 +199,7 @@ from cortana.memory.sqlite import SQLiteMemory
 start = float(sys.argv[2])
 while time.time() < start:
     pass
-SQLiteMemory(sys.argv[1]).connection().close()
+SQLiteMemory(sys.argv[1]).store.connection().close()
 """
 
 

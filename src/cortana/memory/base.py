@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from cortana.messages import Message, ThreadRef
 
 if TYPE_CHECKING:
-    from cortana.tools.base import Tool
+    from cortana.tools import Tool
 
 __all__ = ["InMemoryHistory", "MemoryProvider", "MemoryResolver", "ThreadRef", "resolve_memory"]
 

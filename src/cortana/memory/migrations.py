@@ -2,16 +2,24 @@
 
 Each migration runs once, in order, inside a transaction, and is recorded in
 ``_migrations``. Never edit or reorder a shipped migration: add a new one.
+``MIGRATIONS`` is the core schema, applied when the file opens; a feature
+with tables of its own (recall's vector index, whose width depends on the
+embedder) keeps its migrations beside its code and applies them through
+``SQLiteStore.migrate`` when it first needs them, recorded in the same table.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 
-__all__ = ["MIGRATIONS", "migrate"]
+__all__ = ["MIGRATIONS", "Migration", "apply_migrations"]
 
-MIGRATIONS: list[tuple[str, str]] = [
+Migration = tuple[str, str]
+"""A migration: its unique name and its SQL script."""
+
+MIGRATIONS: list[Migration] = [
     (
         "0001_threads_messages_working_memory",
         """
@@ -50,11 +58,11 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
-def migrate(connection: sqlite3.Connection) -> list[str]:
-    """Apply the migrations this file lacks; returns their names."""
+def apply_migrations(connection: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
+    """Apply the ``migrations`` this file lacks, in order; returns their names."""
     connection.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
     applied: list[str] = []
-    for name, script in MIGRATIONS:
+    for name, script in migrations:
         connection.execute("BEGIN IMMEDIATE")
         try:
             if connection.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():

