@@ -11,59 +11,25 @@ note that older messages were dropped. The summary is stored, so the next
 load starts from it; the replaced messages stay in the memory file for recall.
 Compaction is off when the window is unknown.
 
-The effective window is, first found: ``OLLAMA_CONTEXT_WINDOW``,
-``OLLAMA_CONTEXT_LENGTH``, ``Agent(context_window=...)``, what the engine
-reports. The threshold is ``CONTEXT_COMPACTION_THRESHOLD`` (default 0.9).
+The window and the threshold come from ``cortana.config``
+(``effective_context_window``, ``compaction_threshold``), where their one
+precedence order is written.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from cortana.errors import ConfigError, CortanaError
+from cortana.errors import CortanaError
 from cortana.messages import Message
-from cortana.models.base import ModelRequest, ModelSettings, ToolSpec, complete
+from cortana.models.base import ModelClient, ModelRequest, ModelSettings, ToolSpec, complete
 from cortana.prompts import prompt_text
 
-if TYPE_CHECKING:
-    from cortana.agent.agent import Agent
-
-__all__ = ["Compaction", "compaction_threshold", "effective_window", "estimate_tokens", "summarize"]
+__all__ = ["Compaction", "compact", "estimate_tokens", "measure", "summarize"]
 
 SUMMARY_NAME = "summary"
 CHARS_PER_TOKEN = 3.5  # conservative: English averages ~4 characters a token, code and JSON fewer
-
-
-def compaction_threshold() -> float:
-    """``CONTEXT_COMPACTION_THRESHOLD`` (a fraction of the window), default 0.9."""
-    raw = os.environ.get("CONTEXT_COMPACTION_THRESHOLD")
-    if not raw:
-        return 0.9
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(
-            f"must be a number between 0.1 and 1, got {raw!r}", key="CONTEXT_COMPACTION_THRESHOLD", source="environment"
-        ) from None
-    if not 0.1 <= value <= 1:
-        raise ConfigError(
-            f"must be between 0.1 and 1, got {value}", key="CONTEXT_COMPACTION_THRESHOLD", source="environment"
-        )
-    return value
-
-
-def effective_window(agent: Agent) -> int | None:
-    """The window to plan for: environment, then the agent's setting, then what the engine reports."""
-    for name in ("OLLAMA_CONTEXT_WINDOW", "OLLAMA_CONTEXT_LENGTH"):
-        raw = os.environ.get(name)
-        if raw and raw.strip().isdigit():
-            return int(raw)
-    if agent.context_window:
-        return agent.context_window
-    return agent.model.context_window if agent.model is not None else None
 
 
 def estimate_tokens(messages: list[Message], tools: list[ToolSpec]) -> int:
@@ -73,16 +39,13 @@ def estimate_tokens(messages: list[Message], tools: list[ToolSpec]) -> int:
     return int(len(text) / CHARS_PER_TOKEN) + 4 * len(messages)
 
 
-async def measure(agent: Agent, messages: list[Message], tools: list[ToolSpec]) -> int:
-    """The prompt's size in tokens: the engine's tokenizer when it has one, else an estimate."""
-    counter = getattr(agent.model, "count_tokens", None)
-    if counter is not None:
+async def measure(client: ModelClient, messages: list[Message], tools: list[ToolSpec]) -> int:
+    """The prompt's size in tokens: the engine's tokenizer when it has one (and it answers), else an estimate."""
+    if client.supports_token_counting:
         try:
-            counted = await counter(messages, tools)
+            return await client.count_tokens(messages, tools)
         except CortanaError:
-            counted = None
-        if counted is not None:
-            return int(counted)
+            pass  # the tokenizer endpoint failed; the estimate is conservative
     return estimate_tokens(messages, tools)
 
 
@@ -104,7 +67,7 @@ def split_point(messages: list[Message], keep_from: int) -> int:
 
 
 async def summarize(
-    agent: Agent, older: list[Message], focus: str | None, settings: ModelSettings | None = None
+    client: ModelClient, older: list[Message], focus: str | None, settings: ModelSettings | None = None
 ) -> str:
     """The same model's continuation summary of ``older`` (raises if the call fails or says nothing)."""
     instructions = prompt_text("compaction")
@@ -114,7 +77,7 @@ async def summarize(
         messages=[Message.system(instructions), Message.user(render_transcript(older))],
         settings=settings or ModelSettings(temperature=0),
     )
-    response = await complete(agent.model_client(), request)
+    response = await complete(client, request)
     summary = response.message.content.strip()
     if not summary:
         raise CortanaError("the summary came back empty")
@@ -152,7 +115,7 @@ def local_fallback(older: list[Message], budget_tokens: int) -> str:
 
 
 async def compact(
-    agent: Agent,
+    client: ModelClient,
     messages: list[Message],
     *,
     keep_from: int,
@@ -169,7 +132,7 @@ async def compact(
     older, kept = messages[start:keep_from], messages[keep_from:]
     fallback = False
     try:
-        text = await summarize(agent, older, focus)
+        text = await summarize(client, older, focus)
     except Exception:  # the engine failed or said nothing: fall back locally, never lose the turn
         text = local_fallback(older, budget_tokens=max(window // 5, 256))
         fallback = True

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cortana.messages import Message, ToolCall
-from cortana.tools.base import Tool
+from cortana.tools import Tool
 
 __all__ = ["conversation_evidence", "is_grounded"]
 

@@ -1,0 +1,325 @@
+"""``Run``: the state of one turn, and each step of the lifecycle as a method.
+
+``agent/loop.py`` reads top to bottom through these steps; everything a step
+needs is on the run (transcript, metrics, toolbox, iteration budget, window),
+so no helper takes a handful of loose variables, and a step's verdict is a
+small type (:class:`Screened`), not a string.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from cortana.agent.compaction import compact, estimate_tokens, measure
+from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
+from cortana.agent.extensions import extension_tools, gather_context
+from cortana.agent.grounding import conversation_evidence, is_grounded
+from cortana.agent.tool_calls import CallRunner
+from cortana.agent.toolbox import Toolbox
+from cortana.config import compaction_threshold, effective_context_window
+from cortana.errors import MaxToolIterationsError, ModelError
+from cortana.memory.base import MemoryProvider, resolve_memory
+from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall
+from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
+from cortana.prompts import prompt_text
+from cortana.tools import RunContext, Tool, ToolGroup, as_tools
+
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+
+__all__ = ["IterationBudget", "Run", "Screened", "Verdict"]
+
+
+class Verdict(enum.Enum):
+    """What to do with a model's reply."""
+
+    ANSWER = "answer"
+    """No tool calls: the reply is the answer."""
+    RUN_TOOLS = "run_tools"
+    """Run the reply's tool calls."""
+    NUDGE = "nudge"
+    """Only repeats of answered calls: restate the question once."""
+    WITHHOLD_TOOLS = "withhold_tools"
+    """No grounded call, or repeats after the nudge: ask again, with no tools offered."""
+
+
+@dataclass(frozen=True, slots=True)
+class Screened:
+    """A verdict and the reply it applies to (with calls that must not run taken out)."""
+
+    verdict: Verdict
+    reply: Message
+
+
+@dataclass(slots=True)
+class IterationBudget:
+    """Rounds of tool calls used, and how many the run may use (``on_max_iterations`` can raise it)."""
+
+    limit: int
+    used: int = 0
+
+
+@dataclass
+class Turn:
+    """What the memory provider and the extensions bring to a turn before the first model call."""
+
+    history: list[Message]
+    context: list[str]
+    tools: list[Tool | ToolGroup]
+
+
+@dataclass
+class Run:
+    """One turn of one agent: its state, and the lifecycle's steps as methods."""
+
+    agent: Agent
+    client: ModelClient
+    prompt: str
+    thread: ThreadRef
+    settings: ModelSettings
+    memory: MemoryProvider | None
+    toolbox: Toolbox
+    transcript: list[Message]
+    new_messages: list[Message]
+    calls: CallRunner
+    budget: IterationBudget
+    window: int | None
+    threshold: float
+    turn_start: int
+    """Index in ``transcript`` of this turn's first message kept (compaction keeps the turn)."""
+    metrics: RunMetrics = field(default_factory=RunMetrics)
+    response: ModelResponse | None = None
+    """The latest model response."""
+    withhold_tools: bool = False
+    nudged: bool = False
+    started: float = field(default_factory=time.perf_counter)
+
+    # -- start ----------------------------------------------------------------------------
+
+    @classmethod
+    async def start(
+        cls, agent: Agent, prompt: str, *, thread: ThreadRef, context: str | None, history: Sequence[Message],
+        settings: ModelSettings,
+    ) -> Run:  # fmt: skip
+        """Resolve the engine and memory, gather the turn's history, context and tools; store the user message."""
+        started = time.perf_counter()
+        client = await agent.client()
+        memory = await resolve_memory(agent.memory, thread)
+        turn = await _gather_turn(agent, memory, thread, prompt)
+        tools, groups = as_tools(turn.tools)
+        toolbox = Toolbox([*agent.tools, *tools], [*agent.tool_groups, *groups])
+        await toolbox.load_eager()
+        blocks = [*turn.context, *([context] if context else [])]
+        content = prompt_text("turn_context").format(context="\n\n".join(blocks), prompt=prompt) if blocks else prompt
+        user = Message.user(content)
+        if memory is not None:
+            await memory.append_messages(thread, [user])
+        system_prompt = agent.system_prompt(has_tools=bool(toolbox.specs()))
+        past = [*([Message.system(system_prompt)] if system_prompt else []), *history, *turn.history]
+        transcript = [*past, user]
+        metrics = RunMetrics()
+        window = effective_context_window(agent.context_window, client.context_window)
+        return cls(
+            agent=agent,
+            client=client,
+            prompt=prompt,
+            thread=thread,
+            settings=settings if client.supports_thinking or settings.think is None else replace(settings, think=None),
+            memory=memory,
+            toolbox=toolbox,
+            transcript=transcript,
+            new_messages=[user],
+            calls=CallRunner(agent, toolbox, RunContext(agent, thread, metrics, transcript)),
+            budget=IterationBudget(agent.max_tool_iterations),
+            window=window,
+            threshold=compaction_threshold(agent.compaction_threshold) if window else 1.0,
+            turn_start=len(past),
+            metrics=metrics,
+            started=started,
+        )
+
+    # -- the steps ------------------------------------------------------------------------
+
+    def offered_tools(self) -> list[ToolSpec]:
+        """The tools the next model call offers (none while the model must answer in text)."""
+        return [] if self.withhold_tools else self.toolbox.specs()
+
+    async def fit_window(self) -> None:
+        """Compact the transcript in place when the prompt reaches ``threshold`` x the window.
+
+        Keeps the current turn, or when the turn alone is too big, its newest half-window.
+        """
+        if not self.window:
+            return
+        tools = self.offered_tools()
+        if await measure(self.client, self.transcript, tools) < self.threshold * self.window:
+            return
+        keep_from = _recent_start(self.transcript, tools, budget=self.window // 2, floor=self.turn_start)
+        first = 1 if self.transcript and self.transcript[0].role == "system" else 0
+        if keep_from <= first:
+            return  # nothing older to summarize; the engine will say if it cannot fit
+        result = await compact(self.client, self.transcript, keep_from=keep_from, window=self.window)
+        self.transcript[:] = result.messages  # in place: tools see the same list through RunContext
+        self.metrics.compactions += 1
+        if self.memory is not None:
+            await self.memory.add_summary(self.thread, result.summary, kept=result.kept)
+        self.turn_start = len(self.transcript) - result.kept
+
+    async def call_model(self) -> AsyncIterator[RunEvent]:
+        """One model call: stream its deltas, then a :class:`ModelCallFinished`; keeps the response."""
+        iteration = self.budget.used
+        yield ModelCallStarted(iteration)
+        request = ModelRequest(messages=list(self.transcript), tools=self.offered_tools(), settings=self.settings)
+        started = time.perf_counter()
+        response: ModelResponse | None = None
+        async for event in self.client.stream(request):
+            if isinstance(event, ModelResponse):
+                response = event
+            else:
+                yield event
+        duration = time.perf_counter() - started
+        if response is None:
+            raise ModelError("The engine's stream ended without an answer; retry the turn (nothing was lost).")
+        self.metrics.model_calls += 1
+        self.metrics.model_time += duration
+        self.metrics.add_usage(response.usage)
+        self.response = response
+        yield ModelCallFinished(response, duration, iteration)
+
+    def screen(self, reply: Message) -> Screened:
+        """What to do with ``reply``'s tool calls.
+
+        Small models "call" a tool for questions no tool fits, with arguments
+        that come from nowhere in the conversation: such text-written calls are
+        dropped, and with none left the model is asked for a plain answer. They
+        also call the same tool again instead of reading its result: re-running
+        it would repeat side effects and loop, so the question is restated
+        once, and then tools are withheld.
+        """
+        if not reply.tool_calls:
+            return Screened(Verdict.ANSWER, reply)
+        if self.agent.check_grounding:
+            evidence = conversation_evidence([*self.transcript, reply])
+            kept = [call for call in reply.tool_calls if self._grounded(call, evidence)]
+            if not kept:
+                return Screened(Verdict.WITHHOLD_TOOLS, reply)
+            reply = reply.model_copy(update={"tool_calls": kept})
+        if self.agent.nudge_repeated_calls and self.calls.guard.all_repeated(reply.tool_calls):
+            return Screened(Verdict.WITHHOLD_TOOLS if self.nudged else Verdict.NUDGE, reply)
+        return Screened(Verdict.RUN_TOOLS, reply)
+
+    async def nudge(self) -> None:
+        """Restate the question, asking for an answer from the results already there."""
+        self.nudged = True
+        nudge = Message(role="user", name="cortana", content=prompt_text("repeat_nudge").format(prompt=self.prompt))
+        self._append(nudge)
+        await self._persist(nudge)
+
+    async def answer(self, reply: Message) -> None:
+        """Keep the final reply."""
+        self._append(reply)
+        await self._persist(reply)
+
+    async def spend_iteration(self, reply: Message) -> None:
+        """Count a round of tool calls; past the budget, ``on_max_iterations`` may grant more, else the run stops.
+
+        Raises:
+            MaxToolIterationsError: with every message of the run; the calls that will not run
+                are answered first, so the stored history stays valid.
+        """
+        self._append(reply)
+        if self.budget.used >= self.budget.limit:
+            granted = self.agent.on_max_iterations is not None and await self.agent.on_max_iterations(self.budget.used)
+            if not granted:
+                raise await self._stop_at_max_iterations(reply)
+            self.budget.limit += self.agent.max_tool_iterations
+        self.budget.used += 1
+
+    async def run_tools(self, reply: Message) -> AsyncIterator[RunEvent]:
+        """Run the reply's calls; their results join the transcript in request order."""
+        started = time.perf_counter()
+        results: list[Message] = []
+        async for event in self.calls.run(reply.tool_calls, results):
+            yield event
+        self.metrics.tool_time += time.perf_counter() - started
+        self._append(*results)
+        await self._persist(reply, *results)
+
+    def finish(self) -> RunResult:
+        """The run's result; the extensions' ``after_turn`` starts in the background."""
+        assert self.response is not None
+        self.metrics.elapsed = time.perf_counter() - self.started
+        result = RunResult(
+            output=self.new_messages[-1].content,
+            new_messages=self.new_messages,
+            metrics=self.metrics,
+            thread=self.thread,
+            stop_reason=self.response.finish_reason,
+        )
+        for extension in self.agent.extensions:
+            self.agent.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn")
+        return result
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _grounded(self, call: ToolCall, evidence: str) -> bool:
+        if not call.from_text:
+            return True  # structured calls come from models that do tool calling natively
+        tool = self.toolbox.resolve(call.name)
+        return tool is None or is_grounded(call, tool, evidence)  # unknown names get their own error
+
+    async def _stop_at_max_iterations(self, reply: Message) -> MaxToolIterationsError:
+        unrun = [
+            Message.tool(call, "Not run: the run stopped at max_tool_iterations.", is_error=True)
+            for call in reply.tool_calls
+        ]
+        self._append(*unrun)
+        await self._persist(reply, *unrun)
+        self.metrics.elapsed = time.perf_counter() - self.started
+        return MaxToolIterationsError(
+            f"The model was still calling tools after {self.budget.used} tool iterations "
+            f"(max_tool_iterations={self.agent.max_tool_iterations}). Raise max_tool_iterations, or pass "
+            "on_max_iterations= to grant more; the run's messages are on this error's .messages.",
+            iterations=self.budget.used,
+            messages=self.new_messages,
+            metrics=self.metrics,
+        )
+
+    def _append(self, *messages: Message) -> None:
+        self.transcript.extend(messages)
+        self.new_messages.extend(messages)
+
+    async def _persist(self, *messages: Message) -> None:
+        if self.memory is not None and messages:
+            await self.memory.append_messages(self.thread, messages)
+
+
+async def _gather_turn(agent: Agent, memory: MemoryProvider | None, thread: ThreadRef, prompt: str) -> Turn:
+    """History, long-term context and provider tools from memory; context and tools from the extensions.
+
+    The extensions' context is gathered while memory loads; memory's own steps stay in order.
+    """
+
+    async def from_memory() -> tuple[list[Message], str | None]:
+        if memory is None:
+            return [], None
+        return await memory.load_history(thread), await memory.retrieve_context(thread, prompt)
+
+    (history, recalled), blocks = await asyncio.gather(from_memory(), gather_context(agent.extensions, thread, prompt))
+    tools = [*(memory.tools(thread) if memory is not None else ()), *extension_tools(agent.extensions, thread)]
+    return Turn(history=history, context=[*([recalled] if recalled else []), *blocks], tools=tools)
+
+
+def _recent_start(transcript: list[Message], tools: list[ToolSpec], *, budget: int, floor: int) -> int:
+    """The first index to keep: the current turn (``floor``) if it fits ``budget``, else its newest messages that do."""
+    if estimate_tokens(transcript[floor:], tools) <= budget:
+        return floor
+    index = len(transcript) - 1  # the newest message is always kept
+    while index - 1 > floor and estimate_tokens(transcript[index - 1 :], tools) <= budget:
+        index -= 1
+    return index

@@ -1,0 +1,146 @@
+"""Running one reply's tool calls: resolve, authorize and validate each in order, then run them.
+
+Calls are checked in request order, so approval prompts never overlap and a
+denial is decided before any sibling call starts; the valid ones then run at
+most ``max_parallel_tools`` at a time (one by one with
+``parallel_tool_calls=False``). Every failure (unknown tool, denied, invalid
+or unparseable arguments, an exception) becomes a tool message with
+``is_error=True`` that the model reads; results come back in request order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cortana.agent.events import RunEvent, ToolCallFinished, ToolCallStarted
+from cortana.agent.repeats import RepeatGuard
+from cortana.agent.toolbox import Toolbox
+from cortana.errors import ToolError
+from cortana.messages import Message, ToolCall
+from cortana.tools import RunContext, Tool, format_tool_result
+from cortana.tools.permissions import authorize_call
+
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+
+__all__ = ["CallRunner"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A call that passed the checks: its place in the reply, its tool and validated arguments."""
+
+    index: int
+    call: ToolCall
+    tool: Tool
+    arguments: dict[str, object]
+
+
+class CallRunner:
+    """Runs the tool calls of one run's replies (see the module docstring)."""
+
+    def __init__(self, agent: Agent, toolbox: Toolbox, context: RunContext) -> None:
+        self.agent = agent
+        self.toolbox = toolbox
+        self.context = context
+        self.guard = RepeatGuard()
+
+    async def run(self, calls: list[ToolCall], results: list[Message]) -> AsyncIterator[RunEvent]:
+        """Run ``calls``; fills ``results`` with one tool message per call, in request order.
+
+        Yields a started/finished event pair per call as it happens.
+        """
+        self.context.metrics.tool_calls += len(calls)
+        slots: list[Message | None] = [None] * len(calls)
+        runnable: list[_Prepared] = []
+        for index, call in enumerate(calls):
+            checked = await self._check(index, call)
+            if isinstance(checked, _Prepared):
+                runnable.append(checked)
+                continue
+            slots[index] = checked
+            yield ToolCallStarted(call)
+            yield ToolCallFinished(call, checked, 0.0)
+        async for event in self._run_all(runnable, slots):
+            yield event
+        self.guard.record([(item.call, item.tool, slots[item.index]) for item in runnable])  # type: ignore[misc]
+        for message in slots:
+            assert message is not None
+            self.context.metrics.tool_errors += message.is_error
+            results.append(message)
+
+    async def _check(self, index: int, call: ToolCall) -> Message | _Prepared:
+        """The tool and validated arguments for ``call``, or the message the model gets instead."""
+        tool = self.toolbox.resolve(call.name)
+        if tool is None:
+            return Message.tool(
+                call,
+                f"Unknown tool '{call.name}'. Available tools: {', '.join(self.toolbox.names()) or '(none)'}.",
+                is_error=True,
+            )
+        decision = await authorize_call(self.agent.permissions, call, tool, self.context)
+        if decision.action != "allow":
+            return Message.tool(call, f"Permission denied for '{tool.name}': {decision.reason}.", is_error=True)
+        if call.raw_arguments is not None and not call.arguments:
+            return Message.tool(
+                call,
+                f"The arguments for '{tool.name}' are not a valid JSON object: {call.raw_arguments[:500]!r}. "
+                f"Call it again with a JSON object matching: {tool.parameters.get('properties', {})}",
+                is_error=True,
+            )
+        try:
+            arguments = tool.validate(call.arguments)
+        except ToolError as exc:
+            return Message.tool(call, str(exc), is_error=True)
+        earlier = self.guard.earlier_read(call) if tool.read_only else None
+        if earlier is not None:
+            return Message.tool(
+                call,
+                f"Same call as {earlier} earlier in this run, and nothing has been written or run since: "
+                "its result above still holds.",
+            )
+        return _Prepared(index, call, tool, arguments)
+
+    async def _run_all(self, runnable: list[_Prepared], slots: list[Message | None]) -> AsyncIterator[RunEvent]:
+        limit = self.agent.max_parallel_tools if self.agent.parallel_tool_calls else 1
+        if limit == 1 or len(runnable) <= 1:
+            for item in runnable:
+                yield ToolCallStarted(item.call)
+                slots[item.index], duration = await self._invoke(item)
+                yield ToolCallFinished(item.call, slots[item.index], duration)  # type: ignore[arg-type]
+            return
+        events: asyncio.Queue[RunEvent] = asyncio.Queue()
+        semaphore = asyncio.Semaphore(limit)
+
+        async def run_one(item: _Prepared) -> None:
+            async with semaphore:
+                events.put_nowait(ToolCallStarted(item.call))
+                slots[item.index], duration = await self._invoke(item)
+                events.put_nowait(ToolCallFinished(item.call, slots[item.index], duration))  # type: ignore[arg-type]
+
+        tasks = [asyncio.create_task(run_one(item)) for item in runnable]
+        try:
+            for _ in range(2 * len(tasks)):
+                yield await events.get()
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _invoke(self, item: _Prepared) -> tuple[Message, float]:
+        """Run one validated call; an exception becomes an error result, never a crashed run."""
+        started = time.perf_counter()
+        try:
+            value = await item.tool.invoke(item.arguments, self.context)
+            message = Message.tool(item.call, format_tool_result(value))
+        except ToolError as exc:
+            message = Message.tool(item.call, f"Error: {exc}", is_error=True)
+        except Exception as exc:
+            message = Message.tool(
+                item.call, f"Error: tool '{item.tool.name}' raised {type(exc).__name__}: {exc}", is_error=True
+            )
+        return message, time.perf_counter() - started
