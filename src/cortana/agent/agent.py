@@ -5,32 +5,36 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Self
 
+from cortana.agent.compaction import compact
+from cortana.agent.events import EventHandler, RunEvent, RunFinished
+from cortana.agent.extensions import BackgroundWork, TurnExtension
+from cortana.agent.loop import run_events
+from cortana.config import effective_context_window
 from cortana.errors import UserError
+from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
 from cortana.messages import Message, RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
-from cortana.tools.base import Tool, ToolGroup, as_tools
+from cortana.models.default import close_default_model_client, default_model_client
+from cortana.prompts import prompt_text
+from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.permissions import PermissionGate
-
-if TYPE_CHECKING:
-    from cortana.agent.events import RunEvent
-    from cortana.memory.base import MemoryProvider, MemoryResolver
 
 __all__ = ["Agent", "EventHandler"]
 
-
-class EventHandler(Protocol):
-    """Anything that watches a run's events, such as :class:`~cortana.agent.logger.AgentLogger`."""
-
-    def handle(self, event: RunEvent) -> None: ...
+MANUAL_COMPACTION_WINDOW = 4096
+"""The window ``Agent.compact`` assumes when neither the agent nor the engine says."""
 
 
 class Agent:
     """A model with instructions and tools, run against a local engine.
 
     Args:
-        model: the engine client (see ``cortana.models``); a ``ScriptedModel`` in tests.
+        model: the engine client (see ``cortana.models``); a ``ScriptedModel`` in tests. Without
+            one, the agent runs on the configured engine: ``create_model_client()`` on the first
+            run, shared by every agent of the process that has no model of its own
+            (``cortana.models.default``).
         name: a short name, shown in logs and used by subagents.
         instructions: the system prompt. Kept byte-identical across turns so
             the engine can reuse its prompt cache.
@@ -44,7 +48,12 @@ class Agent:
             (False: one by one, in order).
         max_parallel_tools: how many tool calls may run at once.
         memory: a ``MemoryProvider``, or a function of the thread that returns one.
-        context_window: the context length to plan for, overriding what the engine reports.
+        extensions: ``TurnExtension`` s that join every turn: context blocks for the prompt,
+            tools, and work after the reply (the knowledge graph, experience, the companion).
+        context_window: the context length to plan for (never more than the engine serves);
+            wins over ``OLLAMA_CONTEXT_WINDOW``/``OLLAMA_CONTEXT_LENGTH``.
+        compaction_threshold: the fraction of the window at which the conversation is
+            summarized; wins over ``CONTEXT_COMPACTION_THRESHOLD`` (default 0.9).
         permissions: a ``PermissionGate`` every tool call passes (``None`` allows all).
         settings: generation settings sent with every model call.
         logger: receives every run event (``AgentLogger`` shows progress).
@@ -62,9 +71,12 @@ class Agent:
     """
 
     __slots__ = (
+        "_background",
         "_model",
         "check_grounding",
+        "compaction_threshold",
         "context_window",
+        "extensions",
         "instructions",
         "logger",
         "max_parallel_tools",
@@ -93,7 +105,9 @@ class Agent:
         parallel_tool_calls: bool = True,
         max_parallel_tools: int = 4,
         memory: MemoryProvider | MemoryResolver | None = None,
+        extensions: Sequence[TurnExtension] = (),
         context_window: int | None = None,
+        compaction_threshold: float | None = None,
         permissions: PermissionGate | None = None,
         settings: ModelSettings | None = None,
         logger: EventHandler | None = None,
@@ -105,6 +119,10 @@ class Agent:
             raise UserError(f"max_tool_iterations must be at least 1, got {max_tool_iterations}.")
         if max_parallel_tools < 1:
             raise UserError(f"max_parallel_tools must be at least 1, got {max_parallel_tools}.")
+        if compaction_threshold is not None and not 0.1 <= compaction_threshold <= 1:
+            raise UserError(f"compaction_threshold must be between 0.1 and 1, got {compaction_threshold}.")
+        if context_window is not None and context_window < 256:
+            raise UserError(f"context_window must be at least 256 tokens, got {context_window}.")
         self._model = model
         self.name = name
         self.instructions = instructions
@@ -114,40 +132,62 @@ class Agent:
         self.parallel_tool_calls = parallel_tool_calls
         self.max_parallel_tools = max_parallel_tools
         self.memory = memory
+        self.extensions = list(extensions)
         self.context_window = context_window
+        self.compaction_threshold = compaction_threshold
         self.permissions = permissions
         self.settings = settings
         self.logger = logger
         self.nudge_repeated_calls = nudge_repeated_calls
         self.tool_guidance = tool_guidance
         self.check_grounding = check_grounding
+        self._background: BackgroundWork | None = None
 
     def system_prompt(self, *, has_tools: bool) -> str:
         """The system prompt sent first in every request (byte-identical across turns)."""
         guidance = ""
         if has_tools and self.tool_guidance:
-            from cortana.prompts import prompt_text
-
             guidance = self.tool_guidance if isinstance(self.tool_guidance, str) else prompt_text("tool_guidance")
         return "\n\n".join(part for part in (self.instructions, guidance) if part)
 
     @property
     def model(self) -> ModelClient | None:
-        """The engine client this agent talks to."""
+        """The engine client this agent was given; ``None``: it runs on the shared, configured engine."""
         return self._model
 
     @model.setter
     def model(self, value: ModelClient | None) -> None:
         self._model = value
 
-    def model_client(self) -> ModelClient:
-        """The model client, or a clear error when none was given."""
+    async def client(self) -> ModelClient:
+        """The engine client runs use: the agent's own, else the shared one of the configured engine."""
+        if self._model is not None:
+            return self._model
+        return await default_model_client()
+
+    @property
+    def background(self) -> BackgroundWork:
+        """Work still running after replies (the extensions' ``after_turn``)."""
+        if self._background is None:
+            self._background = BackgroundWork()
+        return self._background
+
+    async def aclose(self, *, timeout: float | None = 60.0) -> None:
+        """Wait for background work (cancelled past ``timeout`` seconds), then close the shared engine.
+
+        The shared engine, used by agents without a model of their own, is closed here (the next
+        run makes a new one); a model you passed in is yours to close.
+        """
+        if self._background is not None:
+            await self._background.wait(timeout)
         if self._model is None:
-            raise UserError(
-                f"Agent '{self.name}' has no model. Pass model=create_model_client() (the local engine) "
-                "or model=ScriptedModel([...]) in tests."
-            )
-        return self._model
+            await close_default_model_client()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def run_stream(
         self,
@@ -168,14 +208,12 @@ class Agent:
             history: earlier messages to send before this turn, for callers without a memory provider.
             settings: generation settings for this run, replacing the agent's.
         """
-        from cortana.agent.loop import run_events
-
         events = run_events(
             self,
             prompt,
             thread=_thread_ref(thread),
             context=context,
-            history=history,
+            history=history or (),
             settings=settings or self.settings or ModelSettings(),
         )
         try:
@@ -196,8 +234,6 @@ class Agent:
         settings: ModelSettings | None = None,
     ) -> RunResult:
         """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained)."""
-        from cortana.agent.events import RunFinished
-
         async for event in self.run_stream(prompt, thread=thread, context=context, history=history, settings=settings):
             if isinstance(event, RunFinished):
                 return event.result
@@ -211,9 +247,6 @@ class Agent:
             focus: what the summary should pay particular attention to.
             keep_last: how many of the newest messages stay as they are.
         """
-        from cortana.agent.compaction import compact, effective_window
-        from cortana.memory.base import resolve_memory
-
         ref = _thread_ref(thread)
         memory = await resolve_memory(self.memory, ref)
         if memory is None:
@@ -222,7 +255,9 @@ class Agent:
         keep_from = max(len(history) - keep_last, 0)
         if keep_from == 0:
             raise UserError("There is nothing to compact yet: the thread is shorter than keep_last.")
-        result = await compact(self, history, keep_from=keep_from, window=effective_window(self) or 4096, focus=focus)
+        client = await self.client()
+        window = effective_context_window(self.context_window, client.context_window) or MANUAL_COMPACTION_WINDOW
+        result = await compact(client, history, keep_from=keep_from, window=window, focus=focus)
         await memory.add_summary(ref, result.summary, kept=result.kept)
         return result.summary
 
@@ -234,7 +269,7 @@ class Agent:
         return asyncio.run(self.run(prompt, **kwargs))
 
     def __repr__(self) -> str:
-        model = getattr(self._model, "model", None)
+        model = self._model.model if self._model is not None else "(the configured engine)"
         return f"Agent(name={self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
 
 

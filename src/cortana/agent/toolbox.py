@@ -1,25 +1,38 @@
-"""The tools one run can see: the agent's, the memory provider's, and groups loaded on demand."""
+"""The tools one run can see: the agent's, the memory provider's and extensions', and groups loaded on demand."""
 
 import contextlib
+import logging
 from collections.abc import Sequence
 from typing import Annotated
 
 from pydantic import Field
 
 from cortana.errors import ToolError
-from cortana.models.base import ToolSpec
-from cortana.tools.base import Tool, ToolGroup, loose_name
+from cortana.models.base import ToolSpec, loose_name
+from cortana.tools import Tool, ToolGroup
 
 __all__ = ["LOAD_TOOLS", "Toolbox"]
 
 LOAD_TOOLS = "load_tools"
+log = logging.getLogger("cortana.tools")
 
 
 class Toolbox:
-    """Resolves tool names for one run and tracks which groups the model loaded."""
+    """Resolves tool names for one run and tracks which groups the model loaded.
+
+    Tools come in order (the agent's, then the memory provider's, then the
+    extensions'); when two share a name the first is kept, so nothing added
+    to a turn can replace a tool the agent was given.
+    """
 
     def __init__(self, tools: Sequence[Tool], groups: Sequence[ToolGroup]) -> None:
-        self._tools: dict[str, Tool] = {t.name: t for t in tools}
+        self._tools: dict[str, Tool] = {}
+        for candidate in tools:
+            if candidate.name in self._tools:
+                if candidate is not self._tools[candidate.name]:
+                    log.warning("two tools are named %r; the first one given is kept", candidate.name)
+                continue
+            self._tools[candidate.name] = candidate
         self._groups = {g.name: g for g in groups}
         self._loaded: list[str] = []
         self._load_tool = self._make_load_tool() if groups else None
