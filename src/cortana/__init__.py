@@ -16,6 +16,7 @@ and ``cortana --help`` stay fast; engine SDKs load only inside their adapters.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
         ToolCallFinished,
         ToolCallStarted,
     )
+    from cortana.agent.extensions import TurnExtension
     from cortana.agent.logger import AgentLogger
+    from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
+    from cortana.agent.subagents import SubagentManager
     from cortana.errors import (
         ConfigError,
         ContextOverflow,
@@ -48,7 +52,9 @@ if TYPE_CHECKING:
     from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
     from cortana.models.factory import create_model_client
-    from cortana.tools.base import RunContext, SchemaTool, Tool, ToolGroup, tool
+    from cortana.tools.base import SchemaTool, Tool, tool
+    from cortana.tools.context import RunContext
+    from cortana.tools.groups import ToolGroup
     from cortana.tools.permissions import PermissionDecision, PermissionGate
 
 __version__ = "0.1.0"
@@ -56,6 +62,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentLogger",
+    "AgentOutcome",
+    "AgentRunner",
+    "AgentTask",
     "ConfigError",
     "ContextOverflow",
     "CortanaError",
@@ -82,6 +91,7 @@ __all__ = [
     "RunResult",
     "SchemaTool",
     "StreamInterrupted",
+    "SubagentManager",
     "TextDelta",
     "ThinkingDelta",
     "ThreadRef",
@@ -91,6 +101,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolError",
     "ToolGroup",
+    "TurnExtension",
     "Usage",
     "UserError",
     "__version__",
@@ -101,6 +112,9 @@ __all__ = [
 _LAZY = {
     "Agent": "cortana.agent.agent",
     "AgentLogger": "cortana.agent.logger",
+    "AgentOutcome": "cortana.agent.runner",
+    "AgentRunner": "cortana.agent.runner",
+    "AgentTask": "cortana.agent.runner",
     "ConfigError": "cortana.errors",
     "ContextOverflow": "cortana.errors",
     "CortanaError": "cortana.errors",
@@ -120,13 +134,14 @@ _LAZY = {
     "PermissionDecision": "cortana.tools.permissions",
     "PermissionDenied": "cortana.errors",
     "PermissionGate": "cortana.tools.permissions",
-    "RunContext": "cortana.tools.base",
+    "RunContext": "cortana.tools.context",
     "RunEvent": "cortana.agent.events",
     "RunFinished": "cortana.agent.events",
     "RunMetrics": "cortana.messages",
     "RunResult": "cortana.messages",
     "SchemaTool": "cortana.tools.base",
     "StreamInterrupted": "cortana.errors",
+    "SubagentManager": "cortana.agent.subagents",
     "TextDelta": "cortana.agent.events",
     "ThinkingDelta": "cortana.agent.events",
     "ThreadRef": "cortana.messages",
@@ -135,7 +150,8 @@ _LAZY = {
     "ToolCallFinished": "cortana.agent.events",
     "ToolCallStarted": "cortana.agent.events",
     "ToolError": "cortana.errors",
-    "ToolGroup": "cortana.tools.base",
+    "ToolGroup": "cortana.tools.groups",
+    "TurnExtension": "cortana.agent.extensions",
     "Usage": "cortana.messages",
     "create_model_client": "cortana.models.factory",
     "UserError": "cortana.errors",
@@ -146,8 +162,6 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     """Import each public name on first use, so ``import cortana`` (and ``cortana --help``) stay instant."""
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

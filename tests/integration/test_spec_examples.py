@@ -1,0 +1,117 @@
+"""The code examples of the product's Core Concepts page, run as written against the embedded engine.
+
+Each example is the page's text with ``from cortana import`` in place of
+``from libs import``; the only other change is the page's placeholder
+``tools=[...]``, which becomes a real tool list. Examples of features later
+issues add (KnowledgeGraph, Heartbeat, Experience) join this file with them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cortana
+from cortana import Agent, ModelSettings, RunResult, tool
+from tests.integration.conftest import TEST_MODEL
+
+SPEC_NAMES = [
+    "Agent",
+    "Tool",
+    "ToolGroup",
+    "Message",
+    "ToolCall",
+    "RunResult",
+    "RunMetrics",
+    "AgentRunner",
+    "AgentOutcome",
+    "SubagentManager",
+    "MemoryProvider",
+    "MaxToolIterationsError",
+    "AgentLogger",
+    "create_model_client",
+]
+"""Every name the page uses whose feature exists (the page's "Core objects" and its examples)."""
+
+ON_MAX_ITERATIONS = textwrap.dedent(
+    """
+    async def ask(iterations: int) -> bool:
+        return input(f"Used {iterations} tool iterations. Continue? [y/N] ") == "y"
+
+    agent = Agent(name="dev", tools=[...], max_tool_iterations=10, on_max_iterations=ask)
+    """
+)
+
+COMPACTION = "OLLAMA_CONTEXT_WINDOW=32768 CONTEXT_COMPACTION_THRESHOLD=0.85 cortana"
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: The city name, e.g. "Paris".
+    """
+    return f"It is sunny and 22 degrees in {city}."
+
+
+def test_every_name_the_page_uses_is_exported() -> None:
+    for name in SPEC_NAMES:
+        assert name in cortana.__all__, f"cortana does not export {name}"
+        assert getattr(cortana, name) is not None
+
+
+async def test_the_on_max_iterations_example_runs_on_the_engine_it_starts_itself(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No model is passed: the agent starts the configured engine (embedded, on the bundled model) on first use."""
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"CORTANA_ENGINE": "embedded", "CORTANA_MODEL": TEST_MODEL, "CORTANA_THREADS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    asked: list[str] = []
+
+    def answer(question: str = "") -> str:
+        asked.append(question)
+        return "y"
+
+    monkeypatch.setattr(builtins, "input", answer)
+    namespace: dict[str, Any] = {}
+    code = ON_MAX_ITERATIONS.replace("tools=[...]", "tools=[get_weather]")
+    exec("from cortana import Agent\n" + code, {"get_weather": get_weather}, namespace)  # the page's code, as written
+    agent: Agent = namespace["agent"]
+    agent.settings = ModelSettings(temperature=0, seed=3, max_tokens=120)
+    try:
+        result = await agent.generate("What is the weather in Paris? Use the get_weather tool.")
+        engine = await agent.client()
+        assert engine.engine == "embedded llama.cpp" and engine.model == TEST_MODEL
+    finally:
+        await agent.aclose()
+    assert isinstance(result, RunResult) and result.output.strip()
+    assert result.metrics.model_calls >= 1 and result.metrics.prompt_tokens > 0
+    assert (agent.max_tool_iterations, agent.on_max_iterations) == (10, namespace["ask"])
+    assert asked == [] or asked[0].startswith("Used 10 tool iterations")
+
+
+def test_the_compaction_example_sets_the_window_and_the_threshold(tmp_path: Path) -> None:
+    """``OLLAMA_CONTEXT_WINDOW=32768 CONTEXT_COMPACTION_THRESHOLD=0.85 cortana``, asked what it found (doctor)."""
+    variables = dict(item.split("=") for item in COMPACTION.split()[:2])
+    environment = {**os.environ, **variables, "CORTANA_ENGINE": "embedded", "CORTANA_MODEL": TEST_MODEL}
+    environment["CORTANA_THREADS"] = "1"
+    doctor = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "doctor"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=tmp_path, env=environment,
+    )  # fmt: skip
+    assert doctor.returncode == 0, doctor.stderr
+    rows = [line.split("  ", 1) for line in doctor.stdout.splitlines() if "  " in line]
+    report = {key.strip(): value.strip() for key, value in rows}
+    assert report["engine"].startswith("embedded llama.cpp at http://127.0.0.1:")
+    assert report["context window"] == "32,768 tokens", "the embedded engine was started with the window asked for"
+    assert report["compaction"] == "at 85% of the window (27,852 tokens)"
+    assert "$OLLAMA_CONTEXT_WINDOW" in report["config"]
