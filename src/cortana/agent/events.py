@@ -1,17 +1,26 @@
-"""The typed events ``Agent.run_stream`` yields, in the order they happen."""
+"""The typed events ``Agent.run_stream`` yields, in the order they happen, and those ``AgentRunner`` reports.
+
+Anything with a ``handle(event)`` method (an :class:`EventHandler`, such as
+``AgentLogger``) can watch both kinds.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from cortana.messages import Message, RunResult, ToolCall
+from cortana.messages import Message, RunMetrics, RunResult, ToolCall
 from cortana.models.base import ModelResponse, TextDelta, ThinkingDelta
 
 __all__ = [
+    "EventHandler",
     "ModelCallFinished",
     "ModelCallStarted",
     "RunEvent",
     "RunFinished",
+    "TaskEvent",
+    "TaskFinished",
+    "TaskStarted",
     "TextDelta",
     "ThinkingDelta",
     "ToolCallFinished",
@@ -66,3 +75,44 @@ class RunFinished:
 RunEvent = (
     TextDelta | ThinkingDelta | ModelCallStarted | ModelCallFinished | ToolCallStarted | ToolCallFinished | RunFinished
 )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStarted:
+    """An ``AgentRunner`` task began running (it had waited for a free slot)."""
+
+    label: str
+    prompt: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFinished:
+    """An ``AgentRunner`` task ended.
+
+    Attributes:
+        label: the task's name.
+        duration: seconds it ran.
+        metrics: what it cost (partial when it failed, where known).
+        error: how it failed, as ``Type: message``; ``None`` when it completed.
+    """
+
+    label: str
+    duration: float
+    metrics: RunMetrics
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the task completed."""
+        return self.error is None
+
+
+TaskEvent = TaskStarted | TaskFinished
+
+
+class EventHandler(Protocol):
+    """Anything that watches run and task events, such as :class:`~cortana.agent.logger.AgentLogger`."""
+
+    def handle(self, event: RunEvent | TaskEvent) -> None:
+        """Called with each event as it happens."""
+        ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -21,14 +21,14 @@ from cortana.agent.events import (
     ModelCallStarted,
     RunEvent,
     RunFinished,
+    TaskEvent,
+    TaskFinished,
+    TaskStarted,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
 from cortana.messages import RunMetrics, ToolCall
-
-if TYPE_CHECKING:
-    from cortana.agent.runner import AgentOutcome
 
 __all__ = ["AgentLogger", "format_arguments", "summary_line"]
 
@@ -41,10 +41,13 @@ def format_arguments(call: ToolCall, width: int = 60) -> str:
         inner = ", ".join(
             f"{key}={json.dumps(value, ensure_ascii=False, default=str)}" for key, value in call.arguments.items()
         )
-    inner = " ".join(inner.split())
-    if len(inner) > width:
-        inner = inner[: width - 1] + "…"
-    return f"{call.name}({inner})"
+    return f"{call.name}({_shorten(inner, width)})"
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    """``text`` on one line, cut to ``width`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def summary_line(metrics: RunMetrics) -> str:
@@ -74,11 +77,11 @@ class AgentLogger:
         self.console = console or Console(file=file, stderr=file is None)
         self.plain = (not self.console.is_terminal) if plain is None else plain
         self._live: Live | None = None
-        self._running: dict[str, tuple[ToolCall, float]] = {}
+        self._running: dict[str, tuple[str, float]] = {}  # tool call or task -> (its row's text, start time)
         self._thinking_since: float | None = None
 
-    def handle(self, event: RunEvent) -> None:
-        """Update the display for one run event."""
+    def handle(self, event: RunEvent | TaskEvent) -> None:
+        """Update the display for one run or ``AgentRunner`` event."""
         if isinstance(event, ModelCallStarted):
             self._thinking_since = time.perf_counter()
             self._refresh()
@@ -90,7 +93,7 @@ class AgentLogger:
             self._thinking_since = None
             self._refresh()
         elif isinstance(event, ToolCallStarted):
-            self._running[event.call.id] = (event.call, time.perf_counter())
+            self._running[event.call.id] = (format_arguments(event.call), time.perf_counter())
             self._refresh()
         elif isinstance(event, ToolCallFinished):
             self._running.pop(event.call.id, None)
@@ -99,37 +102,31 @@ class AgentLogger:
         elif isinstance(event, RunFinished):
             self._stop()
             self._print(Text(summary_line(event.result.metrics), style="dim"))
-
-    def task_started(self, label: str, prompt: str) -> None:
-        """An ``AgentRunner`` task began (shown as a running row)."""
-        self._running[f"task:{label}"] = (
-            ToolCall(id=label, name=label, arguments={"prompt": prompt}),
-            time.perf_counter(),
-        )
-        self._refresh()
-
-    def task_finished(self, label: str, outcome: AgentOutcome) -> None:
-        """An ``AgentRunner`` task ended: one row with its status, duration and cost."""
-        self._running.pop(f"task:{label}", None)
-        if outcome.ok:
-            metrics = outcome.metrics
-            row = Text.assemble(
-                ("✓ ", "green"),
-                label,
-                (f"  {outcome.duration:.2f}s · {metrics.model_calls} model calls · {metrics.tool_calls} tools", "dim"),
-            )
-        else:
-            error = outcome.error
-            detail = f"{type(error).__name__}: {error}" if error is not None else "failed"
-            row = Text.assemble(("✗ ", "red"), label, (f"  {outcome.duration:.2f}s  ", "dim"), (detail[:120], "red"))
-        self._print(row)
-        self._refresh()
+        elif isinstance(event, TaskStarted):
+            self._running[f"task:{event.label}"] = (_shorten(f"{event.label}: {event.prompt}"), time.perf_counter())
+            self._refresh()
+        elif isinstance(event, TaskFinished):
+            self._running.pop(f"task:{event.label}", None)
+            self._print(self._task_row(event))
+            self._refresh()
 
     def close(self) -> None:
         """Stop any animation (after a run that raised)."""
         self._running.clear()
         self._thinking_since = None
         self._stop()
+
+    @staticmethod
+    def _task_row(event: TaskFinished) -> Text:
+        if event.ok:
+            metrics = event.metrics
+            return Text.assemble(
+                ("✓ ", "green"),
+                event.label,
+                (f"  {event.duration:.2f}s · {metrics.model_calls} model calls · {metrics.tool_calls} tools", "dim"),
+            )
+        detail = event.error or "failed"
+        return Text.assemble(("✗ ", "red"), event.label, (f"  {event.duration:.2f}s  ", "dim"), (detail[:120], "red"))
 
     def _tool_row(self, event: ToolCallFinished) -> Text:
         status, style = ("✗", "red") if event.is_error else ("✓", "green")
@@ -148,8 +145,8 @@ class AgentLogger:
     def _renderable(self) -> Group:
         parts: list[Any] = []
         now = time.perf_counter()
-        for call, since in self._running.values():
-            parts.append(Spinner("dots", Text.assemble(format_arguments(call), (f"  {now - since:.1f}s", "dim"))))
+        for row, since in self._running.values():
+            parts.append(Spinner("dots", Text.assemble(row, (f"  {now - since:.1f}s", "dim"))))
         if self._thinking_since is not None:
             parts.append(Spinner("dots", Text(f"thinking… {now - self._thinking_since:.1f}s", style="dim")))
         return Group(*parts)

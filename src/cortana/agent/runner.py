@@ -14,12 +14,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, overload
 
+from cortana.agent.events import EventHandler, TaskFinished, TaskStarted
 from cortana.errors import MaxToolIterationsError, UserError
 from cortana.messages import RunMetrics, RunResult, ThreadRef
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
-    from cortana.agent.logger import AgentLogger
 
 __all__ = ["AgentOutcome", "AgentRunner", "AgentTask", "BatchResult"]
 
@@ -105,7 +105,7 @@ class AgentRunner:
         agent: the agent for tasks that do not name their own.
         max_concurrency: runs in flight at once.
         timeout: seconds each run may take (None: no limit).
-        logger: an ``AgentLogger`` that shows one row per task.
+        logger: gets a ``TaskStarted`` and a ``TaskFinished`` per task (``AgentLogger`` shows one row each).
     """
 
     def __init__(
@@ -114,7 +114,7 @@ class AgentRunner:
         *,
         max_concurrency: int = 4,
         timeout: float | None = None,
-        logger: AgentLogger | None = None,
+        logger: EventHandler | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise UserError(f"max_concurrency must be at least 1, got {max_concurrency}.")
@@ -149,7 +149,7 @@ class AgentRunner:
         async with semaphore:
             outcome.started = time.perf_counter()
             if self.logger is not None:
-                self.logger.task_started(label, task.prompt)
+                self.logger.handle(TaskStarted(label, task.prompt))
             try:
                 async with asyncio.timeout(self.timeout):
                     outcome.result = await agent.run(task.prompt, thread=task.thread, context=task.context)
@@ -165,5 +165,6 @@ class AgentRunner:
                     outcome.metrics = error.metrics
             outcome.duration = time.perf_counter() - outcome.started
             if self.logger is not None:
-                self.logger.task_finished(label, outcome)
+                failure = f"{type(outcome.error).__name__}: {outcome.error}" if outcome.error is not None else None
+                self.logger.handle(TaskFinished(label, outcome.duration, outcome.metrics, failure))
         return outcome

@@ -20,16 +20,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from cortana.agent.agent import Agent
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import InMemoryHistory
 from cortana.messages import RunMetrics, RunResult, ThreadRef
 from cortana.prompts import prompt_text
-from cortana.tools.base import RunContext, Tool
-
-if TYPE_CHECKING:
-    from cortana.agent.agent import Agent
+from cortana.tools import RunContext, Tool
 
 __all__ = ["Subagent", "SubagentManager"]
 
@@ -150,8 +148,6 @@ class SubagentManager:
         self, ctx: RunContext, task: str, *, instructions: str = "", tools: list[str] | None = None
     ) -> Subagent:
         """Start a subagent of the agent running ``ctx`` (see the module docstring for the rules)."""
-        from cortana.agent.agent import Agent
-
         parent = ctx.agent
         depth = self._depth_of.get(id(parent), 0) + 1
         if depth > self.max_depth:
