@@ -1,0 +1,221 @@
+"""The import rules of docs/architecture.md, checked on the source: a forbidden import fails here.
+
+Every import counts, wherever it stands (module level, inside a function,
+under ``if TYPE_CHECKING:``), except where a rule says otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
+
+CORE = {"messages", "errors", "config", "prompts"}
+ALLOWED: dict[str, set[str]] = {
+    "errors": {"messages"},
+    "messages": set(),
+    "config": {"errors"},
+    "prompts": {"config"},
+    "models": CORE,
+    "tools": CORE | {"models"},
+    "memory": CORE | {"models", "tools"},
+    "agent": CORE | {"models", "tools", "memory"},
+    "mcp": CORE | {"tools"},
+    "testing": CORE | {"models"},
+    "cli": CORE | {"models", "tools", "memory", "agent", "mcp"},
+}
+"""Which parts of the package each part may import (the layers, lowest first)."""
+
+TYPE_ONLY_EXCEPTIONS = {("cortana.tools.context", "cortana.agent.agent")}
+"""Imports allowed against the layers because they are for annotations only: ``RunContext.agent`` is an Agent."""
+
+NO_CYCLE_PAIRS = [
+    ("cortana.models", "cortana.tools"),
+    ("cortana.memory.recall", "cortana.memory.sqlite"),
+    ("cortana.agent.logger", "cortana.agent.runner"),
+]
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the imported module (a name imported from a module resolves to that module)
+    names: tuple[str, ...]
+    line: int
+    type_only: bool
+
+    def where(self) -> str:
+        return f"{self.source}:{self.line} imports {self.target}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(SOURCE.rglob("*.py"))}
+
+
+def _type_checking_blocks(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports() -> Iterator[Import]:
+    known = modules()
+    for name, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        type_only = _type_checking_blocks(tree)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield Import(name, alias.name, (), node.lineno, node.lineno in type_only)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parent, base]).strip(".")
+                for alias in node.names:
+                    candidate = f"{base}.{alias.name}"
+                    target = candidate if candidate in known else base
+                    yield Import(name, target, (alias.name,), node.lineno, node.lineno in type_only)
+
+
+def part(module: str) -> str | None:
+    """The layer a cortana module belongs to (``cortana.models.ollama`` -> ``models``); None for the root."""
+    pieces = module.split(".")
+    return pieces[1] if pieces[0] == "cortana" and len(pieces) > 1 else None
+
+
+def internal() -> list[Import]:
+    return [i for i in imports() if i.target.split(".")[0] == "cortana" and i.source != "cortana"]
+
+
+def test_every_part_is_in_the_rules() -> None:
+    parts = {part(name) for name in modules()} - {None, "__main__"}
+    assert parts <= set(ALLOWED), f"add these to ALLOWED (and to docs/architecture.md): {parts - set(ALLOWED)}"
+
+
+def test_no_part_imports_a_higher_layer() -> None:
+    broken = []
+    for item in internal():
+        source, target = part(item.source), part(item.target)
+        if source is None or target is None or source == target:
+            continue
+        if target not in ALLOWED[source] and (item.source, item.target) not in TYPE_ONLY_EXCEPTIONS:
+            broken.append(f"{item.where()} ({source} may import only {sorted(ALLOWED[source])})")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_exceptions_are_annotations_only() -> None:
+    for item in internal():
+        if (item.source, item.target) in TYPE_ONLY_EXCEPTIONS:
+            assert item.type_only, f"{item.where()} must stay under `if TYPE_CHECKING:`"
+
+
+def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, stack = set(), [start]
+    while stack:
+        node = stack.pop()
+        if node.startswith(goal):
+            return True
+        if node not in seen:
+            seen.add(node)
+            stack.extend(graph.get(node, ()))
+    return False
+
+
+def _graph(items: list[Import]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for item in items:
+        graph.setdefault(item.source, set()).add(item.target)
+    return graph
+
+
+@pytest.mark.parametrize(("first", "second"), NO_CYCLE_PAIRS)
+def test_no_cycle_between(first: str, second: str) -> None:
+    """Counting type-only imports too: neither side reaches back to the other."""
+    graph = _graph(internal())
+    starts = {side: [m for m in modules() if m.startswith(side)] for side in (first, second)}
+    one_way = any(_reaches(graph, m, second) for m in starts[first] if m not in starts[second])
+    other_way = any(_reaches(graph, m, first) for m in starts[second] if m not in starts[first])
+    assert not (one_way and other_way), f"{first} and {second} import each other"
+
+
+def test_no_import_cycle_at_run_time() -> None:
+    graph = _graph([i for i in internal() if not i.type_only])
+    known = modules()
+    cycles = [
+        f"{a} <-> {b}"
+        for a, b in itertools.combinations(sorted(known), 2)
+        if a != "cortana"
+        and b != "cortana"
+        and _reaches(graph, a, b)
+        and _reaches(graph, b, a)
+        and not (a.startswith(b + ".") or b.startswith(a + "."))  # a package and its own modules
+    ]
+    assert not cycles, "\n".join(cycles)
+
+
+def test_private_names_stay_in_their_module() -> None:
+    broken = []
+    for item in imports():
+        if item.source == "cortana":
+            continue
+        private_names = [name for name in item.names if name.startswith("_") and not name.startswith("__")]
+        if private_names and item.target != item.source:
+            broken.append(f"{item.where()}: private {private_names}")
+        private_parts = [piece for piece in item.target.split(".") if piece.startswith("_") and piece != "__future__"]
+        if private_parts:
+            own_package = item.target.rsplit(".", 1)[0]
+            if not (item.target.startswith("cortana.") and item.source.startswith(own_package + ".")):
+                broken.append(f"{item.where()}: a private module of another package")
+    assert not broken, "\n".join(broken)
+
+
+def _attribute_accesses(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        private = isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+        own = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+        if private and not own:
+            yield node.lineno, ast.unparse(node)
+
+
+def test_no_module_reaches_into_another_objects_private_attributes() -> None:
+    broken = [f"{name}:{line} {text}" for name, path in modules().items() for line, text in _attribute_accesses(path)]
+    assert not broken, "\n".join(broken)
+
+
+def test_capabilities_are_read_not_probed() -> None:
+    broken = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr":
+                broken.append(f"{name}:{node.lineno} hasattr(...)")
+            compared = ast.unparse(node.left) if isinstance(node, ast.Compare) else ""
+            if "__name__" in compared and "type(" in compared:
+                broken.append(f"{name}:{node.lineno} compares a class name")
+    assert not broken, "\n".join(broken)
+
+
+def test_only_config_reads_the_environment() -> None:
+    broken = [
+        f"{name}:{line}"
+        for name, path in modules().items()
+        if name != "cortana.config"
+        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if "os.environ" in text or "getenv(" in text
+    ]
+    assert not broken, "read settings through cortana.config: " + ", ".join(broken)
