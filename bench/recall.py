@@ -44,7 +44,7 @@ async def run(messages: int, queries: int) -> dict[str, float]:
         threads = [ThreadRef(resource_id="me", thread_id=f"t{i}") for i in range(100)]
         # a real message first, so the index exists with the embedder's dimensions
         await memory.append_messages(threads[0], [Message.user("warm up the index")])
-        connection = memory.connection()
+        connection = memory.store.connection()
         started = time.perf_counter()
         per_thread = messages // len(threads)
         for thread in threads:

@@ -11,6 +11,7 @@ from cortana.agent.compaction import compact
 from cortana.agent.events import EventHandler, RunEvent, RunFinished
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
+from cortana.agent.run import TurnRequest
 from cortana.config import effective_context_window
 from cortana.errors import UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
@@ -132,7 +133,7 @@ class Agent:
         self.parallel_tool_calls = parallel_tool_calls
         self.max_parallel_tools = max_parallel_tools
         self.memory = memory
-        self.extensions = list(extensions)
+        self.extensions = tuple(extensions)  # the empty tuple is shared: an agent without any allocates nothing
         self.context_window = context_window
         self.compaction_threshold = compaction_threshold
         self.permissions = permissions
@@ -208,14 +209,14 @@ class Agent:
             history: earlier messages to send before this turn, for callers without a memory provider.
             settings: generation settings for this run, replacing the agent's.
         """
-        events = run_events(
-            self,
+        request = TurnRequest(
             prompt,
-            thread=_thread_ref(thread),
+            _thread_ref(thread),
             context=context,
             history=history or (),
             settings=settings or self.settings or ModelSettings(),
         )
+        events = run_events(self, request)
         try:
             async for event in events:
                 if self.logger is not None:

@@ -23,13 +23,11 @@ dies mid-turn loses nothing already said. The steps are methods of
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from cortana.agent.events import RunEvent, RunFinished
-from cortana.agent.run import Run, Verdict
-from cortana.messages import Message, ThreadRef
-from cortana.models.base import ModelSettings
+from cortana.agent.run import Run, TurnRequest, Verdict
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -37,17 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["run_events"]
 
 
-async def run_events(
-    agent: Agent,
-    prompt: str,
-    *,
-    thread: ThreadRef,
-    context: str | None,
-    history: Sequence[Message],
-    settings: ModelSettings,
-) -> AsyncGenerator[RunEvent, None]:
+async def run_events(agent: Agent, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
     """Run one turn of ``agent`` and yield its events; the last is :class:`RunFinished`."""
-    run = await Run.start(agent, prompt, thread=thread, context=context, history=history, settings=settings)
+    run = await Run.start(agent, request)
     while True:
         await run.fit_window()
         async for event in run.call_model():

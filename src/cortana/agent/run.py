@@ -32,7 +32,26 @@ from cortana.tools import RunContext, Tool, ToolGroup, as_tools
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
 
-__all__ = ["IterationBudget", "Run", "Screened", "Verdict"]
+__all__ = ["IterationBudget", "Run", "Screened", "TurnRequest", "Verdict"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """What the caller asked for: the prompt, the conversation it belongs to, and how to run it.
+
+    Attributes:
+        prompt: the user's message.
+        thread: the conversation.
+        context: the caller's per-turn context (last in the ``<context>`` block).
+        history: earlier messages to send before this turn (for callers without memory).
+        settings: generation settings for the turn's model calls.
+    """
+
+    prompt: str
+    thread: ThreadRef
+    context: str | None = None
+    history: Sequence[Message] = ()
+    settings: ModelSettings = field(default_factory=ModelSettings)
 
 
 class Verdict(enum.Enum):
@@ -79,9 +98,9 @@ class Run:
 
     agent: Agent
     client: ModelClient
-    prompt: str
-    thread: ThreadRef
+    request: TurnRequest
     settings: ModelSettings
+    """The request's settings, less what this engine cannot take (``think`` for a model that does not think)."""
     memory: MemoryProvider | None
     toolbox: Toolbox
     transcript: list[Message]
@@ -102,39 +121,36 @@ class Run:
     # -- start ----------------------------------------------------------------------------
 
     @classmethod
-    async def start(
-        cls, agent: Agent, prompt: str, *, thread: ThreadRef, context: str | None, history: Sequence[Message],
-        settings: ModelSettings,
-    ) -> Run:  # fmt: skip
+    async def start(cls, agent: Agent, request: TurnRequest) -> Run:
         """Resolve the engine and memory, gather the turn's history, context and tools; store the user message."""
         started = time.perf_counter()
         client = await agent.client()
-        memory = await resolve_memory(agent.memory, thread)
-        turn = await _gather_turn(agent, memory, thread, prompt)
+        memory = await resolve_memory(agent.memory, request.thread)
+        turn = await _gather_turn(agent, memory, request)
         tools, groups = as_tools(turn.tools)
         toolbox = Toolbox([*agent.tools, *tools], [*agent.tool_groups, *groups])
         await toolbox.load_eager()
-        blocks = [*turn.context, *([context] if context else [])]
-        content = prompt_text("turn_context").format(context="\n\n".join(blocks), prompt=prompt) if blocks else prompt
-        user = Message.user(content)
+        user = Message.user(_with_context(request.prompt, [*turn.context, *filter(None, [request.context])]))
         if memory is not None:
-            await memory.append_messages(thread, [user])
+            await memory.append_messages(request.thread, [user])
         system_prompt = agent.system_prompt(has_tools=bool(toolbox.specs()))
-        past = [*([Message.system(system_prompt)] if system_prompt else []), *history, *turn.history]
+        past = [*([Message.system(system_prompt)] if system_prompt else []), *request.history, *turn.history]
         transcript = [*past, user]
         metrics = RunMetrics()
         window = effective_context_window(agent.context_window, client.context_window)
+        settings = request.settings
+        if settings.think is not None and not client.supports_thinking:
+            settings = replace(settings, think=None)
         return cls(
             agent=agent,
             client=client,
-            prompt=prompt,
-            thread=thread,
-            settings=settings if client.supports_thinking or settings.think is None else replace(settings, think=None),
+            request=request,
+            settings=settings,
             memory=memory,
             toolbox=toolbox,
             transcript=transcript,
             new_messages=[user],
-            calls=CallRunner(agent, toolbox, RunContext(agent, thread, metrics, transcript)),
+            calls=CallRunner(agent, toolbox, RunContext(agent, request.thread, metrics, transcript)),
             budget=IterationBudget(agent.max_tool_iterations),
             window=window,
             threshold=compaction_threshold(agent.compaction_threshold) if window else 1.0,
@@ -142,6 +158,11 @@ class Run:
             metrics=metrics,
             started=started,
         )
+
+    @property
+    def thread(self) -> ThreadRef:
+        """The conversation this turn belongs to."""
+        return self.request.thread
 
     # -- the steps ------------------------------------------------------------------------
 
@@ -216,7 +237,9 @@ class Run:
     async def nudge(self) -> None:
         """Restate the question, asking for an answer from the results already there."""
         self.nudged = True
-        nudge = Message(role="user", name="cortana", content=prompt_text("repeat_nudge").format(prompt=self.prompt))
+        nudge = Message(
+            role="user", name="cortana", content=prompt_text("repeat_nudge").format(prompt=self.request.prompt)
+        )
         self._append(nudge)
         await self._persist(nudge)
 
@@ -299,20 +322,33 @@ class Run:
             await self.memory.append_messages(self.thread, messages)
 
 
-async def _gather_turn(agent: Agent, memory: MemoryProvider | None, thread: ThreadRef, prompt: str) -> Turn:
+async def _gather_turn(agent: Agent, memory: MemoryProvider | None, request: TurnRequest) -> Turn:
     """History, long-term context and provider tools from memory; context and tools from the extensions.
 
     The extensions' context is gathered while memory loads; memory's own steps stay in order.
     """
+    thread, prompt = request.thread, request.prompt
 
     async def from_memory() -> tuple[list[Message], str | None]:
         if memory is None:
             return [], None
         return await memory.load_history(thread), await memory.retrieve_context(thread, prompt)
 
-    (history, recalled), blocks = await asyncio.gather(from_memory(), gather_context(agent.extensions, thread, prompt))
+    if agent.extensions:
+        (history, recalled), blocks = await asyncio.gather(
+            from_memory(), gather_context(agent.extensions, thread, prompt)
+        )
+    else:  # no task for a lone coroutine: it would only cost time
+        (history, recalled), blocks = await from_memory(), []
     tools = [*(memory.tools(thread) if memory is not None else ()), *extension_tools(agent.extensions, thread)]
-    return Turn(history=history, context=[*([recalled] if recalled else []), *blocks], tools=tools)
+    return Turn(history=history, context=[*filter(None, [recalled]), *blocks], tools=tools)
+
+
+def _with_context(prompt: str, blocks: list[str]) -> str:
+    """The user message: the ``<context>`` block (when there is one), then what the user typed."""
+    if not blocks:
+        return prompt
+    return prompt_text("turn_context").format(context="\n\n".join(blocks), prompt=prompt)
 
 
 def _recent_start(transcript: list[Message], tools: list[ToolSpec], *, budget: int, floor: int) -> int:
