@@ -142,3 +142,11 @@ async def test_the_agents_window_wins_over_the_environment(monkeypatch: pytest.M
     monkeypatch.setenv("OLLAMA_CONTEXT_WINDOW", "big")
     with pytest.raises(ConfigError, match="OLLAMA_CONTEXT_WINDOW"):
         await Agent(ScriptedModel(["x"], context_window=4096)).run("hi")
+
+
+def test_every_variable_is_documented() -> None:
+    from cortana.config import ENVIRONMENT_VARIABLES
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    missing = [name for name in ENVIRONMENT_VARIABLES if f"`{name}`" not in guide]
+    assert not missing, f"docs/cli.md does not list {missing}"
