@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from cortana import __version__
+from cortana.errors import CortanaError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +54,6 @@ def main(argv: list[str] | None = None) -> int:
     import asyncio
 
     from cortana.cli.session import run_command, run_session
-    from cortana.errors import CortanaError
 
     try:
         if command is not None:

@@ -21,6 +21,7 @@ from cortana.config import Settings, engine_url, load_settings
 from cortana.errors import EngineUnavailable, ModelError, UserError
 from cortana.models.base import ModelClient
 from cortana.models.docker import DEFAULT_DMR_URL, DockerModelRunnerClient
+from cortana.models.embedded import EmbeddedClient
 from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL, LlamaCppClient
 from cortana.models.ollama import OllamaClient, ollama_base_url
 
@@ -76,8 +77,6 @@ async def create_model_client(
         raise UserError(f"Unknown engine {engine!r}; use one of {', '.join(ENGINES)}.")
     common: dict[str, Any] = {"recover_text_tool_calls": recover_text_tool_calls, **options}
     if name == "embedded":
-        from cortana.models.embedded import EmbeddedClient  # lazily: it is the only user of xllamacpp's wheel
-
         return await EmbeddedClient.start(
             model, context_window=context_window, threads=threads, parallel=parallel, **common
         )
@@ -93,8 +92,6 @@ async def create_model_client(
             return await _connect(candidate, model=model, base_url=None, context_window=context_window, **common)
         except ModelError as exc:
             reasons.append(f"{candidate}: {exc}")
-    from cortana.models.embedded import EmbeddedClient
-
     try:
         return await EmbeddedClient.start(
             model, context_window=context_window, threads=threads, parallel=parallel, **common

@@ -201,7 +201,7 @@ def load_json(text: str) -> Any:
             return json.loads(candidate)
         except ValueError:
             continue
-    import json_repair
+    import json_repair  # ~30 ms to import, needed only for the broken JSON a model sometimes writes
 
     repaired = json_repair.loads(candidate)
     return _INVALID if repaired in ("", None) else repaired
