@@ -67,11 +67,11 @@ class CallRunner:
             yield ToolCallFinished(call, checked, 0.0)
         async for event in self._run_all(runnable, slots):
             yield event
-        self.guard.record([(item.call, item.tool, slots[item.index]) for item in runnable])  # type: ignore[misc]
-        for message in slots:
-            assert message is not None
-            self.context.metrics.tool_errors += message.is_error
-            results.append(message)
+        done = [message for message in slots if message is not None]
+        assert len(done) == len(calls), "every call has its result"
+        self.guard.record([(item.call, item.tool, done[item.index]) for item in runnable])
+        self.context.metrics.tool_errors += sum(message.is_error for message in done)
+        results.extend(done)
 
     async def _check(self, index: int, call: ToolCall) -> Message | _Prepared:
         """The tool and validated arguments for ``call``, or the message the model gets instead."""
@@ -110,8 +110,9 @@ class CallRunner:
         if limit == 1 or len(runnable) <= 1:
             for item in runnable:
                 yield ToolCallStarted(item.call)
-                slots[item.index], duration = await self._invoke(item)
-                yield ToolCallFinished(item.call, slots[item.index], duration)  # type: ignore[arg-type]
+                result, duration = await self._invoke(item)
+                slots[item.index] = result
+                yield ToolCallFinished(item.call, result, duration)
             return
         events: asyncio.Queue[RunEvent] = asyncio.Queue()
         semaphore = asyncio.Semaphore(limit)
@@ -119,8 +120,9 @@ class CallRunner:
         async def run_one(item: _Prepared) -> None:
             async with semaphore:
                 events.put_nowait(ToolCallStarted(item.call))
-                slots[item.index], duration = await self._invoke(item)
-                events.put_nowait(ToolCallFinished(item.call, slots[item.index], duration))  # type: ignore[arg-type]
+                result, duration = await self._invoke(item)
+                slots[item.index] = result
+                events.put_nowait(ToolCallFinished(item.call, result, duration))
 
         tasks = [asyncio.create_task(run_one(item)) for item in runnable]
         try:
