@@ -353,18 +353,56 @@ def load_settings(workspace: Path, environ: Environ | None = None) -> Settings:
     return settings
 
 
+MAX_FILE_BYTES = 1 << 20
+MAX_VALUES = 10_000
+"""The most values a cortana.yml may hold once its aliases are expanded (an alias bomb expands to billions)."""
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror or exc}", source=str(path)) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError(f"is {len(raw):,} bytes; a cortana.yml may be at most {MAX_FILE_BYTES:,}", source=str(path))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"is not valid UTF-8 (byte {exc.start}); save it as UTF-8", source=str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"is not valid YAML{where}: {getattr(exc, 'problem', exc)}", source=str(path)) from None
+        raise ConfigError(f"is not valid YAML{where}: {exc.problem or exc}", source=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"is not valid YAML: {exc}", source=str(path)) from None
+    except RecursionError:
+        raise ConfigError("is nested too deeply to read", source=str(path)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"must be a mapping of keys to values, not a {type(data).__name__}", source=str(path))
+    if _count_values(data, MAX_VALUES) > MAX_VALUES:
+        raise ConfigError(
+            f"expands to more than {MAX_VALUES:,} values (YAML aliases repeating others?); write it out plainly",
+            source=str(path),
+        )
     return data
+
+
+def _count_values(data: Any, limit: int) -> int:
+    """How many values ``data`` holds, each alias counted where it is used; stops past ``limit``."""
+    count, stack = 0, [data]
+    while stack and count <= limit:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
 
 
 def _validate(data: dict[str, Any], source: str) -> Settings:
@@ -374,7 +412,9 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         error = exc.errors(include_url=False)[0]
         key = ".".join(str(part) for part in error["loc"]) or "(top level)"
         allowed = _allowed(error)
-        raise ConfigError(f"{error['msg']}{allowed} (got {error.get('input')!r})", key=key, source=source) from None
+        got = repr(error.get("input"))
+        got = got if len(got) <= 200 else got[:200] + "…"
+        raise ConfigError(f"{error['msg']}{allowed} (got {got})", key=key, source=source) from None
 
 
 def _allowed(error: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 from cortana import __version__
 from cortana.errors import CortanaError
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv[1:] if command else argv)
     prompt = " ".join(args.prompt)
     if command is None and not sys.stdin.isatty():
-        piped = sys.stdin.read()
+        piped = _read_piped()
         if piped.strip():
             prompt = f"{prompt}\n\n{piped}" if prompt else piped
     # Imported only past --help: asyncio alone doubles the 25 ms an argparse-only start takes
@@ -62,8 +63,41 @@ def main(argv: list[str] | None = None) -> int:
     except CortanaError as exc:
         print(f"cortana: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        print(f"cortana: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug of ours: one line here, the traceback in a file
+        report = _save_traceback()
+        print(f"cortana: unexpected {type(exc).__name__}: {exc} (details: {report})", file=sys.stderr)
+        return 1
+
+
+PIPED_LIMIT = 2 << 20
+"""The most piped input added to the prompt (2 MiB); more is cut, with a note saying so."""
+
+
+def _read_piped() -> str:
+    """Piped input as text: invalid UTF-8 replaced, cut at ``PIPED_LIMIT`` bytes."""
+    data = sys.stdin.buffer.read(PIPED_LIMIT + 1)
+    text = data[:PIPED_LIMIT].decode("utf-8", "replace")
+    if len(data) > PIPED_LIMIT:
+        text += f"\n[... input cut at {PIPED_LIMIT:,} bytes]"
+    return text
+
+
+def _save_traceback() -> str:
+    """Write the current exception's traceback beside the engine's log; returns where."""
+    from cortana.config import cache_dir  # brings pydantic and yaml; only this error path needs it
+
+    path = cache_dir() / "last-error.txt"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(traceback.format_exc(), encoding="utf-8")
+    except OSError:
+        return "not saved"
+    return str(path)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -91,7 +91,7 @@ class HttpEngine:
         )
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ModelError(f"{self.engine} at {self.base_url}{path} answered with invalid JSON: {exc}") from exc
 
     async def stream_lines(
@@ -190,7 +190,7 @@ def error_text(body: str) -> str:
     """The human part of an error body: ``{"error": {"message": ...}}``, ``{"error": "..."}`` or the raw text."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return body.strip()
     if isinstance(data, dict):
         error = data.get("error", data)

@@ -15,7 +15,7 @@ from typing import Any
 from cortana.errors import StreamInterrupted
 from cortana.messages import Message, StopReason, ToolCall, Usage
 from cortana.models.base import ModelEvent, ModelResponse, TextDelta, ThinkingDelta, ToolSpec
-from cortana.models.toolparse import TextToolCallFilter, load_json, new_call_id, recover_tool_calls
+from cortana.models.toolparse import TextToolCallFilter, make_tool_call, new_call_id, recover_tool_calls
 
 __all__ = ["AnswerBuilder"]
 
@@ -110,13 +110,5 @@ class AnswerBuilder:
 
     @staticmethod
     def _to_tool_call(call: _PartialCall) -> ToolCall:
-        call_id = call.id or new_call_id()
-        if call.parsed is not None:
-            return ToolCall(id=call_id, name=call.name, arguments=call.parsed)
-        text = call.arguments.strip()
-        if not text:
-            return ToolCall(id=call_id, name=call.name, arguments={})
-        parsed = load_json(text)
-        if isinstance(parsed, dict):
-            return ToolCall(id=call_id, name=call.name, arguments=parsed)
-        return ToolCall(id=call_id, name=call.name, raw_arguments=call.arguments)
+        arguments = call.parsed if call.parsed is not None else call.arguments
+        return make_tool_call(call.id or new_call_id(), call.name, arguments, None, from_text=False)

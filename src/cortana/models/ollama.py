@@ -249,7 +249,7 @@ class OllamaClient(ModelClient):
             async for line in lines:
                 if final is not None:  # read on to the end of the body, so the connection goes back to the pool
                     continue
-                chunk = json.loads(line)
+                chunk = _decode(line, self.base_url)
                 if chunk.get("error"):
                     raise ModelError(f"Ollama reported an error mid-answer: {chunk['error']}")
                 message = chunk.get("message") or {}
@@ -282,3 +282,16 @@ class OllamaClient(ModelClient):
                 f"{text}. Pick a model with tool support (`ollama show MODEL` lists 'tools' under Capabilities)."
             )
         return None
+
+
+def _decode(line: str, where: str) -> dict[str, Any]:
+    """One NDJSON line of Ollama's stream; anything unreadable is a ``ModelError``, never a traceback."""
+    try:
+        chunk = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise ModelError(
+            f"Ollama at {where} sent a line that is not JSON ({type(exc).__name__}): {line[:200]!r}"
+        ) from None
+    if not isinstance(chunk, dict):
+        raise ModelError(f"Ollama at {where} sent {type(chunk).__name__} where a JSON object belongs: {line[:200]!r}")
+    return chunk

@@ -177,7 +177,15 @@ class OpenAICompatClient(ModelClient):
                 if data == "[DONE]":
                     done = True
                     continue
-                chunk = json.loads(data)
+                try:
+                    chunk = json.loads(data)
+                except (ValueError, RecursionError) as exc:
+                    raise ModelError(
+                        f"{self.engine} at {self.base_url} sent an event that is not JSON "
+                        f"({type(exc).__name__}): {data[:200]!r}"
+                    ) from None
+                if not isinstance(chunk, dict):
+                    raise ModelError(f"{self.engine} at {self.base_url} sent {data[:200]!r} where an object belongs")
                 if "error" in chunk:
                     raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
                 reported_model = chunk.get("model") or reported_model

@@ -28,7 +28,17 @@ from typing import Any
 from cortana.messages import ToolCall
 from cortana.models.base import ToolSpec, loose_name
 
-__all__ = ["TextToolCallFilter", "load_json", "new_call_id", "recover_tool_calls"]
+__all__ = [
+    "MAX_ARGUMENT_DEPTH",
+    "TextToolCallFilter",
+    "load_json",
+    "make_tool_call",
+    "new_call_id",
+    "recover_tool_calls",
+]
+
+MAX_ARGUMENT_DEPTH = 32
+"""How deeply a call's arguments may nest; deeper ones are an error the model reads, never a crash."""
 
 # <tools> is the wrapper of the tool list in Qwen's template; the 1.5B model sometimes echoes it around a call.
 _TAG = re.compile(r"<(tool_call|tools)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
@@ -165,7 +175,7 @@ def _parse_python_calls(text: str, names: dict[str, ToolSpec], lead: int) -> tup
     source = text[:end]
     try:
         tree = ast.parse(source.replace("-", "_") if "-" in first.group(1) else source, mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte in the text
         return [], 0
     nodes = tree.elts if isinstance(tree, ast.List) else [tree]
     calls = []
@@ -178,7 +188,7 @@ def _parse_python_calls(text: str, names: dict[str, ToolSpec], lead: int) -> tup
         try:
             arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
             positional = [ast.literal_eval(arg) for arg in node.args]
-        except ValueError:
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
             return [], 0
         arguments.update(zip(spec.parameters.get("properties", {}), positional, strict=False))
         calls.append(_make_call(spec, arguments, None))
@@ -189,11 +199,13 @@ _INVALID = object()
 
 
 def load_json(text: str) -> Any:
-    """Parse JSON, repairing what small models get wrong; ``_INVALID`` when it is not JSON at all."""
+    """Parse JSON, repairing what small models get wrong; ``_INVALID`` when it is not JSON at all (or too deep)."""
     try:
         return json.loads(text)
     except ValueError:
         pass
+    except RecursionError:
+        return _INVALID
     candidate = text.strip()
     while candidate.startswith("{{") and candidate.endswith("}}"):
         candidate = candidate[1:-1]  # {{"name": ...}} from templates that show doubled braces
@@ -201,9 +213,14 @@ def load_json(text: str) -> Any:
             return json.loads(candidate)
         except ValueError:
             continue
+        except RecursionError:
+            return _INVALID
     import json_repair  # ~30 ms to import, needed only for the broken JSON a model sometimes writes
 
-    repaired = json_repair.loads(candidate)
+    try:
+        repaired = json_repair.loads(candidate)
+    except (RecursionError, ValueError):
+        return _INVALID
     return _INVALID if repaired in ("", None) else repaired
 
 
@@ -262,13 +279,39 @@ def _as_call(value: Any, names: dict[str, ToolSpec]) -> ToolCall | None:
 
 
 def _make_call(spec: ToolSpec, arguments: Any, raw_text: str | None) -> ToolCall:
+    return make_tool_call(new_call_id(), spec.name, arguments, raw_text, from_text=True)
+
+
+def make_tool_call(call_id: str, name: str, arguments: Any, raw_text: str | None, *, from_text: bool) -> ToolCall:
+    """A ``ToolCall`` from arguments as a model gave them: a JSON object, its text, or something unusable.
+
+    Arguments that are not an object, or nest deeper than ``MAX_ARGUMENT_DEPTH``, keep
+    their text in ``raw_arguments``: the loop answers the call with an error the model can correct.
+    """
     if isinstance(arguments, str):
+        raw_text = arguments if raw_text is None else raw_text
         parsed = load_json(arguments) if arguments.strip() else {}
         arguments = parsed if isinstance(parsed, dict) else None
+    if isinstance(arguments, dict) and _depth(arguments, MAX_ARGUMENT_DEPTH) <= MAX_ARGUMENT_DEPTH:
+        return ToolCall(id=call_id, name=name, arguments=arguments, from_text=from_text)
     if isinstance(arguments, dict):
-        return ToolCall(id=new_call_id(), name=spec.name, arguments=arguments, from_text=True)
-    raw = raw_text if raw_text is not None else str(arguments)
-    return ToolCall(id=new_call_id(), name=spec.name, raw_arguments=raw, from_text=True)
+        raw = f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels)"
+    else:
+        raw = raw_text if raw_text is not None else str(arguments)[:2000]
+    return ToolCall(id=call_id, name=name, raw_arguments=raw, from_text=from_text)
+
+
+def _depth(value: Any, limit: int) -> int:
+    """How deeply ``value`` nests (lists and objects), counted without recursion; stops past ``limit``."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level > limit:
+                return level
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 @dataclass

@@ -1,0 +1,125 @@
+"""Bad input is a one-line error, or a tool error the model reads: never a traceback, never a hang."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cortana import Agent, ModelError, tool
+from cortana.models.answer import AnswerBuilder
+from cortana.models.base import ModelRequest, ToolSpec
+from cortana.models.llamacpp import LlamaCppClient
+from cortana.models.ollama import OllamaClient
+from cortana.models.toolparse import MAX_ARGUMENT_DEPTH, recover_tool_calls
+from tests.wire import Reply, WireServer
+
+ECHO = ToolSpec("echo", "Echo the text.", {"type": "object", "properties": {"text": {"type": "string"}}})
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text
+
+
+def sse(*chunks: dict[str, object]) -> Reply:
+    """An OpenAI-style stream, as llama.cpp sends it."""
+    lines = [f"data: {json.dumps(chunk)}" for chunk in chunks] + ["data: [DONE]"]
+    return Reply(lines=lines, content_type="text/event-stream", line_end="\n\n")
+
+
+def call_chunk(arguments: str) -> dict[str, object]:
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "echo", "arguments": arguments}}
+    return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]}
+
+
+def text_chunk(text: str) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}
+
+
+@pytest.fixture
+def wire() -> Iterator[WireServer]:
+    server = WireServer()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("arguments", [f'{{"text": {DEEP}}}', '{"text": ' + "[" * 40 + "]" * 40 + "}"])
+async def test_deeply_nested_arguments_become_a_tool_error_the_model_reads(wire: WireServer, arguments: str) -> None:
+    wire.add("POST", "/v1/chat/completions", sse(call_chunk(arguments)), sse(text_chunk("Sorry, let me answer.")))
+    async with LlamaCppClient("q", base_url=wire.start(), context_window=4096) as client:
+        result = await Agent(client, tools=[echo]).run("echo something")
+    error = result.new_messages[2]
+    assert error.role == "tool" and error.is_error and "not a valid JSON object" in error.content
+    assert result.output == "Sorry, let me answer."
+
+
+def test_deep_text_written_calls_are_not_calls_and_do_not_crash() -> None:
+    for text in (f'{{"name": "echo", "arguments": {{"text": {DEEP}}}}}', f"echo(text={DEEP})", DEEP, "{" * 3000):
+        _, calls = recover_tool_calls(text, [ECHO])
+        assert all(call.raw_arguments is not None for call in calls), calls
+    builder = AnswerBuilder([ECHO])
+    builder.add_call("echo", {"text": json.loads("[" * 100 + "]" * 100)})
+    _, message = builder.finish()
+    assert message.tool_calls[0].raw_arguments == f"(arguments nested deeper than {MAX_ARGUMENT_DEPTH} levels)"
+
+
+async def test_an_engine_line_that_is_not_json_is_a_model_error(wire: WireServer) -> None:
+    wire.add("POST", "/api/chat", Reply(lines=['{"message": {"content": "hi"}, "done": false}', "<html>oops"]))
+    async with OllamaClient("m", base_url=wire.start(), context_window=4096) as client:
+        with pytest.raises(ModelError, match="sent a line that is not JSON"):
+            async for _ in client.stream(ModelRequest([])):
+                pass
+    wire.add("POST", "/v1/chat/completions", Reply(lines=[f"data: {DEEP}"], content_type="text/event-stream"))
+    async with LlamaCppClient("q", base_url=wire.start()) as client:
+        with pytest.raises(ModelError, match="sent an event that is not JSON"):
+            async for _ in client.stream(ModelRequest([])):
+                pass
+
+
+BOMB = "\n".join(
+    [
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+        *(f"{x}: &{x} [{','.join(['*' + p] * 9)}]" for p, x in zip("abcdefgh", "bcdefghi", strict=True)),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"engine: \xff\xfe auto\n", "is not valid UTF-8 (byte 8); save it as UTF-8"),
+        (BOMB.encode(), "expands to more than 10,000 values"),
+        (b"engine: " + b"[" * 5000, "cortana.yml"),
+        (b"model: " + b"x" * (2 << 20), "a cortana.yml may be at most 1,048,576"),
+    ],
+)
+def test_a_bad_cortana_yml_is_one_line_and_quick(tmp_path: Path, content: bytes, expected: str) -> None:
+    (tmp_path / "cortana.yml").write_bytes(content)
+    out = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "hello"],
+        capture_output=True, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=30,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr[:2000]
+    assert expected in lines[0] and len(lines[0]) < 500
+
+
+def test_piped_input_that_is_not_utf8_is_read(tmp_path: Path) -> None:
+    (tmp_path / "cortana.yml").write_text("engine: llamacpp\nbase_url: http://127.0.0.1:9\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "summarize"],
+        input=b"\xff\xfe binary \x00 junk", capture_output=True, cwd=tmp_path, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    stderr = out.stderr.decode()
+    assert out.returncode == 1 and "Traceback" not in stderr
+    assert stderr.startswith("cortana: llama.cpp is not answering at http://127.0.0.1:9")
