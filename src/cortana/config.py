@@ -76,6 +76,7 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "CORTANA_ENGINE": "the engine (cortana.yml `engine`)",
     "CORTANA_MODEL": "the model (cortana.yml `model`)",
     "CORTANA_BASE_URL": "the engine's address (cortana.yml `base_url`)",
+    "CORTANA_API_KEY": "the key a llama.cpp server or Docker Model Runner wants (cortana.yml `api_key`)",
     "CORTANA_THREADS": "CPU threads of the embedded engine (cortana.yml `threads`)",
     "OLLAMA_CONTEXT_WINDOW": "the context window to plan for, and Ollama's num_ctx (cortana.yml `context_window`)",
     "OLLAMA_CONTEXT_LENGTH": "the same, when OLLAMA_CONTEXT_WINDOW is not set",
@@ -94,6 +95,7 @@ SETTINGS_VARIABLES = {
     "CORTANA_ENGINE": "engine",
     "CORTANA_MODEL": "model",
     "CORTANA_BASE_URL": "base_url",
+    "CORTANA_API_KEY": "api_key",
     "CORTANA_THREADS": "threads",
 }
 """Variables that override a top-level cortana.yml key (the context window has its own pair)."""
@@ -313,6 +315,7 @@ class Settings(_Section):
     engine: Literal["auto", "ollama", "docker", "llamacpp", "embedded"] = "auto"
     model: str | None = None
     base_url: str | None = None
+    api_key: str | None = Field(None, repr=False)
     context_window: int | None = Field(None, ge=MIN_CONTEXT_WINDOW)
     threads: int | None = Field(None, ge=1)
     parallel: int = Field(1, ge=1)

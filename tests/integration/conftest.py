@@ -7,9 +7,11 @@ engine works, and `./scripts/test` installs everything they need.
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -25,30 +27,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
+@dataclass(frozen=True)
+class Engine:
+    url: str
+    key: str
+
+
 @pytest.fixture(scope="session")
-def engine_url() -> Iterator[str]:
+def engine() -> Iterator[Engine]:
+    """The embedded engine as Cortana starts it: loopback, no CORS, a random API key handed over on stdin."""
     _, path = resolve_model_path(TEST_MODEL)
+    key = secrets.token_urlsafe(16)
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "cortana.models.embedded",
-            "--model",
-            str(path),
-            "--ctx",
-            str(CONTEXT),
-            "--threads",
-            "1",
-        ],
+        [sys.executable, "-m", "cortana.models.embedded", "--model", str(path), "--ctx", str(CONTEXT), "--threads=1"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert process.stdout is not None and process.stdin is not None
+    process.stdin.write(key + "\n")
+    process.stdin.flush()
     line = process.stdout.readline()
     if not line.startswith(READY):
         process.kill()
         pytest.fail(f"the embedded engine did not start: {line!r}")
-    yield line.split()[1]
+    yield Engine(line.split()[1], key)
     process.stdin.close()
     process.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def engine_url(engine: Engine) -> str:
+    return engine.url
+
+
+@pytest.fixture(scope="session")
+def engine_key(engine: Engine) -> str:
+    return engine.key

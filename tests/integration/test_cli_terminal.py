@@ -21,7 +21,8 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def spawn_on(url: str, workspace: Path, term: str = "dumb") -> pexpect.spawn:
+def spawn_on(url: str, workspace: Path, term: str = "dumb", key: str = "") -> pexpect.spawn:
+    env = {"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1", "CORTANA_API_KEY": key}
     child = pexpect.spawn(
         sys.executable,
         ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url],
@@ -29,15 +30,15 @@ def spawn_on(url: str, workspace: Path, term: str = "dumb") -> pexpect.spawn:
         encoding="utf-8",
         timeout=60,
         dimensions=(40, 120),
-        env={"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1"},
+        env=env,
     )
     child.expect("›")
     return child
 
 
 @pytest.fixture
-def cortana(engine_url: str, workspace: Path) -> Iterator[pexpect.spawn]:
-    child = spawn_on(engine_url, workspace)
+def cortana(engine_url: str, engine_key: str, workspace: Path) -> Iterator[pexpect.spawn]:
+    child = spawn_on(engine_url, workspace, key=engine_key)
     child.timeout = 180  # the real model reads a ~950-token prompt at ~50 tokens/s
     yield child
     child.sendline("/exit")

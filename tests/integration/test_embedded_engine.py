@@ -6,6 +6,7 @@ Generation uses temperature 0 so answers are repeatable on one machine.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,8 +22,8 @@ GREEDY = ModelSettings(temperature=0, seed=7, max_tokens=48)
 
 
 @pytest.fixture
-async def client(engine_url: str) -> AsyncIterator[LlamaCppClient]:
-    connected = await LlamaCppClient(base_url=engine_url).connect()
+async def client(engine_url: str, engine_key: str) -> AsyncIterator[LlamaCppClient]:
+    connected = await LlamaCppClient(base_url=engine_url, api_key=engine_key).connect()
     yield connected
     await connected.aclose()
 
@@ -125,7 +126,7 @@ async def test_engine_dying_mid_answer_is_a_clear_error_and_the_message_is_kept(
     assert [m.content for m in saved] == ["Write a long story about a lighthouse keeper."]
 
 
-def test_cortana_command_answers_once(engine_url: str, tmp_path: Path) -> None:
+def test_cortana_command_answers_once(engine_url: str, engine_key: str, tmp_path: Path) -> None:
     import subprocess
     import sys
 
@@ -135,6 +136,7 @@ def test_cortana_command_answers_once(engine_url: str, tmp_path: Path) -> None:
         [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", engine_url,
          "What is 2 + 2? Answer with just the number."],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,
+        env={**os.environ, "CORTANA_API_KEY": engine_key},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "4"
@@ -142,7 +144,7 @@ def test_cortana_command_answers_once(engine_url: str, tmp_path: Path) -> None:
     assert (tmp_path / ".cortana" / "memory.db").is_file(), "the conversation is kept in the workspace"
 
 
-def test_cortana_doctor_and_models(engine_url: str, tmp_path: Path) -> None:
+def test_cortana_doctor_and_models(engine_url: str, engine_key: str, tmp_path: Path) -> None:
     import subprocess
     import sys
 
@@ -150,6 +152,7 @@ def test_cortana_doctor_and_models(engine_url: str, tmp_path: Path) -> None:
     doctor = subprocess.run(
         [sys.executable, "-m", "cortana.cli.main", "doctor", *common],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,
+        env={**os.environ, "CORTANA_API_KEY": engine_key},
     )  # fmt: skip
     assert doctor.returncode == 0, doctor.stderr
     report = dict(line.split("  ", 1) for line in doctor.stdout.splitlines() if "  " in line)
@@ -162,5 +165,6 @@ def test_cortana_doctor_and_models(engine_url: str, tmp_path: Path) -> None:
     models = subprocess.run(
         [sys.executable, "-m", "cortana.cli.main", "models", *common],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,
+        env={**os.environ, "CORTANA_API_KEY": engine_key},
     )  # fmt: skip
     assert models.returncode == 0 and "(in use)" in models.stdout

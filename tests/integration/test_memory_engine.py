@@ -14,8 +14,10 @@ from cortana.models.llamacpp import LlamaCppClient
 QUESTION = "What is my favourite colour? Answer with one word."
 
 
-async def test_a_fact_from_turn_one_is_used_in_turn_three_and_in_a_new_thread(engine_url: str, tmp_path: Path) -> None:
-    client = await LlamaCppClient(base_url=engine_url).connect()
+async def test_a_fact_from_turn_one_is_used_in_turn_three_and_in_a_new_thread(
+    engine_url: str, engine_key: str, tmp_path: Path
+) -> None:
+    client = await LlamaCppClient(base_url=engine_url, api_key=engine_key).connect()
     memory = SQLiteMemory(tmp_path / "memory.db", recall=Recall(E5Embedder(), top_k=2))
     agent = Agent(
         client,

@@ -17,8 +17,8 @@ PROMPT = (
 )
 
 
-async def test_the_model_spawns_a_subagent_and_waits_for_it(engine_url: str) -> None:
-    client = await LlamaCppClient(base_url=engine_url).connect()
+async def test_the_model_spawns_a_subagent_and_waits_for_it(engine_url: str, engine_key: str) -> None:
+    client = await LlamaCppClient(base_url=engine_url, api_key=engine_key).connect()
     manager = SubagentManager()
     agent = Agent(
         client,

@@ -39,6 +39,7 @@ from cortana.agent.events import ModelCallFinished, TextDelta
 from cortana.cli.display import describe_client
 from cortana.errors import UserError
 from cortana.memory.sqlite import SQLiteMemory
+from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, ThreadRef
 
 __all__ = ["COMMANDS", "Repl"]
@@ -120,8 +121,7 @@ class Repl:
 
     async def run(self) -> int:
         """Read and answer until ``/exit`` or end of input."""
-        history = self.workspace / ".cortana" / "history"
-        history.parent.mkdir(parents=True, exist_ok=True)
+        history = private_file(private_folder(self.workspace / ".cortana") / "history")
         bindings = KeyBindings()
 
         @bindings.add("escape", "enter")

@@ -28,6 +28,7 @@ from cortana.config import Settings, compaction_threshold, effective_context_win
 from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
+from cortana.memory.store import private_folder
 from cortana.messages import ThreadRef, ToolCall
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.models.factory import create_model_client
@@ -47,7 +48,7 @@ def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLit
         recall = Recall(E5Embedder(), top_k=settings.memory.recall_top_k)
     scope = None if settings.memory.working_memory == "off" else settings.memory.working_memory
     return SQLiteMemory(
-        workspace / ".cortana" / "memory.db",
+        private_folder(workspace / ".cortana") / "memory.db",
         last_messages=settings.memory.last_messages,
         working_memory=scope,
         recall=recall,

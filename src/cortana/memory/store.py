@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import sqlite3
 import threading
 import time
@@ -29,7 +30,7 @@ from typing import Any, TypeVar
 
 from cortana.memory.migrations import MIGRATIONS, Migration, apply_migrations
 
-__all__ = ["SQLiteStore", "sqlite_module"]
+__all__ = ["SQLiteStore", "private_file", "private_folder", "sqlite_module"]
 
 T = TypeVar("T")
 SETUP_DEADLINE_S = 30.0
@@ -51,6 +52,28 @@ def sqlite_module() -> ModuleType | None:
         except ImportError:
             continue
     return None
+
+
+def private_folder(folder: Path) -> Path:
+    """``folder`` for Cortana's own files: made, or narrowed, to its owner only (0700), git told to ignore it.
+
+    Conversations, working memory and typed history are the user's private
+    data: no other local user may read them, and ``git add .`` must not sweep
+    them into a repository.
+    """
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Cortana's own files (memory, history): never commit them.\n*\n", encoding="utf-8")
+    return folder
+
+
+def private_file(path: Path) -> Path:
+    """``path`` created empty if missing, readable and writable by its owner only (0600)."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    path.chmod(0o600)
+    return path
 
 
 def _retry_while_locked(
@@ -109,7 +132,9 @@ class SQLiteStore:
     def connection(self) -> Any:
         """The open connection (opened, configured and migrated on first use); hold the store's lock."""
         if self._connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.exists():
+                self.path.parent.mkdir(mode=0o700, parents=True)
+            private_file(self.path)  # SQLite gives its -wal and -shm files the same mode
             driver: Any = sqlite3
             if self.load_extensions:
                 driver = sqlite_module() or sqlite3  # one that can load sqlite-vec, where installed

@@ -11,7 +11,13 @@ model holds the GIL for seconds (it would freeze the terminal), and llama.cpp
 installs no SIGTERM handling of its own. The child exits when its parent's
 pipe closes, so it never outlives Cortana.
 
+It listens on 127.0.0.1 only, answers no cross-origin requests (a web page the
+user opens cannot use it) and serves no web UI, and every request but
+``/health`` needs an API key that Cortana makes at random for each start and
+hands to the child on its stdin (a command line is visible to every local user).
+
     python -m cortana.models.embedded --model PATH [--ctx N] [--threads N] [--parallel N]
+    (then the API key on the first line of stdin; an empty line: no key)
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import importlib.resources
 import importlib.util
 import json
 import os
+import secrets
 import signal
 import sys
 from dataclasses import dataclass
@@ -226,6 +233,8 @@ class EmbeddedServer:
         self.startup_timeout = startup_timeout
         self.url: str | None = None
         self.log_path = cache_dir() / "embedded-engine.log"
+        self.api_key = secrets.token_urlsafe(32)
+        """The key every request must carry; only this process and the child know it."""
         self._process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> str:
@@ -245,7 +254,8 @@ class EmbeddedServer:
             *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log
         )
         log.close()
-        assert self._process.stdout is not None
+        assert self._process.stdout is not None and self._process.stdin is not None
+        self._process.stdin.write(f"{self.api_key}\n".encode())
         try:
             async with asyncio.timeout(self.startup_timeout):
                 while True:
@@ -303,7 +313,7 @@ class EmbeddedClient(LlamaCppClient):
 
     def __init__(self, server: EmbeddedServer, model: str, **kwargs: Any) -> None:
         assert server.url is not None
-        super().__init__(model, base_url=server.url, **kwargs)
+        super().__init__(model, base_url=server.url, api_key=server.api_key, **kwargs)
         self.server = server
 
     async def list_models(self) -> list[str]:
@@ -358,6 +368,7 @@ def _serve(argv: list[str] | None = None) -> None:
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
+    api_key = sys.stdin.buffer.readline().decode().strip()
 
     import xllamacpp as xlc  # heavy and optional (cortana[local]); only this child process loads it
 
@@ -375,6 +386,11 @@ def _serve(argv: list[str] | None = None) -> None:
     params.endpoint_props = True
     params.endpoint_slots = True
     params.endpoint_metrics = True
+    if api_key:
+        params.api_keys = [api_key]
+    params.cors_origins = ""  # no origin may call it from a web page: no Access-Control-Allow-Origin
+    params.cors_origins_explicit = True
+    params.ui = False
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         server = xlc.Server(params)

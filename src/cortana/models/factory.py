@@ -36,6 +36,7 @@ async def create_model_client(
     *,
     model: str | None = None,
     base_url: str | None = None,
+    api_key: str | None = None,
     context_window: int | None = None,
     threads: int | None = None,
     parallel: int | None = None,
@@ -54,6 +55,8 @@ async def create_model_client(
         engine: ``ollama``, ``docker``, ``llamacpp``, ``embedded``, or ``auto`` to probe.
         model: the model name on that engine; for ``embedded``, a bundled model name or a .gguf path.
         base_url: the engine's address (defaults: each engine's usual port on 127.0.0.1).
+        api_key: sent as a bearer token to a llama.cpp server or Docker Model Runner that wants one
+            (the embedded engine makes its own).
         context_window: the window to use where the engine does not report one
             (for Ollama, the ``num_ctx`` sent; for the embedded engine, its size).
         threads: CPU threads for the embedded engine.
@@ -67,6 +70,7 @@ async def create_model_client(
     engine = engine or settings.engine
     model = model or settings.model
     base_url = base_url or settings.base_url
+    api_key = api_key or settings.api_key
     context_window = context_window if context_window is not None else settings.context_window
     threads = threads if threads is not None else settings.threads
     parallel = parallel if parallel is not None else settings.parallel
@@ -80,8 +84,9 @@ async def create_model_client(
         return await EmbeddedClient.start(
             model, context_window=context_window, threads=threads, parallel=parallel, **common
         )
+    keyed = {**common, "api_key": api_key}
     if name != "auto":
-        return await _connect(name, model=model, base_url=base_url, context_window=context_window, **common)
+        return await _connect(name, model=model, base_url=base_url, context_window=context_window, **keyed)
 
     reasons: list[str] = []
     found = await probe_engines(probe_timeout)
@@ -89,7 +94,7 @@ async def create_model_client(
         if candidate not in found:
             continue
         try:
-            return await _connect(candidate, model=model, base_url=None, context_window=context_window, **common)
+            return await _connect(candidate, model=model, base_url=None, context_window=context_window, **keyed)
         except ModelError as exc:
             reasons.append(f"{candidate}: {exc}")
     try:
@@ -139,6 +144,7 @@ async def _connect(
     engine: str, *, model: str | None, base_url: str | None, context_window: int | None, **options: Any
 ) -> ModelClient:
     if engine == "ollama":
+        options.pop("api_key", None)  # Ollama has no keys
         ollama = OllamaClient(model or "", base_url=base_url, context_window=context_window, **options)
         if not model:
             ollama.model = await _first_tool_model(ollama)
