@@ -257,6 +257,7 @@ class MCPServerConfig(_Section):
         description: when the model should load it (default: the server's own instructions or name).
         eager: offer its tools from the start instead of on demand.
         timeout: seconds one tool call may take.
+        startup_timeout: seconds the server has to start and answer ``initialize`` and ``list_tools``.
     """
 
     name: str
@@ -268,7 +269,8 @@ class MCPServerConfig(_Section):
     headers: dict[str, str] = Field(default_factory=dict)
     description: str | None = None
     eager: bool = False
-    timeout: float = 60.0
+    timeout: float = Field(60.0, gt=0, le=3600)
+    startup_timeout: float = Field(30.0, gt=0, le=600)
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
@@ -285,6 +287,26 @@ class AgentSettings(_Section):
     max_tool_iterations: int = Field(10, ge=1)
     max_parallel_tools: int = Field(4, ge=1)
     parallel_tool_calls: bool = True
+
+
+class ToolSettings(_Section):
+    """``tools:`` limits every tool call runs under."""
+
+    timeout: float = Field(120.0, gt=0, le=86_400)
+    """Seconds one call may run, for tools without their own."""
+    timeouts: dict[str, float] = Field(default_factory=dict)
+    """Tool-name glob -> seconds, winning over a tool's own (e.g. ``time.*: 10``)."""
+    max_output_chars: int = Field(20_000, ge=1_000, le=1_000_000)
+    """The most characters of one result that reach the prompt and memory."""
+    command_timeout: float = Field(120.0, gt=0, le=600)
+    """run_command's default timeout (the model may ask for up to 600 s)."""
+
+    @model_validator(mode="after")
+    def _positive_timeouts(self) -> ToolSettings:
+        for pattern, seconds in self.timeouts.items():
+            if not 0 < seconds <= 86_400:
+                raise ValueError(f"the timeout for {pattern!r} must be between 0 and 86400 seconds, got {seconds}")
+        return self
 
 
 class PermissionSettings(_Section):
@@ -321,6 +343,7 @@ class Settings(_Section):
     parallel: int = Field(1, ge=1)
     temperature: float = Field(0.2, ge=0, le=2)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)

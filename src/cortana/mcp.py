@@ -36,6 +36,8 @@ __all__ = ["MCPServer", "MCPServerConfig", "MCPServers"]
 
 # The SDK's own defaults for its HTTP transport: 30 s to connect and write, 300 s to read,
 # because a server may hold a response stream open.
+MAX_DESCRIPTION_CHARS = 2_000
+"""An outside server's tool description is cut here before it joins every prompt."""
 HTTP_TIMEOUT_S = 30.0
 HTTP_READ_TIMEOUT_S = 300.0
 
@@ -129,11 +131,18 @@ class MCPServer:
 
         try:
             async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
-                init = await session.initialize()
+                try:
+                    async with asyncio.timeout(self.config.startup_timeout):
+                        read, write = await stack.enter_async_context(self._transport())
+                        session = await stack.enter_async_context(ClientSession(read, write))
+                        init = await session.initialize()
+                        tools = (await session.list_tools()).tools
+                except TimeoutError:
+                    raise TimeoutError(
+                        f"it did not answer initialize and list_tools within {self.config.startup_timeout:g}s "
+                        "(mcp.servers[].startup_timeout)"
+                    ) from None
                 self.instructions = init.instructions
-                tools = (await session.list_tools()).tools
                 self.session = session
                 ready.set_result(list(tools))
                 await self._stop.wait()
@@ -226,7 +235,12 @@ class MCPServers:
         # Not read-only even when the server says so: an outside server's answers may change at
         # any time, so its calls are never answered from the repeated-read cache and they clear it.
         return SchemaTool(
-            f"{server.config.name}.{name}", definition.description or name, schema, call, default_action="ask"
+            f"{server.config.name}.{name}",
+            (definition.description or name)[:MAX_DESCRIPTION_CHARS],
+            schema,
+            call,
+            default_action="ask",
+            timeout=server.config.timeout + server.config.startup_timeout,  # a call may restart the server first
         )
 
     async def aclose(self) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Self
 
 from cortana.agent.compaction import compact
@@ -24,6 +25,7 @@ from cortana.tools.permissions import PermissionGate
 
 __all__ = ["Agent", "EventHandler"]
 
+_NO_TIMEOUTS: Mapping[str, float] = MappingProxyType({})
 MANUAL_COMPACTION_WINDOW = 4096
 """The window ``Agent.compact`` assumes when neither the agent nor the engine says."""
 
@@ -66,6 +68,12 @@ class Agent:
             telling the model to call a tool only when one fits (True: the shipped
             ``prompts/tool_guidance.md``; a string: your own). Off by default: measured on
             Qwen2.5-Coder 0.5B/1.5B it changed nothing (see docs/engines.md).
+        tool_timeout: the most seconds one tool call may run, for tools without a timeout of their
+            own (None: no limit). A sync tool's thread cannot be stopped; its result is dropped.
+        tool_timeouts: tool-name glob -> seconds, winning over a tool's own timeout
+            (cortana.yml ``tools.timeouts``).
+        max_tool_output: the most characters of one tool result that reach the prompt and
+            memory; the head and tail of a longer one are kept, with a note.
         check_grounding: do not run a call the model wrote as text when none of its free-text
             arguments appears in the conversation (a small model "calling" a tool for a
             question no tool fits); ask for an answer without tools instead.
@@ -82,6 +90,7 @@ class Agent:
         "logger",
         "max_parallel_tools",
         "max_tool_iterations",
+        "max_tool_output",
         "memory",
         "name",
         "nudge_repeated_calls",
@@ -91,6 +100,8 @@ class Agent:
         "settings",
         "tool_groups",
         "tool_guidance",
+        "tool_timeout",
+        "tool_timeouts",
         "tools",
     )
 
@@ -114,6 +125,9 @@ class Agent:
         logger: EventHandler | None = None,
         nudge_repeated_calls: bool = True,
         tool_guidance: bool | str = False,
+        tool_timeout: float | None = 120.0,
+        tool_timeouts: Mapping[str, float] | None = None,
+        max_tool_output: int = 20_000,
         check_grounding: bool = True,
     ) -> None:
         if max_tool_iterations < 1:
@@ -122,6 +136,10 @@ class Agent:
             raise UserError(f"max_parallel_tools must be at least 1, got {max_parallel_tools}.")
         if compaction_threshold is not None and not 0.1 <= compaction_threshold <= 1:
             raise UserError(f"compaction_threshold must be between 0.1 and 1, got {compaction_threshold}.")
+        if tool_timeout is not None and not 0 < tool_timeout < float("inf"):
+            raise UserError(f"tool_timeout must be a positive number of seconds or None, got {tool_timeout}.")
+        if max_tool_output < 1_000:
+            raise UserError(f"max_tool_output must be at least 1,000 characters, got {max_tool_output}.")
         if context_window is not None and context_window < 256:
             raise UserError(f"context_window must be at least 256 tokens, got {context_window}.")
         self._model = model
@@ -142,6 +160,9 @@ class Agent:
         self.nudge_repeated_calls = nudge_repeated_calls
         self.tool_guidance = tool_guidance
         self.check_grounding = check_grounding
+        self.tool_timeout = tool_timeout
+        self.tool_timeouts = dict(tool_timeouts) if tool_timeouts else _NO_TIMEOUTS
+        self.max_tool_output = max_tool_output
         self._background: BackgroundWork | None = None
 
     def system_prompt(self, *, has_tools: bool) -> str:

@@ -11,6 +11,7 @@ or unparseable arguments, an exception) becomes a tool message with
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from cortana.agent.repeats import RepeatGuard
 from cortana.agent.toolbox import Toolbox
 from cortana.errors import ToolError
 from cortana.messages import Message, ToolCall
-from cortana.tools import RunContext, Tool, format_tool_result
+from cortana.tools import RunContext, Tool, bound_output, format_tool_result
 from cortana.tools.permissions import authorize_call
 
 if TYPE_CHECKING:
@@ -133,16 +134,40 @@ class CallRunner:
             for task in tasks:
                 task.cancel()
 
+    def timeout_for(self, tool: Tool) -> float | None:
+        """The seconds one call of ``tool`` may run: the agent's rule for it, else the tool's own, else the default."""
+        for pattern, seconds in self.agent.tool_timeouts.items():
+            if fnmatch.fnmatchcase(tool.name, pattern):
+                return seconds
+        return tool.timeout if tool.timeout is not None else self.agent.tool_timeout
+
     async def _invoke(self, item: _Prepared) -> tuple[Message, float]:
-        """Run one validated call; an exception becomes an error result, never a crashed run."""
+        """Run one validated call, bounded in time and output; an exception becomes an error result."""
         started = time.perf_counter()
+        limit = self.agent.max_tool_output
+        timeout = self.timeout_for(item.tool)
+        deadline = asyncio.timeout(timeout)
         try:
-            value = await item.tool.invoke(item.arguments, self.context)
-            message = Message.tool(item.call, format_tool_result(value))
+            async with deadline:
+                value = await item.tool.invoke(item.arguments, self.context)
+            message = Message.tool(item.call, bound_output(format_tool_result(value), limit))
+        except TimeoutError as exc:
+            if not deadline.expired():
+                message = _failure(item, exc, limit)
+            else:
+                message = Message.tool(
+                    item.call,
+                    f"Error: '{item.tool.name}' did not finish within {timeout:g}s and was stopped "
+                    "(tool_timeout). Try a smaller piece of the work.",
+                    is_error=True,
+                )
         except ToolError as exc:
-            message = Message.tool(item.call, f"Error: {exc}", is_error=True)
+            message = Message.tool(item.call, bound_output(f"Error: {exc}", limit), is_error=True)
         except Exception as exc:
-            message = Message.tool(
-                item.call, f"Error: tool '{item.tool.name}' raised {type(exc).__name__}: {exc}", is_error=True
-            )
+            message = _failure(item, exc, limit)
         return message, time.perf_counter() - started
+
+
+def _failure(item: _Prepared, exc: BaseException, limit: int) -> Message:
+    text = f"Error: tool '{item.tool.name}' raised {type(exc).__name__}: {exc}"
+    return Message.tool(item.call, bound_output(text, limit), is_error=True)

@@ -24,7 +24,13 @@ from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
 from cortana.agent.logger import AgentLogger, format_arguments
 from cortana.cli.display import describe_client
-from cortana.config import Settings, compaction_threshold, effective_context_window, load_settings
+from cortana.config import (
+    Settings,
+    compaction_threshold,
+    effective_context_window,
+    load_settings,
+    user_config_path,
+)
 from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
@@ -120,7 +126,12 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             client,
             name="cortana",
             instructions=assistant_instructions(workspace),
-            tools=[*builtin_tools(workspace), *servers.groups()],
+            tools=[
+                *builtin_tools(
+                    workspace, command_timeout=settings.tools.command_timeout, forbidden=[user_config_path().parent]
+                ),
+                *servers.groups(),
+            ],
             memory=memory,
             context_window=args.context_window or settings.context_window,
             permissions=_gate(workspace, settings, args, console),
@@ -128,6 +139,9 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             max_tool_iterations=settings.agent.max_tool_iterations,
             max_parallel_tools=settings.agent.max_parallel_tools,
             parallel_tool_calls=settings.agent.parallel_tool_calls,
+            tool_timeout=settings.tools.timeout,
+            tool_timeouts=settings.tools.timeouts,
+            max_tool_output=settings.tools.max_output_chars,
             settings=ModelSettings(temperature=settings.temperature),
         )
         if prompt is not None:

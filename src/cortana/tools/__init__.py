@@ -16,7 +16,7 @@ from cortana.tools.base import SchemaTool, Tool, tool
 from cortana.tools.context import RunContext
 from cortana.tools.groups import ToolGroup, as_tools
 from cortana.tools.permissions import PermissionDecision, PermissionGate
-from cortana.tools.results import format_tool_result
+from cortana.tools.results import bound_output, format_tool_result
 from cortana.tools.validation import ToolArgumentsError
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "ToolArgumentsError",
     "ToolGroup",
     "as_tools",
+    "bound_output",
     "format_tool_result",
     "tool",
 ]

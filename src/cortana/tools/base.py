@@ -54,6 +54,7 @@ class Tool:
             repeated-read cache use this.
         default_action: what the permission gate does with this tool when no rule names
             it (``"ask"`` for tools of outside servers); None: the gate's own default.
+        timeout: the most seconds one call may run (None: the agent's ``tool_timeout``).
     """
 
     __slots__ = (
@@ -67,6 +68,7 @@ class Tool:
         "name",
         "parameters",
         "read_only",
+        "timeout",
     )
 
     def __init__(
@@ -78,6 +80,7 @@ class Tool:
         parameters: dict[str, Any] | None = None,
         read_only: bool = False,
         default_action: Action | None = None,
+        timeout: float | None = None,
     ) -> None:
         if not callable(function):
             raise UserError(f"Tool() needs a callable, got {type(function).__name__}.")
@@ -87,6 +90,9 @@ class Tool:
         self.description = description if description is not None else doc_description
         self.read_only = read_only
         self.default_action = default_action
+        if timeout is not None and not 0 < timeout < float("inf"):
+            raise UserError(f"Tool {self.name!r}: timeout must be a positive number of seconds, got {timeout}.")
+        self.timeout = timeout
         self._is_async = is_async_callable(function)
         self._validator: ArgumentValidator
         if parameters is None:
@@ -145,6 +151,7 @@ class SchemaTool(Tool):
         function: called with the validated arguments (sync or async).
         read_only: the tool only reads.
         default_action: the permission gate's action when no rule names it.
+        timeout: the most seconds one call may run.
     """
 
     __slots__ = ()
@@ -158,6 +165,7 @@ class SchemaTool(Tool):
         *,
         read_only: bool = False,
         default_action: Action | None = None,
+        timeout: float | None = None,
     ) -> None:
         super().__init__(
             function,
@@ -166,6 +174,7 @@ class SchemaTool(Tool):
             parameters=parameters,
             read_only=read_only,
             default_action=default_action,
+            timeout=timeout,
         )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["format_tool_result"]
+__all__ = ["bound_output", "format_tool_result"]
 
 
 def format_tool_result(value: Any) -> str:
@@ -31,3 +31,15 @@ def _json_default(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
     return str(value)
+
+
+def bound_output(text: str, limit: int) -> str:
+    """``text``, or its head and tail within ``limit`` characters and a note of how much was left out.
+
+    Applied to every tool result before it reaches the prompt or memory: a tool
+    that returns 50 MB must not become a 50 MB prompt.
+    """
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 3 // 4], text[len(text) - limit // 4 :]
+    return f"{head}\n[... {len(text) - len(head) - len(tail):,} of {len(text):,} characters left out ...]\n{tail}"

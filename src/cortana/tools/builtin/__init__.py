@@ -5,11 +5,39 @@
 
 Every path is resolved (symlinks, ``..``) and must stay inside the workspace:
 ``workspace_gate`` refuses an escape before anyone is asked, and the tools
-refuse it again themselves. Reads are allowed by default; writes, edits and
-commands ask.
-Large outputs are cut with a note saying how to see more.
+refuse it again themselves, opening files without following a symlink that
+appears on the way. Reads are allowed by default; writes, edits and commands
+ask. Outputs are bounded, with a note saying how to see more.
+
+    workspace.py   Workspace: resolving and opening paths inside the folder
+    files.py       read_file, list_files, grep_files, write_file, edit_file
+    commands.py    run_command
+    gate.py        workspace_gate
 """
 
-from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, Workspace, builtin_tools, workspace_gate
+from __future__ import annotations
 
-__all__ = ["MAX_OUTPUT_CHARS", "Workspace", "builtin_tools", "workspace_gate"]
+from collections.abc import Sequence
+from pathlib import Path
+
+from cortana.tools import Tool
+from cortana.tools.builtin.commands import command_tool
+from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, file_tools
+from cortana.tools.builtin.gate import workspace_gate
+from cortana.tools.builtin.workspace import PROTECTED, Workspace
+
+__all__ = ["MAX_OUTPUT_CHARS", "PROTECTED", "Workspace", "builtin_tools", "workspace_gate"]
+
+
+def builtin_tools(
+    workspace: Path | str | Workspace, *, command_timeout: float = 120.0, forbidden: Sequence[Path] = ()
+) -> list[Tool]:
+    """The six built-in tools, confined to ``workspace``.
+
+    Args:
+        workspace: the folder.
+        command_timeout: the default timeout of ``run_command`` (the model may ask for up to 600 s).
+        forbidden: folders inside the workspace no tool may write to (when ``workspace`` is a path).
+    """
+    space = workspace if isinstance(workspace, Workspace) else Workspace(workspace, forbidden=forbidden)
+    return [*file_tools(space), command_tool(space, command_timeout)]

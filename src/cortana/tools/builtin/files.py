@@ -1,91 +1,87 @@
-"""The built-in tools and the workspace they are confined to."""
+"""The file tools: read, list, search, write and edit files in the workspace.
+
+Every one is bounded: it reads at most what it will show (a 2 GB file costs
+what its first screen costs), reads only regular files, and never follows a
+symlink out of the workspace. Searches use RE2, whose matching time grows
+linearly with the text, so a pattern such as ``(a+)+$`` cannot freeze the
+process.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import os
-import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, BinaryIO
 
-import pathspec
+import re2
+from pydantic import Field
 
-from cortana.errors import PermissionDenied, ToolError
-from cortana.tools.base import Tool
-from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
+from cortana.errors import ToolError
+from cortana.tools import Tool
+from cortana.tools.builtin.workspace import Workspace
 
-if TYPE_CHECKING:
-    from cortana.messages import ToolCall
-    from cortana.tools.context import RunContext
-
-__all__ = ["MAX_OUTPUT_CHARS", "Workspace", "builtin_tools", "workspace_gate"]
+__all__ = ["MAX_OUTPUT_CHARS", "cut", "file_tools"]
 
 MAX_OUTPUT_CHARS = 12_000
-PATH_ARGUMENTS = ("path",)
-ALWAYS_IGNORED = {".git", ".cortana", "__pycache__", ".venv", "node_modules"}
+MAX_LINE_CHARS = 2_000
+"""A longer line is shown cut, with a note."""
+MAX_SCAN_BYTES = 64 << 20
+"""How far into a file ``read_file`` reads to reach ``start_line``."""
+MAX_SEARCH_FILE_BYTES = 8 << 20
+MAX_SEARCH_BYTES = 256 << 20
+MAX_EDIT_BYTES = 8 << 20
+BINARY_PROBE = 8192
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is the model's to fix, not a line on the user's terminal
 
 
-class Workspace:
-    """A folder the tools may touch; ``resolve`` refuses paths that leave it."""
-
-    def __init__(self, root: Path | str) -> None:
-        self.root = Path(root).resolve()
-
-    def resolve(self, path: str) -> Path:
-        """``path`` (relative to the workspace, or absolute) resolved; raises ``PermissionDenied`` outside it."""
-        target = (self.root / os.path.expanduser(path)).resolve()
-        if not self.contains(target):
-            raise PermissionDenied(
-                f"'{path}' resolves to {target}, outside the workspace {self.root}; only paths inside it are allowed"
-            )
-        return target
-
-    def contains(self, target: Path) -> bool:
-        """Whether a resolved path is the workspace or inside it."""
-        return target == self.root or self.root in target.parents
-
-    def relative(self, target: Path) -> str:
-        """``target`` relative to the workspace root, for display."""
-        return str(target.relative_to(self.root)) if target != self.root else "."
-
-    def files(self, start: Path) -> Iterator[Path]:
-        """Files under ``start``, skipping what .gitignore (and version-control folders) exclude."""
-        spec = self._gitignore()
-        for folder, dirnames, filenames in os.walk(start):
-            base = Path(folder)
-            dirnames[:] = sorted(
-                d for d in dirnames if d not in ALWAYS_IGNORED and not self._ignored(spec, base / d, is_dir=True)
-            )
-            for name in sorted(filenames):
-                path = base / name
-                if not self._ignored(spec, path, is_dir=False):
-                    yield path
-
-    def _gitignore(self) -> Any:
-        lines: list[str] = []
-        for ignore_file in (self.root / ".gitignore",):
-            if ignore_file.is_file():
-                lines += ignore_file.read_text(errors="replace").splitlines()
-        return pathspec.GitIgnoreSpec.from_lines(lines)
-
-    def _ignored(self, spec: Any, path: Path, *, is_dir: bool) -> bool:
-        relative = self.relative(path) + ("/" if is_dir else "")
-        return bool(spec.match_file(relative))
-
-
-def _cut(text: str, hint: str) -> str:
-    if len(text) <= MAX_OUTPUT_CHARS:
+def cut(text: str, hint: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """``text``, or its first ``limit`` characters with a note saying how much there was and what to do."""
+    if len(text) <= limit:
         return text
-    return text[:MAX_OUTPUT_CHARS] + f"\n[... output cut at {MAX_OUTPUT_CHARS:,} of {len(text):,} characters; {hint}]"
+    return text[:limit] + f"\n[... output cut at {limit:,} of {len(text):,} characters; {hint}]"
 
 
-def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float = 120.0) -> list[Tool]:
-    """The six built-in tools, confined to ``workspace``."""
-    space = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+def _is_binary(handle: BinaryIO) -> bool:
+    head = handle.read(BINARY_PROBE)
+    handle.seek(0)
+    return b"\x00" in head
 
-    def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> str:
+
+def _line(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").rstrip("\r\n")
+    if len(text) > MAX_LINE_CHARS:
+        return text[:MAX_LINE_CHARS] + f" …[line cut at {MAX_LINE_CHARS:,} characters]"
+    return text
+
+
+_KEPT_LINE_BYTES = MAX_LINE_CHARS * 4
+
+
+def _read_line(handle: BinaryIO) -> tuple[bytes, int, bool]:
+    """The next line (its first ``_KEPT_LINE_BYTES`` kept), the bytes it took, and whether it ended.
+
+    A line longer than ``MAX_SCAN_BYTES`` is not read to its end.
+    """
+    kept = handle.readline(_KEPT_LINE_BYTES)
+    used = len(kept)
+    if len(kept) < _KEPT_LINE_BYTES or kept.endswith(b"\n"):
+        return kept, used, True
+    while used <= MAX_SCAN_BYTES:  # the rest of a very long line: skipped, counted
+        rest = handle.readline(1 << 20)
+        used += len(rest)
+        if not rest or rest.endswith(b"\n"):
+            return kept, used, True
+    return kept, used, False
+
+
+def file_tools(space: Workspace) -> list[Tool]:
+    """read_file, list_files, grep_files, write_file and edit_file, confined to ``space``."""
+
+    def read_file(
+        path: str, start_line: Annotated[int, Field(ge=1)] = 1, end_line: Annotated[int, Field(ge=1)] | None = None
+    ) -> str:
         """Read a text file, with line numbers.
 
         Args:
@@ -93,15 +89,44 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
             start_line: the first line to show (1-based).
             end_line: the last line to show (default: to the end).
         """
-        target = space.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"No file '{path}'. Use list_files to see what exists.")
-        lines = target.read_text(errors="replace").splitlines()
-        last = len(lines) if end_line is None else min(end_line, len(lines))
-        if start_line < 1 or start_line > max(last, 1):
-            raise ToolError(f"'{path}' has {len(lines)} lines; start_line {start_line} is out of range.")
-        shown = "\n".join(f"{number:>5}  {lines[number - 1]}" for number in range(start_line, last + 1))
-        return _cut(shown or "(empty file)", "call read_file again with start_line/end_line to see more")
+        fd, info = space.open_regular(space.resolve(path), path)
+        with os.fdopen(fd, "rb") as handle:
+            if _is_binary(handle):
+                return f"'{path}' is a binary file ({info.st_size:,} bytes); it is not shown."
+            shown: list[str] = []
+            size = number = scanned = 0
+            while True:
+                raw, used, ended = _read_line(handle)
+                if not raw:
+                    break
+                number += 1
+                scanned += used
+                if not ended:
+                    if number >= start_line:
+                        shown.append(f"{number:>5}  {_line(raw)}")
+                    shown.append(f"[... line {number} is longer than {MAX_SCAN_BYTES >> 20} MiB; stopped reading]")
+                    return "\n".join(shown)
+                if number < start_line:
+                    if scanned > MAX_SCAN_BYTES:
+                        raise ToolError(
+                            f"Line {start_line} of '{path}' is more than {MAX_SCAN_BYTES >> 20} MiB into it; "
+                            "read_file does not go that far. Use grep_files to find what you need."
+                        )
+                    continue
+                if end_line is not None and number > end_line:
+                    break
+                entry = f"{number:>5}  {_line(raw)}"
+                if size + len(entry) > MAX_OUTPUT_CHARS and shown:
+                    shown.append(
+                        f"[... output cut at line {number - 1}; call read_file again with start_line={number} "
+                        "to see more]"
+                    )
+                    return "\n".join(shown)
+                shown.append(entry)
+                size += len(entry) + 1
+        if number and start_line > number:
+            raise ToolError(f"'{path}' has {number} lines; start_line {start_line} is out of range.")
+        return "\n".join(shown) or "(empty file)"
 
     def list_files(path: str = ".", pattern: str = "*") -> str:
         """List files under a folder (respecting .gitignore).
@@ -113,39 +138,66 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
         target = space.resolve(path)
         if not target.is_dir():
             raise ToolError(f"No folder '{path}'.")
-        found = [space.relative(f) for f in space.files(target) if fnmatch.fnmatch(f.name, pattern)]
-        return _cut("\n".join(found) or "(no files)", "narrow it with path= or pattern=")
+        found: list[str] = []
+        size = 0
+        for file in space.files(target):
+            if fnmatch.fnmatch(file.name, pattern):
+                found.append(space.relative(file))
+                size += len(found[-1]) + 1
+                if size > MAX_OUTPUT_CHARS:
+                    found.append("[... more files; narrow it with path= or pattern=]")
+                    break
+        return "\n".join(found) or "(no files)"
 
-    def grep_files(pattern: str, path: str = ".", context: int = 0, glob: str = "*") -> str:
-        """Search files for a regular expression, showing file:line matches.
+    def grep_files(
+        pattern: str, path: str = ".", context: Annotated[int, Field(ge=0, le=20)] = 0, glob: str = "*"
+    ) -> str:
+        """Search files for a regular expression (RE2 syntax), showing file:line matches.
 
         Args:
-            pattern: a Python regular expression.
+            pattern: a regular expression in RE2 syntax (like Python's, without backreferences or lookaround).
             path: the folder or file to search, relative to the workspace.
             context: lines of context to show around each match.
             glob: a glob on file names to search, e.g. "*.py".
         """
         try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise ToolError(f"Invalid regular expression {pattern!r}: {exc}") from None
+            regex = re2.compile(pattern, options=_RE2_OPTIONS)
+        except re2.error as exc:
+            reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+            raise ToolError(
+                f"Invalid regular expression {pattern[:200]!r}: {reason}. Patterns use RE2 syntax "
+                "(no backreferences or lookaround)."
+            ) from None
         target = space.resolve(path)
-        files = [target] if target.is_file() else [f for f in space.files(target) if fnmatch.fnmatch(f.name, glob)]
+        candidates = [target] if target.is_file() else [f for f in space.files(target) if fnmatch.fnmatch(f.name, glob)]
         out: list[str] = []
-        for file in files:
-            try:
-                lines = file.read_text(errors="strict").splitlines()
-            except (UnicodeDecodeError, OSError):
-                continue  # binary or unreadable
+        size = searched = 0
+        skipped: list[str] = []
+        for file in candidates:
+            text = _searchable(space, file, skipped)
+            if text is None:
+                continue
+            searched += len(text)
+            lines = text.splitlines()
+            shown = space.relative(file)
             for index, line in enumerate(lines):
-                if regex.search(line):
-                    low, high = max(index - context, 0), min(index + context + 1, len(lines))
-                    for number in range(low, high):
-                        marker = ":" if number == index else "-"
-                        out.append(f"{space.relative(file)}{marker}{number + 1}{marker}{lines[number]}")
-                    if context:
-                        out.append("--")
-        return _cut("\n".join(out) or "(no matches)", "narrow it with path= or glob=")
+                if not regex.search(line):
+                    continue
+                low, high = max(index - context, 0), min(index + context + 1, len(lines))
+                for number in range(low, high):
+                    marker = ":" if number == index else "-"
+                    out.append(f"{shown}{marker}{number + 1}{marker}{lines[number][:MAX_LINE_CHARS]}")
+                    size += len(out[-1]) + 1
+                if context:
+                    out.append("--")
+                if size > MAX_OUTPUT_CHARS:
+                    return cut("\n".join(out), "narrow it with path= or glob=")
+            if searched > MAX_SEARCH_BYTES:
+                out.append(f"[... stopped after {MAX_SEARCH_BYTES >> 20} MiB of files; narrow it with path= or glob=]")
+                break
+        if skipped:
+            out.append(f"[not searched: {', '.join(skipped[:10])}{' …' if len(skipped) > 10 else ''}]")
+        return "\n".join(out) or "(no matches)"
 
     def write_file(path: str, content: str) -> str:
         """Create or overwrite a file with the given content.
@@ -155,8 +207,8 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
             content: the whole new content.
         """
         target = space.resolve(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
+            handle.write(content.encode("utf-8"))
         return f"Wrote {space.relative(target)} ({len(content.splitlines())} lines)."
 
     def edit_file(path: str, old_text: str, new_text: str) -> str:
@@ -168,9 +220,15 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
             new_text: the replacement.
         """
         target = space.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"No file '{path}'.")
-        text = target.read_text()
+        fd, info = space.open_regular(target, path)
+        with os.fdopen(fd, "rb") as handle:
+            if info.st_size > MAX_EDIT_BYTES:
+                raise ToolError(f"'{path}' is {info.st_size:,} bytes; edit_file edits files up to {MAX_EDIT_BYTES:,}.")
+            data = handle.read(MAX_EDIT_BYTES + 1)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"'{path}' is not UTF-8 text; edit_file edits text files.") from None
         count = text.count(old_text)
         if count == 0:
             raise ToolError(f"old_text was not found in '{path}'; read the file and copy the text exactly.")
@@ -178,27 +236,9 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
             raise ToolError(
                 f"old_text appears {count} times in '{path}'; include more surrounding lines so it is unique."
             )
-        target.write_text(text.replace(old_text, new_text, 1))
+        with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
+            handle.write(text.replace(old_text, new_text, 1).encode("utf-8"))
         return f"Edited {space.relative(target)}."
-
-    async def run_command(command: str, timeout: float = command_timeout) -> str:
-        """Run a shell command in the workspace and return its exit code and output.
-
-        Args:
-            command: the command line (run by /bin/sh).
-            timeout: seconds before it is stopped.
-        """
-        process = await asyncio.create_subprocess_shell(
-            command, cwd=space.root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
-        )
-        try:
-            output, _ = await asyncio.wait_for(process.communicate(), timeout)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise ToolError(f"'{command}' did not finish within {timeout:g}s and was stopped.") from None
-        text = output.decode(errors="replace")
-        return _cut(f"exit code {process.returncode}\n{text}", "redirect the output to a file and read parts of it")
 
     return [
         Tool(read_file, read_only=True),
@@ -206,31 +246,22 @@ def builtin_tools(workspace: Path | str | Workspace, *, command_timeout: float =
         Tool(grep_files, read_only=True),
         Tool(write_file),
         Tool(edit_file),
-        Tool(run_command),
     ]
 
 
-def workspace_gate(
-    workspace: Path | str | Workspace, *, approve: Approver | None = None, allow: tuple[str, ...] = ()
-) -> PermissionGate:
-    """A gate for the built-in tools: reads allowed, writes/edits/commands ask, paths outside the workspace refused.
-
-    Args:
-        workspace: the folder.
-        approve: asked for writes, commands and escapes (None: they are refused).
-        allow: tool-name globs allowed without asking (cortana.yml ``permissions.allow``, or ``--yes``: ``("*",)``).
-    """
-    space = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-
-    def check(call: ToolCall, tool: Tool, context: RunContext) -> PermissionDecision | None:
-        for name in PATH_ARGUMENTS:
-            value = call.arguments.get(name)
-            if isinstance(value, str):
-                try:
-                    space.resolve(value)
-                except PermissionDenied as exc:
-                    return PermissionDecision.deny(str(exc))
-        return None
-
-    rules = dict.fromkeys(allow, "allow")
-    return PermissionGate(default="ask", read_only_default="allow", rules=rules, check=check, approve=approve)  # type: ignore[arg-type]
+def _searchable(space: Workspace, file: os.PathLike[str], skipped: list[str]) -> str | None:
+    """The text of ``file`` to search, or None (outside the workspace, not a regular file, binary, too big)."""
+    try:
+        real = space.resolve(os.fspath(file))  # a symlink must land inside the workspace
+        fd, info = space.open_regular(real, os.fspath(file))
+    except ToolError:
+        return None  # a link out of the workspace, a pipe, a device: never read
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_SEARCH_FILE_BYTES:
+            skipped.append(f"{space.relative(real)} ({info.st_size >> 20} MiB)")
+            return None
+        data = handle.read(MAX_SEARCH_FILE_BYTES + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # binary

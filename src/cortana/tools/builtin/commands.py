@@ -1,0 +1,134 @@
+"""``run_command``: a shell command in the workspace, bounded in time, output and reach.
+
+The command runs in a process group of its own, with stdin closed (it can
+never read the user's terminal). When it ends, times out or the turn is
+cancelled, the whole group is killed, so a background child cannot outlive
+it. Output is read as it comes and only its head and tail are kept, so a
+command that prints gigabytes costs kilobytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from typing import Annotated
+
+from pydantic import Field
+
+from cortana.errors import ToolError
+from cortana.tools import Tool
+from cortana.tools.builtin.files import MAX_OUTPUT_CHARS
+from cortana.tools.builtin.workspace import Workspace
+
+__all__ = ["MAX_COMMAND_TIMEOUT", "HeadTail", "command_tool"]
+
+MAX_COMMAND_TIMEOUT = 600.0
+"""The longest timeout a command may ask for (seconds)."""
+LINGER_S = 1.0
+"""After the shell exits, how long its output may still come from children before they are stopped."""
+
+
+class HeadTail:
+    """Keeps the first and last characters of a stream, and how many there were."""
+
+    def __init__(self, head: int, tail: int) -> None:
+        self.head_limit, self.tail_limit = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        """Take the next piece of output."""
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            del self.tail[: max(len(self.tail) - self.tail_limit, 0)]
+
+    def text(self, hint: str) -> str:
+        """The output as text, with a note where the middle was left out."""
+        head = self.head.decode("utf-8", "replace")
+        if not self.tail:
+            return head
+        left_out = self.total - len(self.head) - len(self.tail)
+        if left_out <= 0:
+            return (self.head + self.tail).decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        return f"{head}\n[... output cut at {MAX_OUTPUT_CHARS:,} of {self.total:,} characters; {hint}]\n{tail}"
+
+
+def command_tool(space: Workspace, default_timeout: float = 120.0) -> Tool:
+    """``run_command``, run in ``space``'s root."""
+    default_timeout = min(default_timeout, MAX_COMMAND_TIMEOUT)
+
+    async def run_command(
+        command: str, timeout: Annotated[float, Field(gt=0, le=MAX_COMMAND_TIMEOUT)] = default_timeout
+    ) -> str:
+        """Run a shell command in the workspace and return its exit code and output.
+
+        Args:
+            command: the command line (run by /bin/sh).
+            timeout: seconds before it is stopped.
+        """
+        loop = asyncio.get_running_loop()
+        output = HeadTail(MAX_OUTPUT_CHARS * 3 // 4, MAX_OUTPUT_CHARS // 4)
+        transport, protocol = await loop.subprocess_shell(
+            lambda: _Command(output, loop),
+            command,
+            cwd=space.root,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its own process group, killed as a whole
+        )
+        lingered = False
+        try:
+            async with asyncio.timeout(timeout):
+                await protocol.exited
+                try:  # children may hold the output open after the shell exits
+                    await asyncio.wait_for(asyncio.shield(protocol.drained), LINGER_S)
+                except TimeoutError:
+                    lingered = True
+        except TimeoutError:
+            raise ToolError(f"'{command[:200]}' did not finish within {timeout:g}s and was stopped.") from None
+        finally:
+            _kill_group(transport.get_pid())  # what is left: background children, or everything on a timeout
+            transport.close()
+        note = "\n[background processes it left were stopped]" if lingered else ""
+        text = output.text("redirect the output to a file and read parts of it")
+        return f"exit code {transport.get_returncode()}\n{text}{note}"
+
+    return Tool(run_command, timeout=MAX_COMMAND_TIMEOUT + 10)
+
+
+class _Command(asyncio.SubprocessProtocol):
+    """Collects a command's output and says when the shell exited and when its output closed.
+
+    (``Process.wait()`` would also wait for every child holding the output open.)
+    """
+
+    def __init__(self, output: HeadTail, loop: asyncio.AbstractEventLoop) -> None:
+        self.output = output
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.drained: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.output.add(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if not self.drained.done():
+            self.drained.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)

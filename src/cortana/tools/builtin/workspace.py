@@ -1,0 +1,190 @@
+"""``Workspace``: the folder the built-in tools are confined to, and opening files in it without escaping.
+
+A path is resolved (symlinks, ``..``) and must stay inside the workspace.
+Then it is opened one component at a time from the workspace's root with
+``O_NOFOLLOW``: if a folder on the way was swapped for a symlink after the
+check (a race), the open fails instead of following it out. Only regular
+files are read (never a FIFO, a device or ``/proc``), and a path that cannot
+be a path (a NUL byte, a symlink loop) is a ``ToolError`` the model reads.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from cortana.errors import PermissionDenied, ToolError
+
+__all__ = ["ALWAYS_IGNORED", "PROTECTED", "Workspace"]
+
+ALWAYS_IGNORED = {".git", ".cortana", "__pycache__", ".venv", "node_modules"}
+PROTECTED = {
+    ".git": ".git/",
+    ".cortana": ".cortana/",
+    "cortana.yml": "cortana.yml",
+    "personality": "personality/",
+    "skills": "skills/",
+}
+"""Paths in the workspace whose change could run code, widen permissions or rewrite the assistant:
+a write there is asked for every time, and no approval covers it."""
+
+
+class Workspace:
+    """A folder the tools may touch.
+
+    Args:
+        root: the folder.
+        forbidden: folders no tool may write to even inside the workspace (the user's
+            Cortana config, which holds the trusted-folders list).
+    """
+
+    def __init__(self, root: Path | str, *, forbidden: Sequence[Path] = ()) -> None:
+        self.root = Path(root).resolve()
+        self.forbidden = [Path(path).resolve() for path in forbidden]
+
+    def resolve(self, path: str) -> Path:
+        """``path`` (relative to the workspace, or absolute) resolved.
+
+        Raises:
+            PermissionDenied: it resolves outside the workspace.
+            ToolError: it cannot be a path (a NUL byte, a symlink loop).
+        """
+        if "\x00" in path:
+            raise ToolError(f"The path {path[:200]!r} contains a NUL byte; give a plain path.")
+        try:
+            target = (self.root / os.path.expanduser(path)).resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symlink loop
+            raise ToolError(f"The path '{path[:200]}' cannot be resolved: {exc}") from None
+        if not self.contains(target):
+            raise PermissionDenied(
+                f"'{path[:200]}' resolves to {target}, outside the workspace {self.root}; "
+                "only paths inside it are allowed"
+            )
+        return target
+
+    def contains(self, target: Path) -> bool:
+        """Whether a resolved path is the workspace or inside it."""
+        return target == self.root or self.root in target.parents
+
+    def relative(self, target: Path) -> str:
+        """``target`` relative to the workspace root, for display."""
+        return str(target.relative_to(self.root)) if target != self.root else "."
+
+    def protected(self, target: Path) -> str | None:
+        """The protected path ``target`` is or is in (``.git/``, ``cortana.yml``...), if any."""
+        if not self.contains(target) or target == self.root:
+            return None
+        return PROTECTED.get(target.relative_to(self.root).parts[0])
+
+    def check_writable(self, target: Path, shown: str) -> None:
+        """Refuse a write to a forbidden folder (whatever was approved)."""
+        for folder in self.forbidden:
+            if target == folder or folder in target.parents:
+                raise PermissionDenied(
+                    f"'{shown}' is in {folder}, which holds Cortana's own settings; no tool writes there"
+                )
+
+    # -- opening ------------------------------------------------------------------------------
+
+    def open_regular(self, target: Path, shown: str) -> tuple[int, os.stat_result]:
+        """A read-only descriptor of the regular file ``target``, and its stat."""
+        fd = self._open(target, shown, os.O_RDONLY | os.O_NONBLOCK)  # NONBLOCK: a FIFO must not hang the open
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a pipe, device or socket)"
+            raise ToolError(f"'{shown}' is {kind}; only regular files are read.")
+        return fd, info
+
+    def open_for_writing(self, target: Path, shown: str, *, truncate: bool = True) -> int:
+        """A write descriptor of ``target`` (created, with its folders, when missing): a regular file only."""
+        self.check_writable(target, shown)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_TRUNC if truncate else 0)
+        fd = self._open(target, shown, flags, create_parents=True)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ToolError(f"'{shown}' is not a regular file; only regular files are written.")
+        return fd
+
+    def _open(self, target: Path, shown: str, flags: int, *, create_parents: bool = False) -> int:
+        parts = target.relative_to(self.root).parts
+        if not parts:
+            raise ToolError(f"'{shown}' is the workspace folder itself, not a file.")
+        try:
+            folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise ToolError(f"The workspace {self.root} cannot be opened: {exc.strerror}") from None
+        try:
+            for part in parts[:-1]:
+                folder = self._enter(folder, part, create=create_parents)
+            return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder)
+        except OSError as exc:
+            raise _path_error(exc, shown) from None
+        finally:
+            os.close(folder)
+
+    @staticmethod
+    def _enter(folder: int, part: str, *, create: bool) -> int:
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            inner = os.open(part, flags, dir_fd=folder)
+        except FileNotFoundError:
+            if not create:
+                raise
+            os.mkdir(part, 0o777, dir_fd=folder)
+            inner = os.open(part, flags, dir_fd=folder)
+        os.close(folder)
+        return inner
+
+    # -- listing ------------------------------------------------------------------------------
+
+    def files(self, start: Path) -> Iterator[Path]:
+        """Files under ``start``, skipping what .gitignore (and version-control folders) exclude.
+
+        Folder symlinks are not followed; file symlinks are listed as they are.
+        """
+        spec = self._gitignore()
+        for folder, dirnames, filenames in os.walk(start):
+            base = Path(folder)
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in ALWAYS_IGNORED and not self._ignored(spec, base / d, is_dir=True)
+            )
+            for name in sorted(filenames):
+                path = base / name
+                if not self._ignored(spec, path, is_dir=False):
+                    yield path
+
+    def _gitignore(self) -> Any:
+        lines: list[str] = []
+        ignore_file = self.root / ".gitignore"
+        try:
+            fd, _ = self.open_regular(ignore_file, ".gitignore")
+        except ToolError:
+            return pathspec.GitIgnoreSpec.from_lines(lines)
+        with os.fdopen(fd, "rb") as handle:
+            lines = handle.read(1 << 20).decode("utf-8", "replace").splitlines()
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+
+    def _ignored(self, spec: Any, path: Path, *, is_dir: bool) -> bool:
+        relative = self.relative(path) + ("/" if is_dir else "")
+        return bool(spec.match_file(relative))
+
+
+def _path_error(exc: OSError, shown: str) -> ToolError:
+    """An ``OSError`` from opening ``shown`` as the error the model reads."""
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return PermissionDenied(
+            f"'{shown}' goes through a symlink or a file where a folder should be, or changed while it was "
+            "being opened; it was not followed"
+        )
+    if exc.errno == errno.ENOENT:
+        return ToolError(f"No file '{shown}'. Use list_files to see what exists.")
+    if exc.errno == errno.ENXIO:
+        return ToolError(f"'{shown}' is not a regular file (a pipe with no reader); only regular files are written.")
+    return ToolError(f"'{shown}' cannot be opened: {exc.strerror or exc}")

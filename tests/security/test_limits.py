@@ -1,0 +1,122 @@
+"""Every tool call is bounded: in time, in output, and in what it leaves running."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from cortana import Agent, InMemoryHistory, ThreadRef, ToolError, tool
+from cortana.config import MCPServerConfig
+from cortana.mcp import MCPServers
+from cortana.testing import ScriptedModel, tool_call, tool_call_response
+from cortana.tools.builtin import builtin_tools
+
+HANG_GUARD_S = 30
+SILENT_SERVER = Path(__file__).resolve().parents[1] / "mcp_servers" / "silent.py"
+
+
+async def command(root: Path, **arguments: object) -> str:
+    tool = {t.name: t for t in builtin_tools(root)}["run_command"]
+    return str(await asyncio.wait_for(tool.invoke(tool.validate(arguments)), HANG_GUARD_S))
+
+
+def dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"  # killed, waiting to be reaped by init
+    except (ProcessLookupError, FileNotFoundError):
+        return True
+
+
+async def gone(pid: int) -> bool:
+    for _ in range(100):
+        if await asyncio.to_thread(dead, pid):
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_a_background_child_does_not_outlive_its_command(tmp_path: Path) -> None:
+    output = await command(tmp_path, command="sleep 300 & echo $!")
+    pid = int(output.splitlines()[1])
+    assert "background processes it left were stopped" in output
+    assert await gone(pid), "the background sleep was left running"
+
+
+async def test_a_timeout_stops_the_whole_group_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=r"did not finish within 1s"):
+        await command(tmp_path, command="sleep 300 & echo $! > child.pid; sleep 300", timeout=1)
+    assert await gone(int((tmp_path / "child.pid").read_text()))
+
+
+@pytest.mark.parametrize("timeout", ["inf", "nan", -1, 0, 10_000])
+async def test_an_unbounded_timeout_is_refused(tmp_path: Path, timeout: object) -> None:
+    tool = {t.name: t for t in builtin_tools(tmp_path)}["run_command"]
+    with pytest.raises(ToolError, match="timeout"):
+        tool.validate({"command": "true", "timeout": timeout})
+
+
+async def test_a_command_cannot_read_the_users_terminal(tmp_path: Path) -> None:
+    assert await command(tmp_path, command='read line; echo "got:[$line]"') == "exit code 0\ngot:[]\n"
+
+
+async def test_huge_output_is_cut_while_it_streams(tmp_path: Path) -> None:
+    tracemalloc.start()
+    output = await command(tmp_path, command="head -c 100000000 /dev/zero | tr '\\0' x")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert "output cut at 12,000 of 100,000,000 characters" in output and len(output) < 13_000
+    assert peak < 16 << 20, f"100 MB of output took {peak >> 20} MB"
+
+
+async def test_custom_tools_get_a_timeout_and_an_output_cap() -> None:
+    @tool
+    async def stall() -> str:
+        """Never answers."""
+        await asyncio.sleep(300)
+        return "late"
+
+    @tool
+    def flood() -> str:
+        """Returns 50 MB."""
+        return "z" * (50 << 20)
+
+    memory = InMemoryHistory()
+    model = ScriptedModel([tool_call_response(tool_call("stall"), tool_call("flood")), "done"])
+    agent = Agent(model, tools=[stall, flood], memory=memory, tool_timeout=0.2, max_tool_output=5_000)
+    result = await asyncio.wait_for(agent.run("go", thread="t"), HANG_GUARD_S)
+    stalled, flooded = result.new_messages[2:4]
+    assert stalled.is_error and "did not finish within 0.2s" in stalled.content
+    assert len(flooded.content) < 5_200 and "characters left out" in flooded.content
+    stored = memory.threads[ThreadRef(thread_id="t")]
+    assert max(len(message.content) for message in stored) < 5_200, "memory keeps the bounded result only"
+    assert len(model.requests[1].messages[-1].content) < 5_200, "and so does the prompt"
+
+
+async def test_a_tools_own_timeout_and_the_agents_rules(tmp_path: Path) -> None:
+    @tool
+    async def slow() -> str:
+        """Takes a while."""
+        await asyncio.sleep(0.5)
+        return "finished"
+
+    model = ScriptedModel([tool_call_response(tool_call("slow")), "ok", tool_call_response(tool_call("slow")), "ok"])
+    quick = Agent(model, tools=[slow], tool_timeout=0.1)
+    assert "did not finish within 0.1s" in (await quick.run("x")).new_messages[2].content
+    patient = Agent(model, tools=[slow], tool_timeout=0.1, tool_timeouts={"sl*": 5})
+    assert (await patient.run("x")).new_messages[2].content == "finished"
+
+
+async def test_an_mcp_server_that_never_answers_initialize_is_given_up_on() -> None:
+    config = MCPServerConfig(name="silent", command=sys.executable, args=[str(SILENT_SERVER)], startup_timeout=1)
+    async with MCPServers([config]) as servers:
+        model = ScriptedModel([tool_call_response(tool_call("load_tools", group="silent")), "ok"])
+        result = await asyncio.wait_for(Agent(model, tools=servers.groups()).run("load it"), HANG_GUARD_S)
+    loaded = result.new_messages[2]
+    assert loaded.is_error and "did not answer initialize and list_tools within 1s" in loaded.content
+    assert result.output == "ok"
