@@ -16,9 +16,10 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
 
-CORE = {"messages", "errors", "config", "prompts"}
+CORE = {"messages", "errors", "config", "prompts", "display"}
 ALLOWED: dict[str, set[str]] = {
     "errors": {"messages"},
+    "display": set(),
     "messages": set(),
     "config": {"errors"},
     "prompts": {"config"},

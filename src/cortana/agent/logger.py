@@ -28,6 +28,7 @@ from cortana.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from cortana.display import printable
 from cortana.messages import RunMetrics, ToolCall
 
 __all__ = ["AgentLogger", "format_arguments", "summary_line"]
@@ -41,7 +42,7 @@ def format_arguments(call: ToolCall, width: int = 60) -> str:
         inner = ", ".join(
             f"{key}={json.dumps(value, ensure_ascii=False, default=str)}" for key, value in call.arguments.items()
         )
-    return f"{call.name}({_shorten(inner, width)})"
+    return printable(f"{call.name}({_shorten(inner, width)})")
 
 
 def _shorten(text: str, width: int = 60) -> str:
@@ -103,7 +104,10 @@ class AgentLogger:
             self._stop()
             self._print(Text(summary_line(event.result.metrics), style="dim"))
         elif isinstance(event, TaskStarted):
-            self._running[f"task:{event.label}"] = (_shorten(f"{event.label}: {event.prompt}"), time.perf_counter())
+            self._running[f"task:{event.label}"] = (
+                printable(_shorten(f"{event.label}: {event.prompt}")),
+                time.perf_counter(),
+            )
             self._refresh()
         elif isinstance(event, TaskFinished):
             self._running.pop(f"task:{event.label}", None)
@@ -122,18 +126,19 @@ class AgentLogger:
             metrics = event.metrics
             return Text.assemble(
                 ("✓ ", "green"),
-                event.label,
+                printable(event.label),
                 (f"  {event.duration:.2f}s · {metrics.model_calls} model calls · {metrics.tool_calls} tools", "dim"),
             )
-        detail = event.error or "failed"
-        return Text.assemble(("✗ ", "red"), event.label, (f"  {event.duration:.2f}s  ", "dim"), (detail[:120], "red"))
+        detail = printable((event.error or "failed")[:120])
+        label = printable(event.label)
+        return Text.assemble(("✗ ", "red"), label, (f"  {event.duration:.2f}s  ", "dim"), (detail, "red"))
 
     def _tool_row(self, event: ToolCallFinished) -> Text:
         status, style = ("✗", "red") if event.is_error else ("✓", "green")
         row = Text.assemble((f"{status} ", style), format_arguments(event.call), (f"  {event.duration:.2f}s", "dim"))
         if event.is_error:
             first_line = (event.result.content.splitlines() or [""])[0]
-            row.append(f"  {first_line[:100]}", style="red")
+            row.append(f"  {printable(first_line[:100])}", style="red")
         return row
 
     def _print(self, renderable: Any) -> None:

@@ -23,7 +23,7 @@ from cortana.agent.toolbox import Toolbox
 from cortana.errors import ToolError
 from cortana.messages import Message, ToolCall
 from cortana.tools import RunContext, Tool, bound_output, format_tool_result
-from cortana.tools.permissions import authorize_call
+from cortana.tools.permissions import AskBudget, authorize_call
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -58,8 +58,10 @@ class CallRunner:
         self.context.metrics.tool_calls += len(calls)
         slots: list[Message | None] = [None] * len(calls)
         runnable: list[_Prepared] = []
+        gate = self.agent.permissions
+        asks = AskBudget(gate.max_asks_per_response) if gate is not None else None
         for index, call in enumerate(calls):
-            checked = await self._check(index, call)
+            checked = await self._check(index, call, asks)
             if isinstance(checked, _Prepared):
                 runnable.append(checked)
                 continue
@@ -74,7 +76,7 @@ class CallRunner:
         self.context.metrics.tool_errors += sum(message.is_error for message in done)
         results.extend(done)
 
-    async def _check(self, index: int, call: ToolCall) -> Message | _Prepared:
+    async def _check(self, index: int, call: ToolCall, asks: AskBudget | None) -> Message | _Prepared:
         """The tool and validated arguments for ``call``, or the message the model gets instead."""
         tool = self.toolbox.resolve(call.name)
         if tool is None:
@@ -83,7 +85,7 @@ class CallRunner:
                 f"Unknown tool '{call.name}'. Available tools: {', '.join(self.toolbox.names()) or '(none)'}.",
                 is_error=True,
             )
-        decision = await authorize_call(self.agent.permissions, call, tool, self.context)
+        decision = await authorize_call(self.agent.permissions, call, tool, self.context, asks)
         if decision.action != "allow":
             return Message.tool(call, f"Permission denied for '{tool.name}': {decision.reason}.", is_error=True)
         if call.raw_arguments is not None and not call.arguments:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cortana.display import printable
 from cortana.models.base import ModelClient
 
 __all__ = ["describe_client"]
@@ -10,4 +11,4 @@ __all__ = ["describe_client"]
 def describe_client(client: ModelClient) -> str:
     """``engine: model, N tokens`` (the window only when the engine reports one)."""
     window = f", {client.context_window:,} tokens" if client.context_window else ""
-    return f"{client.engine}: {client.model}{window}"
+    return printable(f"{client.engine}: {client.model}{window}")

@@ -33,14 +33,17 @@ from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.text import Text
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
 from cortana.cli.display import describe_client
+from cortana.display import printable
 from cortana.errors import UserError
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, ThreadRef
+from cortana.prompts import strip_turn_context
 
 __all__ = ["COMMANDS", "Repl"]
 
@@ -142,13 +145,21 @@ class Repl:
             line = line.strip()
             if not line:
                 continue
-            if line.startswith("/"):
-                if not await self._command(line):
+            try:
+                if not await self._handle(line):
                     return 0
-            elif line.startswith("!"):
-                await self._shell(line[1:].strip())
-            else:
-                await self._turn(line)
+            except Exception as exc:  # whatever a model, a tool or a stored message holds, the session goes on
+                self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
+
+    async def _handle(self, line: str) -> bool:
+        """Act on one line; False to leave."""
+        if line.startswith("/"):
+            return await self._command(line)
+        if line.startswith("!"):
+            await self._shell(line[1:].strip())
+        else:
+            await self._turn(line)
+        return True
 
     async def _turn(self, prompt: str) -> None:
         """Run one turn; Ctrl-C cancels it and keeps what was done."""
@@ -161,7 +172,7 @@ class Repl:
         except asyncio.CancelledError:
             self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
         except Exception as exc:  # the session outlives a failed turn; the message is stored
-            self.console.print(f"[red]{type(exc).__name__}: {exc}[/red]")
+            self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
         finally:
             restore()
             loop.remove_signal_handler(signal.SIGINT)
@@ -172,7 +183,7 @@ class Repl:
         try:
             async for event in self.agent.run_stream(prompt, thread=self.thread):
                 if isinstance(event, TextDelta) and event.text:
-                    text += event.text
+                    text += printable(event.text)
                     if live is None:
                         live = Live(Markdown(text), console=self.out, refresh_per_second=8, vertical_overflow="visible")
                         live.start()
@@ -194,7 +205,7 @@ class Repl:
             subprocess.run, command, shell=True, cwd=self.workspace, capture_output=True, text=True, errors="replace"
         )
         output = (completed.stdout + completed.stderr).rstrip()
-        self.out.print(output, highlight=False, markup=False)
+        self.out.print(Text(printable(output)), highlight=False)
         if completed.returncode:
             self.console.print(f"[dim]exit code {completed.returncode}[/dim]")
         shown = output if len(output) <= SHELL_OUTPUT_LIMIT else output[:SHELL_OUTPUT_LIMIT] + "\n[... cut]"
@@ -211,7 +222,7 @@ class Repl:
         if handler is None:
             close = difflib.get_close_matches(name, COMMANDS, n=1)
             hint = f" Did you mean {close[0]}?" if close else " /help lists them."
-            self.console.print(f"Unknown command {name}.{hint}")
+            self.console.print(Text(printable(f"Unknown command {name}.{hint}")))
             return True
         return await handler(argument.strip())
 
@@ -225,7 +236,7 @@ class Repl:
         try:
             summary = await self.agent.compact(self.thread, focus=focus or None)
         except UserError as exc:
-            self.console.print(str(exc))
+            self.console.print(Text(printable(str(exc))))
             return True
         self.console.print(f"[green]compacted[/green] [dim]({len(summary.content):,} characters of summary)[/dim]")
         return True
@@ -241,9 +252,9 @@ class Repl:
             stored = await self.memory.messages(thread)
             first = next((s.message.content for s in stored if s.message.role == "user"), "")
             current = " (current)" if thread == self.thread else ""
-            self.out.print(
-                f"  {number:>2}. {first.splitlines()[-1][:70] if first else '(empty)'}{current}", highlight=False
-            )
+            shown = strip_turn_context(first).strip().splitlines()
+            title = printable(shown[0][:70]) if shown else "(empty)"
+            self.out.print(Text(f"  {number:>2}. {title}{current}"), highlight=False)
         if not self._listed:
             self.out.print("  no threads yet")
         return True
@@ -263,33 +274,36 @@ class Repl:
         if name:
             if not client.can_switch_model:
                 self.console.print(
-                    f"{client.engine} serves one model; restart with `cortana --model NAME` to use another."
+                    Text(
+                        printable(
+                            f"{client.engine} serves one model; restart with `cortana --model NAME` to use another."
+                        )
+                    )
                 )
                 return True
             available = await client.list_models() if client.can_list_models else []
             if available and name not in available:
                 close = difflib.get_close_matches(name, available, n=1)
                 hint = f" Did you mean {close[0]}?" if close else f" Available: {', '.join(available)}."
-                self.console.print(f"No model {name} on this engine.{hint}")
+                self.console.print(Text(printable(f"No model {name} on this engine.{hint}")))
                 return True
             await client.switch_model(name)
-        self.out.print(describe_client(client), highlight=False)
+        self.out.print(Text(describe_client(client)), highlight=False)
         return True
 
     async def _tools(self, _: str) -> bool:
         for tool in self.agent.tools:
-            self.out.print(
-                f"  {tool.name:<14} {tool.description.splitlines()[0] if tool.description else ''}", highlight=False
-            )
+            summary = tool.description.splitlines()[0] if tool.description else ""
+            self.out.print(Text(printable(f"  {tool.name:<14} {summary}")), highlight=False)
         for group in self.agent.tool_groups:
             tools = await group.ensure_loaded() if group.eager else group.tools
             names = ", ".join(t.name for t in tools) or "(loaded when the model asks)"
-            self.out.print(f"  {group.name + ':':<14} {group.description} — {names}", highlight=False)
+            self.out.print(Text(printable(f"  {group.name + ':':<14} {group.description} — {names}")), highlight=False)
         return True
 
     async def _memory(self, _: str) -> bool:
         text = await self.memory.get_working_memory(self.thread)
-        self.out.print(text or "(working memory is empty)", highlight=False, markup=False)
+        self.out.print(Text(printable(text or "(working memory is empty)")), highlight=False)
         return True
 
     async def _exit(self, _: str) -> bool:

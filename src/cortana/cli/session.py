@@ -11,18 +11,18 @@ for the session, or deny with a reason), unless cortana.yml allows them or
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
-from cortana.agent.logger import AgentLogger, format_arguments
+from cortana.agent.logger import AgentLogger
+from cortana.cli.approval import terminal_approver
 from cortana.cli.display import describe_client
 from cortana.config import (
     Settings,
@@ -31,17 +31,17 @@ from cortana.config import (
     load_settings,
     user_config_path,
 )
+from cortana.display import printable
 from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.memory.store import private_folder
-from cortana.messages import ThreadRef, ToolCall
+from cortana.messages import ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.models.factory import create_model_client
 from cortana.prompts import prompt_text
-from cortana.tools import Tool
 from cortana.tools.builtin import builtin_tools, workspace_gate
-from cortana.tools.permissions import PermissionDecision, PermissionGate
+from cortana.tools.permissions import PermissionGate
 
 __all__ = ["assistant_instructions", "run_command", "run_session", "workspace_memory"]
 
@@ -82,34 +82,15 @@ async def _client(args: argparse.Namespace, settings: Settings, console: Console
         )
 
 
-def terminal_approver(console: Console) -> Any:
-    """Ask on the terminal: allow once, allow for the session, or deny with a reason."""
-
-    async def approve(call: ToolCall, tool: Tool, reason: str | None) -> PermissionDecision:
-        loop = asyncio.get_running_loop()
-        console.print(
-            f"[yellow]?[/yellow] {format_arguments(call, 100)}" + (f" [dim]({reason})[/dim]" if reason else "")
-        )
-        answer = (
-            await loop.run_in_executor(None, input, "  allow? [y]es once / [a]lways this session / [n]o: ")
-        ).strip()
-        if answer.lower() in ("y", "yes"):
-            return PermissionDecision.allow()
-        if answer.lower() in ("a", "always"):
-            return PermissionDecision.allow(remember=True)
-        why = (await loop.run_in_executor(None, input, "  reason (optional): ")).strip()
-        return PermissionDecision.deny(why or "the user declined")
-
-    return approve
-
-
 def _gate(workspace: Path, settings: Settings, args: argparse.Namespace, console: Console) -> PermissionGate:
     allow = (*settings.permissions.allow, *(("*",) if args.yes else ()))
     interactive = sys.stdin.isatty()
-    gate = workspace_gate(workspace, approve=terminal_approver(console) if interactive else None, allow=allow)
-    for pattern in settings.permissions.deny:
-        gate.rules = {pattern: "deny", **gate.rules}  # a deny rule wins over allow
-    return gate
+    return workspace_gate(
+        workspace,
+        approve=terminal_approver(console) if interactive else None,
+        allow=allow,
+        deny=tuple(settings.permissions.deny),
+    )
 
 
 async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
@@ -165,10 +146,13 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
     try:
         if command == "models":
             if not client.can_list_models:
-                console.print(f"{client.engine} cannot list its models; it serves {client.model}.", highlight=False)
+                console.print(Text(printable(f"{client.engine} cannot list its models; it serves {client.model}.")))
                 return 0
             for name in await client.list_models():
-                console.print(name + ("  [green](in use)[/green]" if name == client.model else ""), highlight=False)
+                row = Text(printable(name))
+                if name == client.model:
+                    row.append("  (in use)", style="green")
+                console.print(row, highlight=False)
             return 0
         memory = workspace_memory(workspace, settings)
         window = effective_context_window(args.context_window or settings.context_window, client.context_window)
@@ -198,17 +182,19 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
             rows.append((part, "installed" if found else f"missing: pip install 'cortana[{extra}]'"))
         width = max(len(name) for name, _ in rows)
         for name, value in rows:
-            console.print(f"{name:<{width}}  {value}", highlight=False, soft_wrap=True)
+            console.print(Text(printable(f"{name:<{width}}  {value}")), highlight=False, soft_wrap=True)
         return 0
     finally:
         await client.aclose()
 
 
 async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> None:
+    """Stream the answer to stdout: as it is into a pipe, with control characters shown on a terminal."""
     last = "\n"
+    shown = printable if sys.stdout.isatty() else str
     async for event in agent.run_stream(prompt, thread=thread):
         if isinstance(event, TextDelta) and event.text:
-            sys.stdout.write(event.text)
+            sys.stdout.write(shown(event.text))
             sys.stdout.flush()
             last = event.text[-1]
         elif isinstance(event, ModelCallFinished) and last != "\n":

@@ -3,7 +3,16 @@
 A gate answers each call with *allow*, *deny* (with a reason the model reads)
 or *ask*. "Ask" goes to an approval callback (the CLI's prompt, or your own);
 with no callback, asking means denying, and the model is told approval was
-needed. Approvals may be remembered for the rest of the session.
+needed.
+
+An answer may be remembered for the rest of the session ("always", "deny
+always"), but only for its **scope**: the tool and, where the gate knows how,
+a part of the arguments (writes in one folder, commands of one program). A
+call the check marks ``every_time`` (a protected path) is asked for every
+time: no rule, no ``--yes`` and no earlier "always" covers it. When rules
+disagree, deny wins. One model response may ask at most
+``max_asks_per_response`` times; further calls needing approval are refused,
+so a response of a thousand calls cannot ask a thousand questions.
 """
 
 from __future__ import annotations
@@ -19,9 +28,10 @@ if TYPE_CHECKING:
     from cortana.tools.base import Tool
     from cortana.tools.context import RunContext
 
-__all__ = ["PermissionDecision", "PermissionGate", "authorize_call"]
+__all__ = ["AskBudget", "PermissionDecision", "PermissionGate", "Scope", "authorize_call"]
 
 Action = Literal["allow", "deny", "ask"]
+_STRENGTH: dict[Action, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -31,12 +41,14 @@ class PermissionDecision:
     Attributes:
         action: ``allow``, ``deny`` or ``ask``.
         reason: why; for a denial, the model reads it.
-        remember: for an approval answer, apply it to every later call of this tool in the session.
+        remember: for an approval answer, apply it to later calls in the same scope this session.
+        every_time: for ``ask`` from a check: ask for this call whatever rules or earlier answers say.
     """
 
     action: Action
     reason: str | None = None
     remember: bool = False
+    every_time: bool = False
 
     @classmethod
     def allow(cls, *, remember: bool = False) -> PermissionDecision:
@@ -49,25 +61,64 @@ class PermissionDecision:
         return cls("deny", reason, remember=remember)
 
     @classmethod
-    def ask(cls, reason: str | None = None) -> PermissionDecision:
-        """Ask the approval callback."""
-        return cls("ask", reason)
+    def ask(cls, reason: str | None = None, *, every_time: bool = False) -> PermissionDecision:
+        """Ask the approval callback (``every_time``: even past rules and earlier answers)."""
+        return cls("ask", reason, every_time=every_time)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scope:
+    """What a remembered answer covers: every call of a tool, or the calls whose key starts like this one's.
+
+    Attributes:
+        tool: the tool's name.
+        key: a path-like key (``folder:notes/drafts``, ``program:pytest``); None: every call of the tool.
+        label: how the prompt names it ("write_file in notes/").
+    """
+
+    tool: str
+    key: str | None = None
+    label: str = ""
+
+    def covers(self, other: Scope) -> bool:
+        """Whether an answer for this scope applies to a call in ``other``."""
+        if self.tool != other.tool:
+            return False
+        if self.key is None:
+            return True
+        if other.key is None:
+            return False
+        return other.key == self.key or (self.key.startswith("folder:") and other.key.startswith(self.key + "/"))
+
+
+class AskBudget:
+    """How many more approvals one model response may ask for."""
+
+    def __init__(self, limit: int) -> None:
+        self.remaining = limit
+        self.limit = limit
 
 
 CheckResult = PermissionDecision | Action | bool | None
 Check = Callable[["ToolCall", "Tool", "RunContext"], CheckResult | Awaitable[CheckResult]]
-Approver = Callable[["ToolCall", "Tool", str | None], PermissionDecision | bool | Awaitable[PermissionDecision | bool]]
+Approver = Callable[..., PermissionDecision | bool | Awaitable[PermissionDecision | bool]]
+"""``approve(call, tool, reason)`` or ``approve(call, tool, reason, scope)``: ``scope`` says what "always" covers."""
+ScopeOf = Callable[["ToolCall", "Tool"], Scope | None]
 
 
 class PermissionGate:
     """Decides whether a tool call may run.
 
-    The decision for a call is, in order: a remembered approval or denial for
-    this tool; ``check(call, tool, context)`` if given (returning ``None`` falls
-    through); the first matching entry of ``rules`` (tool-name globs to
-    ``allow`` / ``deny`` / ``ask``); the tool's own ``default_action`` (MCP
-    tools: ``ask``); ``read_only_default`` for read-only tools; else ``default``.
-    An ``ask`` goes to ``approve(call, tool, reason)``.
+    For each call, in order:
+
+    1. ``check(call, tool, context)``: a denial is final (paths outside the workspace);
+       ``ask(every_time=True)`` asks for this call whatever follows;
+    2. ``rules`` (tool-name globs to ``allow`` / ``deny`` / ``ask``): of the rules that
+       match, deny wins over ask, ask over allow;
+    3. a remembered "deny always" for the call's scope;
+    4. the check's own answer, else the rules', else the tool's ``default_action``
+       (MCP tools: ``ask``), else ``read_only_default`` for read-only tools, else ``default``;
+    5. for ``ask``: a remembered "always" for the call's scope, else ``approve(...)``.
 
     Args:
         default: the action for tools no rule names.
@@ -75,6 +126,9 @@ class PermissionGate:
         read_only_default: the action for read-only tools that no rule names.
         check: a callable for decisions rules cannot express (paths, arguments).
         approve: asked when the decision is ``ask``; returns a decision or a bool.
+        scope: what a remembered answer for a call covers (default: every call of its tool);
+            ``None`` from it means answers for that call are never remembered.
+        max_asks_per_response: approvals one model response may ask for.
     """
 
     def __init__(
@@ -85,24 +139,48 @@ class PermissionGate:
         read_only_default: Action | None = None,
         check: Check | None = None,
         approve: Approver | None = None,
+        scope: ScopeOf | None = None,
+        max_asks_per_response: int = 5,
     ) -> None:
         self.default: Action = default
         self.rules: dict[str, Action] = dict(rules or {})
         self.read_only_default = read_only_default
         self.check = check
         self.approve = approve
-        self._remembered: dict[str, PermissionDecision] = {}
+        self.scope = scope
+        self.max_asks_per_response = max_asks_per_response
+        self._remembered: list[tuple[Scope, PermissionDecision]] = []
 
-    async def decide(self, call: ToolCall, tool: Tool, context: RunContext) -> PermissionDecision:
+    def scope_of(self, call: ToolCall, tool: Tool) -> Scope | None:
+        """What an answer for ``call`` would cover if remembered."""
+        if self.scope is not None:
+            return self.scope(call, tool)
+        return Scope(tool.name, None, f"every call of {tool.name}")
+
+    async def decide(
+        self, call: ToolCall, tool: Tool, context: RunContext, asks: AskBudget | None = None
+    ) -> PermissionDecision:
         """The final decision for ``call``: allow or deny (asking first if needed)."""
-        decision = self._remembered.get(tool.name)
-        if decision is None:
-            decision = await self._policy(call, tool, context)
-        if decision.action == "ask":
-            decision = await self._ask(call, tool, decision.reason)
-            if decision.remember:
-                self._remembered[tool.name] = decision
-        return decision
+        checked = await self._check(call, tool, context)
+        if checked is not None and checked.action == "deny":
+            return checked
+        ruled = self._rule(tool)
+        if ruled is not None and ruled.action == "deny":
+            return ruled
+        scope = self.scope_of(call, tool)
+        remembered = self._recall(scope)
+        if remembered is not None and remembered.action == "deny":
+            return remembered
+        decision = checked or ruled or self._default(tool)
+        if decision.action == "allow":
+            return decision
+        every_time = decision.every_time
+        if remembered is not None and not every_time:
+            return remembered
+        answer = await self._ask(call, tool, decision.reason, None if every_time else scope, asks)
+        if answer.remember and scope is not None and (answer.action == "deny" or not every_time):
+            self._remembered.append((scope, answer))
+        return answer
 
     def static_action(self, tool: Tool) -> Action:
         """What the rules say about ``tool`` before any call: ``allow``, ``ask`` or ``deny``.
@@ -110,30 +188,31 @@ class PermissionGate:
         Used to keep tools the gate would refuse away from subagents; the
         ``check`` callable and remembered answers are per call and not consulted.
         """
-        for pattern, action in self.rules.items():
-            if fnmatch.fnmatchcase(tool.name, pattern):
-                return action
-        if tool.default_action is not None:
-            return tool.default_action
-        if tool.read_only and self.read_only_default is not None:
-            return self.read_only_default
-        return self.default
+        ruled = self._rule(tool)
+        return (ruled or self._default(tool)).action
 
     def forget(self) -> None:
-        """Drop every remembered approval (a new session)."""
+        """Drop every remembered answer (a new session)."""
         self._remembered.clear()
 
-    async def _policy(self, call: ToolCall, tool: Tool, context: RunContext) -> PermissionDecision:
-        if self.check is not None:
-            result = self.check(call, tool, context)
-            if inspect.isawaitable(result):
-                result = await result
-            decision = _as_decision(result)
-            if decision is not None:
-                return decision
-        for pattern, action in self.rules.items():
-            if fnmatch.fnmatchcase(tool.name, pattern):
-                return PermissionDecision(action, None if action == "allow" else f"rule '{pattern}: {action}'")
+    async def _check(self, call: ToolCall, tool: Tool, context: RunContext) -> PermissionDecision | None:
+        if self.check is None:
+            return None
+        result = self.check(call, tool, context)
+        if inspect.isawaitable(result):
+            result = await result
+        return _as_decision(result)
+
+    def _rule(self, tool: Tool) -> PermissionDecision | None:
+        matching = [
+            (pattern, action) for pattern, action in self.rules.items() if fnmatch.fnmatchcase(tool.name, pattern)
+        ]
+        if not matching:
+            return None
+        pattern, action = max(matching, key=lambda item: _STRENGTH[item[1]])
+        return PermissionDecision(action, None if action == "allow" else f"rule '{pattern}: {action}'")
+
+    def _default(self, tool: Tool) -> PermissionDecision:
         if tool.default_action is not None:
             action = tool.default_action
             return PermissionDecision(action, None if action == "allow" else f"the tool's own default: {action}")
@@ -141,12 +220,30 @@ class PermissionGate:
             return PermissionDecision(self.read_only_default)
         return PermissionDecision(self.default, None if self.default == "allow" else f"default policy: {self.default}")
 
-    async def _ask(self, call: ToolCall, tool: Tool, reason: str | None) -> PermissionDecision:
+    def _recall(self, scope: Scope | None) -> PermissionDecision | None:
+        if scope is None:
+            return None
+        for remembered, decision in reversed(self._remembered):
+            if remembered.covers(scope):
+                return decision
+        return None
+
+    async def _ask(
+        self, call: ToolCall, tool: Tool, reason: str | None, scope: Scope | None, asks: AskBudget | None
+    ) -> PermissionDecision:
         if self.approve is None:
             return PermissionDecision.deny(
                 f"'{tool.name}' needs approval and no one can approve it here ({reason or 'policy: ask'})"
             )
-        answer: Any = self.approve(call, tool, reason)
+        if asks is not None:
+            if asks.remaining <= 0:
+                return PermissionDecision.deny(
+                    f"this response already asked for {asks.limit} approvals; do fewer things at a time and ask again"
+                )
+            asks.remaining -= 1
+        answer: Any = (
+            self.approve(call, tool, reason, scope) if _takes_scope(self.approve) else self.approve(call, tool, reason)
+        )
         if inspect.isawaitable(answer):
             answer = await answer
         decision = _as_decision(answer)
@@ -155,6 +252,16 @@ class PermissionGate:
         if decision.action == "deny" and decision.reason is None:
             return PermissionDecision.deny("the user declined", remember=decision.remember)
         return decision
+
+
+def _takes_scope(approve: Approver) -> bool:
+    """Whether the approver takes the fourth argument, ``scope`` (older approvers take three)."""
+    try:
+        parameters = list(inspect.signature(approve).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 4 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
 
 
 def _as_decision(value: Any) -> PermissionDecision | None:
@@ -172,9 +279,9 @@ def _as_decision(value: Any) -> PermissionDecision | None:
 
 
 async def authorize_call(
-    gate: PermissionGate | None, call: ToolCall, tool: Tool, context: RunContext
+    gate: PermissionGate | None, call: ToolCall, tool: Tool, context: RunContext, asks: AskBudget | None = None
 ) -> PermissionDecision:
     """Ask ``gate`` about ``call``; no gate allows everything (the library's default)."""
     if gate is None:
         return PermissionDecision.allow()
-    return await gate.decide(call, tool, context)
+    return await gate.decide(call, tool, context, asks)
