@@ -48,6 +48,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cortana.errors import ConfigError
+from cortana.trust import TRUST_FILE, TrustDecider, TrustRequest, TrustStore, sensitive_sections, without_sections
 
 __all__ = [
     "ENVIRONMENT_VARIABLES",
@@ -64,6 +65,7 @@ __all__ = [
     "prompts_dir",
     "requested_context_window",
     "thread_count",
+    "trust_store",
     "user_config_path",
 ]
 
@@ -238,6 +240,11 @@ def user_config_path(environ: Environ | None = None) -> Path:
     return Path(base) / "cortana" / FILE_NAME
 
 
+def trust_store() -> TrustStore:
+    """The folders the user trusted, kept beside the user's cortana.yml."""
+    return TrustStore(user_config_path().parent / TRUST_FILE)
+
+
 # -- cortana.yml ---------------------------------------------------------------------------
 
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
@@ -349,21 +356,33 @@ class Settings(_Section):
     mcp: MCPSettings = Field(default_factory=MCPSettings)
     sources: list[str] = Field(default_factory=list, exclude=True)
     """The files and variables these settings came from (for ``cortana doctor``)."""
+    untrusted: TrustRequest | None = Field(None, exclude=True)
+    """What the workspace's cortana.yml asked for and did not get: its folder is not trusted."""
 
 
-def load_settings(workspace: Path, environ: Environ | None = None) -> Settings:
+def load_settings(workspace: Path, environ: Environ | None = None, *, trust: TrustDecider | None = None) -> Settings:
     """Settings for ``workspace``: user file, workspace file, then the environment (later ones winning).
 
-    ``environ``: the variables that override keys (default: the process environment); the
-    user file is found through the process environment.
+    Args:
+        workspace: the folder whose cortana.yml applies.
+        environ: the variables that override keys (default: the process environment); the
+            user file is found through the process environment.
+        trust: decides whether the workspace's file may have its sensitive sections
+            (``cortana.trust.SENSITIVE``); default: only if the user trusted them before
+            (``trust_store()``). Refused, they are left out and ``Settings.untrusted`` says so.
     """
     env = _environ(environ)
     merged: dict[str, Any] = {}
     sources: list[str] = []
+    untrusted: TrustRequest | None = None
     for path in (user_config_path(), workspace / FILE_NAME):
         if path.is_file():
             data = _read_yaml(path)
             _validate(data, str(path))  # name the file that holds a bad value
+            if path == workspace / FILE_NAME and (sections := sensitive_sections(data)):
+                request = TrustRequest(workspace.resolve(), path, sections)
+                if not (trust or trust_store().is_trusted)(request):
+                    data, untrusted = without_sections(data, list(sections)), request
             merged = _deep_merge(merged, data)
             sources.append(str(path))
     for variable, key in SETTINGS_VARIABLES.items():
@@ -376,6 +395,7 @@ def load_settings(workspace: Path, environ: Environ | None = None) -> Settings:
         sources.append(f"${window[0]}")
     settings = _validate(merged, " + ".join(sources) or "defaults")
     settings.sources = sources
+    settings.untrusted = untrusted
     return settings
 
 

@@ -152,8 +152,10 @@ def test_write_file_asks_and_a_denial_keeps_the_file(scripted_engine, workspace:
     )
     child = spawn_on(scripted_engine.url, workspace)
     child.sendline("Overwrite keep.txt.")
-    child.expect_exact('write_file(path="keep.txt", content="changed")')
-    child.expect(r"allow\? \[y\]es once")
+    child.expect_exact("? write_file")  # the call, every argument on its own line
+    child.expect_exact("path: keep.txt")
+    child.expect_exact("content: changed")
+    child.expect(r"allow\? \[y\]es once / \[a\]lways: write_file in the workspace / \[n\]o / \[d\]eny always")
     child.sendline("n")
     child.expect("reason")
     child.sendline("not today")

@@ -16,12 +16,13 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
 
-CORE = {"messages", "errors", "config", "prompts", "display"}
+CORE = {"messages", "errors", "trust", "config", "prompts", "display"}
 ALLOWED: dict[str, set[str]] = {
     "errors": {"messages"},
     "display": set(),
     "messages": set(),
-    "config": {"errors"},
+    "trust": {"errors"},
+    "config": {"errors", "trust"},
     "prompts": {"config"},
     "models": CORE,
     "tools": CORE | {"models"},

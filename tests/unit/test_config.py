@@ -41,7 +41,7 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
         "model: qwen2.5-coder:7b\nmemory:\n  last_messages: 60\npermissions:\n  allow: [write_file]\n"
         "mcp:\n  servers:\n    - name: time\n      command: mcp-server-time\n"
     )
-    settings = load_settings(workspace, environ={"OLLAMA_CONTEXT_WINDOW": "16384"})
+    settings = load_settings(workspace, environ={"OLLAMA_CONTEXT_WINDOW": "16384"}, trust=lambda request: True)
     assert (settings.engine, settings.model, settings.context_window) == ("ollama", "qwen2.5-coder:7b", 16384)
     assert (settings.memory.last_messages, settings.memory.recall) == (60, False), "sections merge key by key"
     assert settings.permissions.allow == ["write_file"] and settings.mcp.servers[0].name == "time"

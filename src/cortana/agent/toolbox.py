@@ -111,9 +111,12 @@ class Toolbox:
                 f"{t.name} ({t.description})" if t.description else t.name for t in loaded.tools
             )
 
+        # Loading a group whose tools come from a loader starts something (an MCP server's process):
+        # that is not a read, and the permission gate treats it as it treats any other action.
+        starts_something = any(group.loader is not None for group in self._groups.values())
         return Tool(
             load_tools,
             name=LOAD_TOOLS,
             description=f"Load a group of tools so you can call them. Groups: {listing}.",
-            read_only=True,
+            read_only=not starts_something,
         )

@@ -5,6 +5,7 @@ cortana "question"           answer once and exit
 git diff | cortana "review"  piped text is added to the question
 cortana doctor               what was found: engine, model, window, embedder, missing parts
 cortana models               the engine's models
+cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)
 """
 
 from __future__ import annotations
@@ -35,7 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--base-url", help="the engine's address, if not the usual one")
     parser.add_argument("--context-window", type=int, help="context window in tokens")
     parser.add_argument("--threads", type=int, help="CPU threads for the embedded engine (default: half the cores)")
-    parser.add_argument("--yes", "-y", action="store_true", help="allow writes, edits and commands without asking")
+    parser.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="allow writes, edits and commands without asking (never protected paths); with `trust`: trust at once",
+    )
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
     return parser
 
@@ -43,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv and argv[0] in ("doctor", "models") else None
+    command = argv[0] if argv and argv[0] in ("doctor", "models", "trust") else None
     args = build_parser().parse_args(argv[1:] if command else argv)
     prompt = " ".join(args.prompt)
     if command is None and not sys.stdin.isatty():
@@ -54,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     # on a 2-core machine, and the session brings pydantic, rich and httpx.
     import asyncio
 
-    from cortana.cli.session import run_command, run_session
+    from cortana.cli.session import run_command, run_session, trust_folder
 
     try:
+        if command == "trust":
+            return trust_folder(args)
         if command is not None:
             return asyncio.run(run_command(command, args))
         return asyncio.run(run_session(args, prompt or None))

@@ -29,6 +29,7 @@ from cortana.config import (
     compaction_threshold,
     effective_context_window,
     load_settings,
+    trust_store,
     user_config_path,
 )
 from cortana.display import printable
@@ -42,8 +43,9 @@ from cortana.models.factory import create_model_client
 from cortana.prompts import prompt_text
 from cortana.tools.builtin import builtin_tools, workspace_gate
 from cortana.tools.permissions import PermissionGate
+from cortana.trust import TrustDecider, TrustRequest
 
-__all__ = ["assistant_instructions", "run_command", "run_session", "workspace_memory"]
+__all__ = ["assistant_instructions", "run_command", "run_session", "settings_for", "trust_folder", "workspace_memory"]
 
 
 def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLiteMemory:
@@ -93,11 +95,48 @@ def _gate(workspace: Path, settings: Settings, args: argparse.Namespace, console
     )
 
 
+def trust_decider(console: Console, interactive: bool) -> TrustDecider:
+    """Trusted before, or asked now on the terminal (and remembered); never without a terminal."""
+    store = trust_store()
+
+    def decide(request: TrustRequest) -> bool:
+        if store.is_trusted(request):
+            return True
+        if not interactive:
+            return False
+        console.print(Text(f"{request.file} asks to:", style="yellow"))
+        for line in request.describe():
+            console.print(Text(f"  - {printable(line)}"), soft_wrap=False)
+        answer = input("Trust this folder with these settings? (remembered until they change) [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            return False
+        store.trust(request)
+        return True
+
+    return decide
+
+
+def settings_for(workspace: Path, console: Console) -> Settings:
+    """The settings, asking whether to trust the folder when its cortana.yml needs it; one line if it is not."""
+    settings = load_settings(workspace, trust=trust_decider(console, sys.stdin.isatty()))
+    if settings.untrusted is not None:
+        keys = ", ".join(settings.untrusted.sections)
+        console.print(
+            Text(
+                f"cortana: ignoring {keys} in {settings.untrusted.file}: this folder is not trusted "
+                "(run `cortana trust` here to trust it)",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+    return settings
+
+
 async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     """Connect to the engine and answer ``prompt``, or converse until end of input."""
     workspace = Path.cwd()
-    settings = load_settings(workspace)
     console = Console(stderr=True)
+    settings = settings_for(workspace, console)
     client = await _client(args, settings, console)
     memory = workspace_memory(workspace, settings)
     servers = MCPServers(settings.mcp.servers)
@@ -140,7 +179,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
 async def run_command(command: str, args: argparse.Namespace) -> int:
     """``cortana doctor`` and ``cortana models``."""
     workspace = Path.cwd()
-    settings = load_settings(workspace)
+    settings = settings_for(workspace, Console(stderr=True))
     console = Console()
     client = await _client(args, settings, Console(stderr=True))
     try:
@@ -201,3 +240,31 @@ async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> None:
             sys.stdout.write("\n")  # end the answer's line before tool rows and the summary
             sys.stdout.flush()
             last = "\n"
+
+
+def trust_folder(args: argparse.Namespace) -> int:
+    """``cortana trust``: show what this folder's cortana.yml asks for, and trust it if the user agrees."""
+    workspace = Path.cwd()
+    console = Console(stderr=True)
+    pending: list[TrustRequest] = []
+
+    def note(request: TrustRequest) -> bool:
+        pending.append(request)
+        return False
+
+    load_settings(workspace, trust=note)
+    if not pending:
+        console.print("This folder's cortana.yml asks for nothing that needs trust.")
+        return 0
+    request = pending[0]
+    if trust_store().is_trusted(request):
+        console.print("This folder is already trusted with these settings.")
+        return 0
+    if args.yes:
+        trust_store().trust(request)
+        console.print(Text(f"Trusted {request.folder}."))
+        return 0
+    if not sys.stdin.isatty():
+        console.print("cortana: run `cortana trust` in a terminal to be asked, or `cortana trust --yes`.")
+        return 1
+    return 0 if trust_decider(console, interactive=True)(request) else 1
