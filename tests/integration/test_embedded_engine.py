@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -116,9 +117,8 @@ async def test_engine_dying_mid_answer_is_a_clear_error_and_the_message_is_kept(
         with pytest.raises(StreamInterrupted):
             async for event in stream:
                 if isinstance(event, TextDelta):
-                    process = client.server._process
-                    assert process is not None
-                    process.kill()  # the engine dies after the first words
+                    assert client.server.pid is not None
+                    os.kill(client.server.pid, signal.SIGKILL)  # the engine dies after the first words
                     await asyncio.sleep(0.2)
     finally:
         await client.aclose()

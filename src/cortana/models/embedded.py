@@ -291,6 +291,11 @@ class EmbeddedServer:
             await process.wait()
 
     @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def running(self) -> bool:
         """Whether the child process is alive."""
         return self._process is not None and self._process.returncode is None

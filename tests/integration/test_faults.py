@@ -1,0 +1,71 @@
+"""Faults on the real engine: it dies in the middle of a tool loop, and comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from cortana import Agent, ModelError, ModelSettings, TextDelta, ThreadRef, tool
+from cortana.memory.sqlite import SQLiteMemory
+from cortana.models.embedded import EmbeddedClient
+from tests.integration.conftest import TEST_MODEL
+
+QUESTION = "What's the weather in Paris?"
+
+
+async def test_an_engine_killed_mid_stream_in_a_tool_loop_loses_nothing_and_the_next_turn_works(
+    tmp_path: Path,
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city.
+
+        Args:
+            city: The city name.
+        """
+        ran.append(city)
+        return f"It is 21 degrees and sunny in {city}."
+
+    memory = SQLiteMemory(tmp_path / "memory.db", working_memory=None)
+    thread = ThreadRef(resource_id="me", thread_id="trip")
+    client = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1)
+    agent = Agent(
+        client,
+        instructions="You are a helpful assistant.",
+        tools=[get_weather],
+        memory=memory,
+        settings=ModelSettings(temperature=0, seed=7, max_tokens=120),
+    )
+    try:
+        with pytest.raises(ModelError) as info:
+            async for event in agent.run_stream(QUESTION, thread=thread):
+                if isinstance(event, TextDelta) and ran:  # the answer after the tool result is streaming
+                    assert client.server.pid is not None
+                    os.kill(client.server.pid, signal.SIGKILL)
+                    await asyncio.sleep(0.2)
+    finally:
+        await client.aclose()
+    assert "stopped answering mid-stream" in str(info.value) or "closed the stream" in str(info.value), info.value
+    assert ran == ["Paris"]
+    stored = [entry.message for entry in await memory.messages(thread)]
+    assert stored[0].content == QUESTION, "the user's message"
+    assert stored[1].tool_calls and stored[1].tool_calls[0].name == "get_weather", "the call"
+    assert stored[2].role == "tool" and "sunny in Paris" in stored[2].content, "the finished tool result"
+    assert all(m.role != "assistant" for m in stored[3:]), "nothing of the broken answer (a nudge may be there)"
+    assert await memory.interrupted_prompt(thread) == QUESTION
+
+    restarted = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1)
+    agent.model = restarted
+    try:
+        result = await agent.run("Thanks. Was it sunny there? Answer in one sentence.", thread=thread)
+    finally:
+        await restarted.aclose()
+        memory.close()
+    assert result.output.strip() and result.metrics.model_calls >= 1
+    assert result.metrics.prompt_tokens > 0, "the new turn was read with the stored history"
