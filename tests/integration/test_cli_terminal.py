@@ -155,7 +155,7 @@ def test_write_file_asks_and_a_denial_keeps_the_file(scripted_engine, workspace:
     child.expect_exact("? write_file")  # the call, every argument on its own line
     child.expect_exact("path: keep.txt")
     child.expect_exact("content: changed")
-    child.expect(r"allow\? \[y\]es once / \[a\]lways: write_file in the workspace / \[n\]o / \[d\]eny always")
+    child.expect(r"allow\? \[y\]es once / \[a\]lways: write_file in the workspace's top folder / \[n\]o")
     child.sendline("n")
     child.expect("reason")
     child.sendline("not today")

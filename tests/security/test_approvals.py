@@ -49,7 +49,7 @@ async def test_always_for_one_file_does_not_cover_protected_paths(tmp_path: Path
     ]
     results = await run(tmp_path, writes("notes.txt", "notes2.txt", *protected), approver)
     assert [path for path, _ in approver.asked] == ["notes.txt", *protected], "each protected write is asked"
-    assert approver.asked[0][1] == "write_file in the workspace"
+    assert approver.asked[0][1] == "write_file in the workspace's top folder"
     assert all(scope is None for _, scope in approver.asked[1:]), "no 'always' is offered for a protected path"
     assert results[1].startswith("Wrote notes2.txt"), "the remembered scope covers the second note"
     assert not (tmp_path / ".git").exists() and not (tmp_path / "cortana.yml").exists()
@@ -59,7 +59,7 @@ async def test_always_is_scoped_to_the_folder(tmp_path: Path) -> None:
     approver = Approver(PermissionDecision.allow(remember=True))
     await run(tmp_path, writes("notes/a.md", "notes/deep/b.md", "src/main.py"), approver)
     assert [path for path, _ in approver.asked] == ["notes/a.md", "src/main.py"]
-    assert approver.asked[0][1] == "write_file in notes/"
+    assert approver.asked[0][1] == "write_file in notes/ and below"
 
 
 async def test_yes_to_everything_never_covers_a_protected_path(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ class AnswerBuilder:
     _thinking: list[str] = field(default_factory=list)
     _calls: dict[int, _PartialCall] = field(default_factory=dict)
     _filter: TextToolCallFilter | None = None
+    _shown: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._filter = TextToolCallFilter(self.tools) if self.recover_text_calls and self.tools else None
@@ -56,6 +57,7 @@ class AnswerBuilder:
         """Add answer text; returns the event to show now, or None while text is held back."""
         self._text.append(delta)
         shown = self._filter.feed(delta) if self._filter else delta
+        self._shown.append(shown)
         return TextDelta(shown) if shown else None
 
     def add_thinking(self, delta: str) -> ThinkingDelta:
@@ -106,9 +108,35 @@ class AnswerBuilder:
             tail = self._filter.flush()
             if not calls:
                 content, calls = recover_tool_calls(content, self.tools)
+                tail += _unshown(content, "".join(self._shown) + tail)
         return tail, Message(role="assistant", content=content, tool_calls=calls, thinking=thinking)
 
     @staticmethod
     def _to_tool_call(call: _PartialCall) -> ToolCall:
         arguments = call.parsed if call.parsed is not None else call.arguments
         return make_tool_call(call.id or new_call_id(), call.name, arguments, None, from_text=False)
+
+
+def _unshown(content: str, shown: str) -> str:
+    """Text of the answer that streaming held back as a possible call and that is not one after all.
+
+    The whole answer decides what the calls are; the stream decided block by
+    block and may have hidden text the whole answer keeps. That text is shown
+    at the end rather than lost (in place when it was the last thing held).
+    """
+    if shown == content:
+        return ""
+    if content.startswith(shown):
+        return content[len(shown) :]
+    head = _same_start(content, shown)
+    rest_content, rest_shown = content[head:], shown[head:]
+    missing = rest_content[: len(rest_content) - _same_start(rest_content[::-1], rest_shown[::-1])]
+    return f"\n{missing}" if missing.strip() else ""
+
+
+def _same_start(first: str, second: str) -> int:
+    """How many characters ``first`` and ``second`` share at their start."""
+    for index, (a, b) in enumerate(zip(first, second, strict=False)):
+        if a != b:
+            return index
+    return min(len(first), len(second))

@@ -41,7 +41,9 @@ MAX_ARGUMENT_DEPTH = 32
 """How deeply a call's arguments may nest; deeper ones are an error the model reads, never a crash."""
 
 # <tools> is the wrapper of the tool list in Qwen's template; the 1.5B model sometimes echoes it around a call.
-_TAG = re.compile(r"<(tool_call|tools)>\s*(.*?)\s*(?:</\1>|\Z)", re.S)
+# A block's body never holds another opening tag of its kind: "<tool_call> prose <tool_call>{call}</tool_call>"
+# is prose and one call, as the streaming filter sees it, not one broken block.
+_TAG = re.compile(r"<(tool_call|tools)>\s*((?:(?!<\1>).)*?)\s*(?:</\1>|\Z)", re.S)
 _FUNCTION_TAG = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.S)
 _FENCE = re.compile(r"```[ \t]*([\w\-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
 # Not "python": a python block with a call in it is more often an example than a call.

@@ -88,7 +88,9 @@ class Scope:
             return True
         if other.key is None:
             return False
-        return other.key == self.key or (self.key.startswith("folder:") and other.key.startswith(self.key + "/"))
+        if other.key == self.key:
+            return True
+        return self.key.startswith("folder:") and self.key != "folder:" and other.key.startswith(self.key + "/")
 
 
 class AskBudget:

@@ -63,8 +63,9 @@ def workspace_scope(space: Workspace) -> Callable[[ToolCall, Tool], Scope | None
                 folder = space.relative(space.resolve(path).parent)
             except ToolError:
                 return None
-            shown = "the workspace" if folder == "." else f"{folder}/"
-            return Scope(tool.name, f"folder:{folder}", f"{tool.name} in {shown}")
+            if folder == ".":  # the top folder only: an answer here does not reach into every subfolder
+                return Scope(tool.name, "folder:", f"{tool.name} in the workspace's top folder")
+            return Scope(tool.name, f"folder:{folder}", f"{tool.name} in {folder}/ and below")
         if tool.name == COMMAND_TOOL:
             command = call.arguments.get("command")
             program = command_program(command) if isinstance(command, str) else None
