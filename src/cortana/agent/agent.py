@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -130,17 +131,15 @@ class Agent:
         max_tool_output: int = 20_000,
         check_grounding: bool = True,
     ) -> None:
-        if max_tool_iterations < 1:
-            raise UserError(f"max_tool_iterations must be at least 1, got {max_tool_iterations}.")
-        if max_parallel_tools < 1:
-            raise UserError(f"max_parallel_tools must be at least 1, got {max_parallel_tools}.")
-        if compaction_threshold is not None and not 0.1 <= compaction_threshold <= 1:
-            raise UserError(f"compaction_threshold must be between 0.1 and 1, got {compaction_threshold}.")
-        if tool_timeout is not None and not 0 < tool_timeout < float("inf"):
-            raise UserError(f"tool_timeout must be a positive number of seconds or None, got {tool_timeout}.")
-        if max_tool_output < 1_000:
-            raise UserError(f"max_tool_output must be at least 1,000 characters, got {max_tool_output}.")
-        if context_window is not None and context_window < 256:
+        if (  # one test on the common path: building an agent is measured in microseconds
+            max_tool_iterations < 1
+            or max_parallel_tools < 1
+            or max_tool_output < 1_000
+            or (compaction_threshold is not None and not 0.1 <= compaction_threshold <= 1)
+            or (tool_timeout is not None and not 0 < tool_timeout < math.inf)
+            or (context_window is not None and context_window < 256)
+        ):
+            _refuse(max_tool_iterations, max_parallel_tools, max_tool_output, compaction_threshold, tool_timeout)
             raise UserError(f"context_window must be at least 256 tokens, got {context_window}.")
         self._model = model
         self.name = name
@@ -293,6 +292,26 @@ class Agent:
     def __repr__(self) -> str:
         model = self._model.model if self._model is not None else "(the configured engine)"
         return f"Agent(name={self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
+
+
+def _refuse(
+    max_tool_iterations: int,
+    max_parallel_tools: int,
+    max_tool_output: int,
+    compaction_threshold: float | None,
+    tool_timeout: float | None,
+) -> None:
+    """Raise the ``UserError`` for the first out-of-range limit (the context window is the caller's)."""
+    if max_tool_iterations < 1:
+        raise UserError(f"max_tool_iterations must be at least 1, got {max_tool_iterations}.")
+    if max_parallel_tools < 1:
+        raise UserError(f"max_parallel_tools must be at least 1, got {max_parallel_tools}.")
+    if max_tool_output < 1_000:
+        raise UserError(f"max_tool_output must be at least 1,000 characters, got {max_tool_output}.")
+    if compaction_threshold is not None and not 0.1 <= compaction_threshold <= 1:
+        raise UserError(f"compaction_threshold must be between 0.1 and 1, got {compaction_threshold}.")
+    if tool_timeout is not None and not 0 < tool_timeout < math.inf:
+        raise UserError(f"tool_timeout must be a positive number of seconds or None, got {tool_timeout}.")
 
 
 def _thread_ref(thread: ThreadRef | str | None) -> ThreadRef:
