@@ -547,3 +547,21 @@ async def test_grounded_text_calls_and_structured_calls_run() -> None:
     off = ScriptedModel([tool_call_response(text_call("get_weather", city="Tokyo")), "ok"])
     await Agent(off, tools=[get_weather], check_grounding=False).run("What is the capital of Japan?")
     assert asked[-1] == "Tokyo"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_tool_iterations": 0}, "max_tool_iterations must be at least 1"),
+        ({"max_parallel_tools": 0}, "max_parallel_tools must be at least 1"),
+        ({"max_tool_output": 10}, "max_tool_output must be at least 1,000"),
+        ({"compaction_threshold": 2.0}, "compaction_threshold must be between 0.1 and 1"),
+        ({"tool_timeout": float("inf")}, "tool_timeout must be a positive number"),
+        ({"context_window": 10}, "context_window must be at least 256"),
+    ],
+)
+def test_a_limit_out_of_range_is_refused_naming_it(options: dict[str, object], message: str) -> None:
+    from cortana import UserError
+
+    with pytest.raises(UserError, match=message):
+        Agent(ScriptedModel([]), **options)  # type: ignore[arg-type]
