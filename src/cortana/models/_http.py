@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 
 from cortana.errors import EngineUnavailable, ModelError, StreamInterrupted
+from cortana.models.base import ModelClient
 
-__all__ = ["HttpEngine"]
+__all__ = ["HttpClient", "HttpEngine"]
 
 _RETRY_STATUSES = {500, 502, 503, 504}
 
@@ -198,3 +199,27 @@ def error_text(body: str) -> str:
             return str(error.get("message") or error)
         return str(error)
     return body.strip()
+
+
+class HttpClient(ModelClient):
+    """What the HTTP adapters share: the connection (``http``) and the context window they report.
+
+    Subclasses set ``http`` and ``_context_window`` in their ``__init__``.
+    """
+
+    http: HttpEngine
+    _context_window: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The engine's address."""
+        return self.http.base_url
+
+    @property
+    def context_window(self) -> int | None:
+        """The window the engine reports (once connected), else the one asked for."""
+        return self._context_window
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self.http.aclose()

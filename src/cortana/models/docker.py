@@ -21,6 +21,7 @@ class DockerModelRunnerClient(OpenAICompatClient):
     """
 
     engine = "Docker Model Runner"
+    can_switch_model = True  # any pulled model, by name
     api_path: ClassVar[str] = "/engines/v1"
     start_hint: ClassVar[str] = (
         "Enable it with `docker desktop enable model-runner --tcp 12434` (Docker Desktop) or install "
@@ -30,11 +31,6 @@ class DockerModelRunnerClient(OpenAICompatClient):
     def __init__(self, model: str = "", *, base_url: str = DEFAULT_DMR_URL, **kwargs: Any) -> None:
         super().__init__(model, base_url=base_url, **kwargs)
         self._given_window = self._context_window
-
-    @property
-    def can_switch_model(self) -> bool:
-        """Docker Model Runner serves any pulled model by name."""
-        return True
 
     async def switch_model(self, model: str) -> None:
         """Use ``model`` from now on (it must be pulled); its window is read again from the listing."""

@@ -27,6 +27,7 @@ class LlamaCppClient(OpenAICompatClient):
     """
 
     engine = "llama.cpp"
+    supports_token_counting = True  # the chat template (/apply-template), then the tokenizer (/tokenize)
     api_path: ClassVar[str] = "/v1"
     start_hint: ClassVar[str] = (
         "Start it with `llama-server -m MODEL.gguf --jinja --port 8080`, or install `cortana[local]` "
@@ -60,11 +61,6 @@ class LlamaCppClient(OpenAICompatClient):
         except _Unavailable:
             return []  # started without --slots: /props alone tells the window
         return data if isinstance(data, list) else []
-
-    @property
-    def supports_token_counting(self) -> bool:
-        """llama-server renders the chat template (``/apply-template``) and tokenizes (``/tokenize``)."""
-        return True
 
     @property
     def supports_thinking(self) -> bool:

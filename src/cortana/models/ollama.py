@@ -19,9 +19,9 @@ from typing import Any
 from cortana.config import ollama_host, requested_context_window
 from cortana.errors import ContextOverflow, ModelError, ModelNotFound
 from cortana.messages import Message, StopReason, Usage
-from cortana.models._http import HttpEngine, error_text
+from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import ModelClient, ModelEvent, ModelRequest
+from cortana.models.base import ModelEvent, ModelRequest
 
 __all__ = ["DEFAULT_OLLAMA_URL", "MAX_DEFAULT_NUM_CTX", "OllamaClient", "ollama_base_url"]
 
@@ -71,7 +71,7 @@ def to_ollama_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class OllamaClient(ModelClient):
+class OllamaClient(HttpClient):
     """A ``ModelClient`` for Ollama's native API.
 
     Args:
@@ -86,6 +86,9 @@ class OllamaClient(ModelClient):
     """
 
     engine = "Ollama"
+    supports_embeddings = True  # /api/embed, with an embedding model
+    can_list_models = True  # the pulled models
+    can_switch_model = True  # any pulled model
 
     def __init__(
         self,
@@ -118,34 +121,6 @@ class OllamaClient(ModelClient):
             max_retries=max_retries,
             transport=transport,
         )
-
-    @property
-    def base_url(self) -> str:
-        """Ollama's address."""
-        return self.http.base_url
-
-    @property
-    def context_window(self) -> int | None:
-        """The ``num_ctx`` sent with every request (known after :meth:`connect` at the latest)."""
-        return self._context_window
-
-    @property
-    def supports_embeddings(self) -> bool:
-        """Ollama embeds with ``/api/embed`` (with an embedding model)."""
-        return True
-
-    @property
-    def can_list_models(self) -> bool:
-        """Ollama lists its pulled models."""
-        return True
-
-    @property
-    def can_switch_model(self) -> bool:
-        """Ollama serves any pulled model."""
-        return True
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
 
     async def connect(self) -> OllamaClient:
         """Read the model's length and capabilities from ``/api/show`` and fix ``num_ctx`` for the session."""

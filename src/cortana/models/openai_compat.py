@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 from cortana.errors import ContextOverflow, ModelError, ModelNotFound
 from cortana.messages import Message, StopReason, Usage
-from cortana.models._http import HttpEngine, error_text
+from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import ModelClient, ModelEvent, ModelRequest
+from cortana.models.base import ModelEvent, ModelRequest
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
 
@@ -53,7 +53,7 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-class OpenAICompatClient(ModelClient):
+class OpenAICompatClient(HttpClient):
     """A ``ModelClient`` for any server that speaks the OpenAI chat-completions API.
 
     Args:
@@ -68,6 +68,8 @@ class OpenAICompatClient(ModelClient):
     """
 
     engine = "OpenAI-compatible server"
+    supports_embeddings = True  # /embeddings (the served model must be an embedding model)
+    can_list_models = True  # /models
     api_path: ClassVar[str] = ""
     """Where the OpenAI API sits under ``base_url`` (llama.cpp: ``/v1``)."""
     start_hint: ClassVar[str] = "Start the server, or point base_url at one that is running."
@@ -97,26 +99,6 @@ class OpenAICompatClient(ModelClient):
             transport=transport,
         )
 
-    @property
-    def base_url(self) -> str:
-        """The server's address."""
-        return self.http.base_url
-
-    @property
-    def context_window(self) -> int | None:
-        """The window the server reports (after ``connect``), else the one given."""
-        return self._context_window
-
-    @property
-    def supports_embeddings(self) -> bool:
-        """The OpenAI API has ``/embeddings`` (the served model must be an embedding model)."""
-        return True
-
-    @property
-    def can_list_models(self) -> bool:
-        """The OpenAI API lists models at ``/models``."""
-        return True
-
     async def list_models(self) -> list[str]:
         """Names of the models the server offers (``GET /models``)."""
         data = await self.http.request_json("GET", f"{self.api_path}/models")
@@ -129,9 +111,6 @@ class OpenAICompatClient(ModelClient):
         )
         items = sorted(data["data"], key=lambda item: item.get("index", 0))
         return [list(map(float, item["embedding"])) for item in items]
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request``."""
