@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from cortana import Tool, tool
 from cortana.models.embedded import READY, resolve_model_path
 
 TEST_MODEL = "qwen2.5-coder-0.5b"
@@ -64,3 +65,19 @@ def engine_url(engine: Engine) -> str:
 @pytest.fixture(scope="session")
 def engine_key(engine: Engine) -> str:
     return engine.key
+
+
+def weather_tool(ran: list[str]) -> Tool:
+    """A ``get_weather`` tool for the real model, recording the cities it was asked for in ``ran``."""
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city.
+
+        Args:
+            city: The city name.
+        """
+        ran.append(city)
+        return f"It is 21 degrees and sunny in {city}."
+
+    return get_weather

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from cortana import Agent, ContextOverflow, InMemoryHistory, Message, StreamInterrupted, ThreadRef, tool
+from cortana import Agent, ContextOverflow, InMemoryHistory, Message, StreamInterrupted, ThreadRef
 from cortana.models.base import ModelRequest, ModelResponse, ModelSettings, TextDelta, complete
 from cortana.models.embedded import EmbeddedClient
 from cortana.models.llamacpp import LlamaCppClient
-from tests.integration.conftest import CONTEXT, TEST_MODEL
+from tests.integration.conftest import CONTEXT, TEST_MODEL, weather_tool
 
 GREEDY = ModelSettings(temperature=0, seed=7, max_tokens=48)
 
@@ -64,15 +64,7 @@ async def test_repeated_prompt_is_served_from_the_cache(client: LlamaCppClient) 
 async def test_full_tool_round_trip_through_the_agent(client: LlamaCppClient) -> None:
     ran: list[str] = []
 
-    @tool
-    def get_weather(city: str) -> str:
-        """Get the current weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        ran.append(city)
-        return f"It is 21 degrees and sunny in {city}."
+    get_weather = weather_tool(ran)
 
     agent = Agent(
         client,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cortana import Agent, ModelError, ModelSettings, TextDelta, ThreadRef, tool
+from cortana import Agent, ModelError, ModelSettings, TextDelta, ThreadRef
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.models.embedded import EmbeddedClient
-from tests.integration.conftest import TEST_MODEL
+from tests.integration.conftest import TEST_MODEL, weather_tool
 
 QUESTION = "What's the weather in Paris?"
 
@@ -22,15 +22,7 @@ async def test_an_engine_killed_mid_stream_in_a_tool_loop_loses_nothing_and_the_
 ) -> None:
     ran: list[str] = []
 
-    @tool
-    def get_weather(city: str) -> str:
-        """Get the current weather for a city.
-
-        Args:
-            city: The city name.
-        """
-        ran.append(city)
-        return f"It is 21 degrees and sunny in {city}."
+    get_weather = weather_tool(ran)
 
     memory = SQLiteMemory(tmp_path / "memory.db", working_memory=None)
     thread = ThreadRef(resource_id="me", thread_id="trip")
