@@ -157,3 +157,16 @@ async def test_extension_contexts_are_gathered_at_once() -> None:
     assert model.requests[0].messages[-1].content.count("Graph:") == 3
     spans = [lookup.span for lookup in slow if lookup.span is not None]
     assert max(start for start, _ in spans) < min(end for _, end in spans), "the three lookups ran at once"
+
+
+async def test_a_huge_context_block_is_bounded() -> None:
+    class Dump(TurnExtension):
+        name = "dump"
+
+        async def context(self, thread: ThreadRef, prompt: str) -> str | None:
+            return "x" * 1_000_000
+
+    model = ScriptedModel(["ok"])
+    await Agent(model, extensions=[Dump()]).run("hi")
+    sent = model.requests[0].messages[-1].content
+    assert len(sent) < extensions.MAX_CONTEXT_CHARS + 200 and "characters left out" in sent

@@ -27,14 +27,24 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
 from cortana.messages import RunResult, ThreadRef
-from cortana.tools import Tool, ToolGroup
+from cortana.tools import Tool, ToolGroup, bound_output
 
-__all__ = ["CONTEXT_TIMEOUT_S", "BackgroundWork", "TurnExtension", "extension_tools", "gather_context"]
+__all__ = [
+    "CONTEXT_TIMEOUT_S",
+    "MAX_CONTEXT_CHARS",
+    "BackgroundWork",
+    "TurnExtension",
+    "extension_tools",
+    "gather_context",
+]
 
 log = logging.getLogger("cortana.extensions")
 
 CONTEXT_TIMEOUT_S = 30.0
 """The longest one extension may take to produce its context block before the turn goes on without it."""
+MAX_CONTEXT_CHARS = 8_000
+"""The most of one extension's block that joins the prompt (its head and tail are kept): a block built
+from a repository's contents must not fill a small model's window."""
 
 
 class TurnExtension(Protocol):
@@ -72,7 +82,8 @@ async def gather_context(extensions: Sequence[TurnExtension], thread: ThreadRef,
 async def _context_of(extension: TurnExtension, thread: ThreadRef, prompt: str) -> str | None:
     try:
         async with asyncio.timeout(CONTEXT_TIMEOUT_S):
-            return await extension.context(thread, prompt)
+            block = await extension.context(thread, prompt)
+        return bound_output(block, MAX_CONTEXT_CHARS) if block else None
     except TimeoutError:
         log.warning(
             "extension %r gave no context within %.0fs; the turn goes on without it", extension.name, CONTEXT_TIMEOUT_S
