@@ -184,6 +184,9 @@ class RunResult(BaseModel):
         metrics: what the run cost.
         thread: the conversation the run belongs to.
         stop_reason: why the final model call ended.
+        changed_by: the names of the tools that ran in this turn and are not read-only (writes,
+            edits, commands, outside servers' tools), in the order they ran: what may have
+            changed the workspace. Empty when the turn only read.
     """
 
     output: str
@@ -191,3 +194,4 @@ class RunResult(BaseModel):
     metrics: RunMetrics
     thread: ThreadRef
     stop_reason: StopReason = "stop"
+    changed_by: list[str] = Field(default_factory=list)

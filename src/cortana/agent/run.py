@@ -283,6 +283,7 @@ class Run:
             metrics=self.metrics,
             thread=self.thread,
             stop_reason=self.response.finish_reason,
+            changed_by=self.calls.changed_by,
         )
         for extension in self.agent.extensions:
             self.agent.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn")

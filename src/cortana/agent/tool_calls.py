@@ -49,6 +49,8 @@ class CallRunner:
         self.toolbox = toolbox
         self.context = context
         self.guard = RepeatGuard()
+        self.changed_by: list[str] = []
+        """Names of the tools that ran and are not read-only, in order (``RunResult.changed_by``)."""
 
     async def run(self, calls: list[ToolCall], results: list[Message]) -> AsyncIterator[RunEvent]:
         """Run ``calls``; fills ``results`` with one tool message per call, in request order.
@@ -73,6 +75,7 @@ class CallRunner:
         done = [message for message in slots if message is not None]
         assert len(done) == len(calls), "every call has its result"
         self.guard.record([(item.call, item.tool, done[item.index]) for item in runnable])
+        self.changed_by.extend(item.tool.name for item in runnable if not item.tool.read_only)
         self.context.metrics.tool_errors += sum(message.is_error for message in done)
         results.extend(done)
 
