@@ -34,6 +34,9 @@ engine. See :func:`effective_context_window`.
       servers:
         - name: time
           command: mcp-server-time
+    graphify:
+      context: lookup       # lookup | report | both | off
+      exclude: [vendor/]
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cortana.errors import ConfigError
 from cortana.trust import TRUST_FILE, TrustDecider, TrustRequest, TrustStore, sensitive_sections, without_sections
@@ -59,6 +62,7 @@ __all__ = [
     "compaction_threshold",
     "effective_context_window",
     "engine_url",
+    "graphify_out",
     "load_settings",
     "ollama_host",
     "prefer_passive_openmp",
@@ -88,6 +92,7 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "CORTANA_LLAMACPP_URL": "where a llama.cpp server is looked for",
     "CORTANA_CACHE_DIR": "where bundled models are joined (default $XDG_CACHE_HOME/cortana or ~/.cache/cortana)",
     "CORTANA_PROMPTS_DIR": "a folder of prompt files overriding the shipped ones, one file at a time",
+    "GRAPHIFY_OUT": "where graphify writes the code graph, relative to the workspace (default graphify-out)",
     "XDG_CONFIG_HOME": "where the user's cortana.yml is (default ~/.config)",
     "XDG_CACHE_HOME": "the cache root when CORTANA_CACHE_DIR is not set (default ~/.cache)",
 }
@@ -228,6 +233,11 @@ def prefer_passive_openmp() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+def graphify_out(environ: Environ | None = None) -> str:
+    """The folder graphify writes its graph to: ``GRAPHIFY_OUT`` (as graphify reads it), else ``graphify-out``."""
+    return _environ(environ).get("GRAPHIFY_OUT", "").strip() or "graphify-out"
+
+
 def prompts_dir(environ: Environ | None = None) -> Path | None:
     """``CORTANA_PROMPTS_DIR``: a folder of prompt files that override the shipped ones."""
     raw = _environ(environ).get("CORTANA_PROMPTS_DIR", "").strip()
@@ -332,6 +342,24 @@ class MemorySettings(_Section):
     recall_top_k: int = Field(3, ge=1, le=20)
 
 
+class GraphifySettings(_Section):
+    """``graphify:`` the code knowledge graph of the workspace (needs the graphify CLI)."""
+
+    enabled: bool = True
+    context: Literal["lookup", "report", "both", "off"] = "lookup"
+    """What joins each turn: ``lookup`` (names the prompt mentions), ``report`` (the graph's summary), both, off."""
+    exclude: list[str] = Field(default_factory=list, max_length=200)
+    """gitignore-style patterns graphify skips, written to a managed block of .graphifyignore."""
+
+    @field_validator("exclude")
+    @classmethod
+    def _one_line_patterns(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not pattern.strip() or "\n" in pattern or "\r" in pattern or len(pattern) > 300:
+                raise ValueError(f"each pattern must be one non-empty line of at most 300 characters, got {pattern!r}")
+        return patterns
+
+
 class MCPSettings(_Section):
     """``mcp:`` servers whose tools the assistant may load."""
 
@@ -354,6 +382,7 @@ class Settings(_Section):
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
+    graphify: GraphifySettings = Field(default_factory=GraphifySettings)
     sources: list[str] = Field(default_factory=list, exclude=True)
     """The files and variables these settings came from (for ``cortana doctor``)."""
     untrusted: TrustRequest | None = Field(None, exclude=True)

@@ -54,6 +54,9 @@ class Agent:
         memory: a ``MemoryProvider``, or a function of the thread that returns one.
         extensions: ``TurnExtension`` s that join every turn: context blocks for the prompt,
             tools, and work after the reply (the knowledge graph, experience, the companion).
+        knowledge_graph: a ``KnowledgeGraph`` of the code the agent works on; joins the turn
+            first among the extensions (lookups of the names a prompt mentions, graph tools,
+            rebuilds after edits).
         context_window: the context length to plan for (never more than the engine serves);
             wins over ``OLLAMA_CONTEXT_WINDOW``/``OLLAMA_CONTEXT_LENGTH``.
         compaction_threshold: the fraction of the window at which the conversation is
@@ -88,6 +91,7 @@ class Agent:
         "context_window",
         "extensions",
         "instructions",
+        "knowledge_graph",
         "logger",
         "max_parallel_tools",
         "max_tool_iterations",
@@ -119,6 +123,7 @@ class Agent:
         max_parallel_tools: int = 4,
         memory: MemoryProvider | MemoryResolver | None = None,
         extensions: Sequence[TurnExtension] = (),
+        knowledge_graph: TurnExtension | None = None,
         context_window: int | None = None,
         compaction_threshold: float | None = None,
         permissions: PermissionGate | None = None,
@@ -150,7 +155,10 @@ class Agent:
         self.parallel_tool_calls = parallel_tool_calls
         self.max_parallel_tools = max_parallel_tools
         self.memory = memory
+        self.knowledge_graph = knowledge_graph
         self.extensions = tuple(extensions)  # the empty tuple is shared: an agent without any allocates nothing
+        if knowledge_graph is not None:
+            self.extensions = (knowledge_graph, *self.extensions)
         self.context_window = context_window
         self.compaction_threshold = compaction_threshold
         self.permissions = permissions

@@ -19,11 +19,13 @@ from typing import Any
 
 import pathspec
 
+from cortana.config import graphify_out
 from cortana.errors import PermissionDenied, ToolError
 
 __all__ = ["ALWAYS_IGNORED", "PROTECTED", "Workspace"]
 
-ALWAYS_IGNORED = {".git", ".cortana", "__pycache__", ".venv", "node_modules"}
+ALWAYS_IGNORED = frozenset({".git", ".cortana", "__pycache__", ".venv", "node_modules", "graphify-out"})
+"""Folders listings and searches never enter (graphify-out holds the code graph: megabytes of JSON and HTML)."""
 PROTECTED = {
     ".git": ".git/",
     ".cortana": ".cortana/",
@@ -47,6 +49,9 @@ class Workspace:
     def __init__(self, root: Path | str, *, forbidden: Sequence[Path] = ()) -> None:
         self.root = Path(root).resolve()
         self.forbidden = [Path(path).resolve() for path in forbidden]
+        graph_folder = Path(graphify_out())
+        self.ignored = ALWAYS_IGNORED | {graph_folder.name} if len(graph_folder.parts) == 1 else ALWAYS_IGNORED
+        """Folder names listings and searches skip (with ``GRAPHIFY_OUT``'s folder, when it is one name)."""
 
     def resolve(self, path: str) -> Path:
         """``path`` (relative to the workspace, or absolute) resolved.
@@ -153,7 +158,7 @@ class Workspace:
         for folder, dirnames, filenames in os.walk(start):
             base = Path(folder)
             dirnames[:] = sorted(
-                d for d in dirnames if d not in ALWAYS_IGNORED and not self._ignored(spec, base / d, is_dir=True)
+                d for d in dirnames if d not in self.ignored and not self._ignored(spec, base / d, is_dir=True)
             )
             for name in sorted(filenames):
                 path = base / name

@@ -1,0 +1,204 @@
+"""The graphify CLI: finding it, running ``graphify update``, and the managed block of ``.graphifyignore``.
+
+graphify (PyPI ``graphifyy``) builds the graph from the code's syntax trees
+with tree-sitter: no LLM, no network. ``graphify update <folder>`` rebuilds
+incrementally (files whose content is unchanged are served from its cache)
+and writes ``graphify-out/graph.json`` atomically, holding a lock so two
+rebuilds of one folder never run at once, even from two processes.
+
+``exclude`` patterns from cortana.yml (or ``KnowledgeGraph(exclude=...)``)
+live in a block of ``.graphifyignore`` between two marker lines; lines
+outside the block are the user's and are never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cortana.config import child_process_environment, graphify_out
+from cortana.errors import UserError
+
+__all__ = [
+    "IGNORE_FILE",
+    "INSTALL_HINT",
+    "UpdateOutcome",
+    "find_graphify",
+    "graph_json",
+    "read_ignore_block",
+    "run_update",
+    "write_ignore_block",
+]
+
+IGNORE_FILE = ".graphifyignore"
+BLOCK_BEGIN = "# >>> cortana: graphify.exclude (managed; edit cortana.yml, not these lines) >>>"
+BLOCK_END = "# <<< cortana <<<"
+INSTALL_HINT = "pip install 'cortana[graph]' (or: uv tool install graphifyy)"
+"""How to get the graphify CLI."""
+MAX_OUTPUT = 4_000
+"""The most characters of graphify's output kept (its last ones)."""
+
+
+def find_graphify(command: str | None = None) -> str | None:
+    """The graphify executable: ``command`` if given, else the one beside this Python, else on ``PATH``."""
+    if command:
+        return shutil.which(command)
+    beside = Path(sys.executable).parent / "graphify"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("graphify")
+
+
+def graph_json(root: Path) -> Path:
+    """Where graphify writes the graph of ``root`` (``GRAPHIFY_OUT``, else ``graphify-out``)."""
+    return root / graphify_out() / "graph.json"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateOutcome:
+    """How one ``graphify update`` went.
+
+    Attributes:
+        ok: it exited 0.
+        seconds: how long it ran.
+        output: the end of what it printed (stdout and stderr).
+    """
+
+    ok: bool
+    seconds: float
+    output: str
+
+    @property
+    def no_code(self) -> bool:
+        """graphify found no code files to build from (not a failure: a folder of notes, say)."""
+        return not self.ok and "No code files found" in self.output
+
+
+async def run_update(root: Path, executable: str, *, timeout: float, force: bool = False) -> UpdateOutcome:
+    """Run ``graphify update .`` in ``root``; past ``timeout`` seconds its whole process group is killed."""
+    started = time.perf_counter()
+    out_folder = graph_json(root).parent
+    existed = out_folder.exists()
+    arguments = [executable, "update", ".", *(["--force"] if force else [])]
+    process = await asyncio.create_subprocess_exec(
+        *arguments,
+        cwd=root,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=child_process_environment({"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"}),
+        start_new_session=True,  # its extraction workers are killed with it
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            output, _ = await process.communicate()
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        _kill_group(process.pid)
+        with contextlib.suppress(ProcessLookupError):
+            await process.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        stopped = f"graphify update ran past {timeout:g}s and was stopped."
+        return UpdateOutcome(False, time.perf_counter() - started, stopped)
+    text = output.decode("utf-8", "replace").strip()
+    outcome = UpdateOutcome(process.returncode == 0, time.perf_counter() - started, text[-MAX_OUTPUT:])
+    if outcome.no_code and not existed:
+        shutil.rmtree(out_folder, ignore_errors=True)  # only graphify's empty cache: leave the folder as it was
+    return outcome
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+# -- .graphifyignore -----------------------------------------------------------------------------
+
+
+def check_patterns(patterns: Sequence[str]) -> list[str]:
+    """``patterns`` as lines of an ignore file.
+
+    Raises:
+        UserError: a pattern that is empty, spans lines or is longer than 300 characters.
+    """
+    lines: list[str] = []
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise UserError(f"graphify exclude patterns must be non-empty strings, got {pattern!r}.")
+        if "\n" in pattern or "\r" in pattern or len(pattern) > 300:
+            raise UserError(f"graphify exclude pattern {pattern[:40]!r}… must be one line of at most 300 characters.")
+        lines.append(pattern.strip())
+    return lines
+
+
+def read_ignore_block(root: Path) -> list[str]:
+    """The patterns in the managed block of ``root/.graphifyignore`` (empty without one)."""
+    path = root / IGNORE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    _, block, _ = _split(text.splitlines())
+    return block
+
+
+def write_ignore_block(root: Path, patterns: Sequence[str]) -> bool:
+    """Make the managed block of ``root/.graphifyignore`` hold exactly ``patterns``; True if the file changed.
+
+    The user's lines before and after the block are kept as they are. With no patterns the
+    block is removed, and so is the file if nothing else was in it.
+    """
+    lines = check_patterns(patterns)
+    path = root / IGNORE_FILE
+    if path.is_symlink():
+        raise UserError(f"{path} is a symbolic link; Cortana only writes its exclude block into a plain file.")
+    try:
+        old = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        old = ""
+    before, block, after = _split(old.splitlines())
+    if block == lines and (lines or not old):
+        return False
+    managed = [BLOCK_BEGIN, *lines, BLOCK_END] if lines else []
+    new_lines = [*before, *managed, *after]
+    if not any(line.strip() for line in new_lines):
+        if old:
+            path.unlink()
+            return True
+        return False
+    new = "\n".join(new_lines) + "\n"
+    if new == old:
+        return False
+    _write_atomically(path, new)
+    return True
+
+
+def _split(lines: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """The user's lines before the block, the block's patterns, the user's lines after it."""
+    try:
+        begin = lines.index(BLOCK_BEGIN)
+        end = lines.index(BLOCK_END, begin + 1)
+    except ValueError:
+        return lines, [], []
+    return lines[:begin], [line for line in lines[begin + 1 : end] if line.strip()], lines[end + 1 :]
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

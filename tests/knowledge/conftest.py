@@ -1,0 +1,53 @@
+"""The knowledge-graph tests run the real graphify CLI on a copy of tests/fixtures/graph_project."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cortana.knowledge.graphify import find_graphify
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "graph_project"
+
+
+def line_of(path: Path, text: str) -> int:
+    """The 1-based line of ``path`` that contains ``text`` first."""
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if text in line:
+            return number
+    raise AssertionError(f"{text!r} is not in {path}")
+
+
+@pytest.fixture(scope="session")
+def graphify() -> str:
+    executable = find_graphify()
+    assert executable, "the graphify CLI is missing; the dev extra installs it (pip install -e '.[dev]')"
+    return executable
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory, graphify: str) -> Path:
+    """The fixture project with its graph built once (read it, never change it)."""
+    root = tmp_path_factory.mktemp("built") / "project"
+    shutil.copytree(FIXTURE, root)
+    subprocess.run([graphify, "update", "."], cwd=root, check=True, capture_output=True, timeout=300)
+    return root
+
+
+@pytest.fixture
+def project(built: Path, tmp_path: Path) -> Path:
+    """A copy of the built fixture project (graph included) that a test may change."""
+    root = tmp_path / "project"
+    shutil.copytree(built, root, symlinks=True)
+    return root
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Path:
+    """A copy of the fixture project with no graph yet."""
+    root = tmp_path / "fresh"
+    shutil.copytree(FIXTURE, root)
+    return root
