@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +38,20 @@ def _guarded(real):  # type: ignore[no-untyped-def]
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded(_real_connect))
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded(_real_connect_ex))
+
+
+LLAMA = Path(__file__).parent / "fixtures" / "llamacpp"
+
+
+@pytest.fixture
+def scripted_engine() -> Iterator:  # type: ignore[type-arg]
+    """A loopback server answering as the llama.cpp fixtures record; tests add the chat replies."""
+    from tests.wire import Reply, WireServer
+
+    server = WireServer()
+    server.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
+    server.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
+    server.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
+    server.url = server.start()  # type: ignore[attr-defined]
+    yield server
+    server.stop()

@@ -81,9 +81,6 @@ def test_unknown_commands_get_a_suggestion_and_clear_starts_a_new_thread(cortana
 
 # -- a scripted OpenAI-compatible engine on loopback, for what the 0.5B model does not do on cue --
 
-LLAMA = Path(__file__).parent.parent / "fixtures" / "llamacpp"
-
-
 def sse(*chunks: dict) -> list[str]:  # type: ignore[type-arg]
     import json
 
@@ -110,19 +107,6 @@ def tool_reply(name: str, arguments: str):  # type: ignore[no-untyped-def]
         content_type="text/event-stream",
         line_end="\n\n",
     )
-
-
-@pytest.fixture
-def scripted_engine() -> Iterator:  # type: ignore[type-arg]
-    from tests.wire import Reply, WireServer
-
-    server = WireServer()
-    server.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
-    server.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
-    server.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
-    server.url = server.start()  # type: ignore[attr-defined]
-    yield server
-    server.stop()
 
 
 def test_ctrl_c_cancels_a_turn_and_the_session_goes_on(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]

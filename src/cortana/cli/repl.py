@@ -40,10 +40,12 @@ from cortana.agent.events import ModelCallFinished, TextDelta
 from cortana.cli.display import describe_client
 from cortana.display import printable
 from cortana.errors import UserError
+from cortana.knowledge.graph import KnowledgeGraph
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, ThreadRef
 from cortana.prompts import strip_turn_context
+from cortana.tools import ToolGroup
 
 __all__ = ["COMMANDS", "Repl"]
 
@@ -56,6 +58,7 @@ COMMANDS = {
     "/model": "show the engine and model; /model NAME switches (Ollama, Docker Model Runner)",
     "/tools": "list the tools the assistant can use",
     "/memory": "show the working memory",
+    "/graph": "show the code graph's state; /graph rebuild rebuilds it now",
     "/exit": "leave (Ctrl-D works too)",
 }
 SHELL_OUTPUT_LIMIT = 8000
@@ -102,8 +105,18 @@ class _Completer(Completer):
 class Repl:
     """One interactive session on ``agent`` in ``workspace``."""
 
-    def __init__(self, agent: Agent, memory: SQLiteMemory, workspace: Path, console: Console) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        memory: SQLiteMemory,
+        workspace: Path,
+        console: Console,
+        *,
+        graph: KnowledgeGraph | None = None,
+    ) -> None:
         self.agent = agent
+        self.graph = graph
+        self._graph_state: str | None = None
         self.memory = memory
         self.workspace = workspace
         self.console = console
@@ -119,6 +132,7 @@ class Repl:
             "/model": self._model,
             "/tools": self._tools,
             "/memory": self._memory,
+            "/graph": self._graph,
             "/exit": self._exit,
         }
 
@@ -135,7 +149,15 @@ class Repl:
             history=FileHistory(str(history)), completer=_Completer(), key_bindings=bindings, multiline=False
         )
         self.console.print("[dim]/help for commands · !cmd runs a shell command · Ctrl-C cancels · Ctrl-D leaves[/dim]")
+        if self.graph is not None:
+            if self.graph.graph_file.exists():
+                self._graph_state = "refreshing"  # the quiet refresh of a graph from an earlier session
+            else:
+                self.console.print("[dim]Building the code graph of this folder in the background (graphify)…[/dim]")
+                self._graph_state = "building"
+            self.graph.start()
         while True:
+            self._note_graph_change()
             try:
                 line = await session.prompt_async("› ")
             except KeyboardInterrupt:
@@ -299,11 +321,55 @@ class Repl:
             tools = await group.ensure_loaded() if group.eager else group.tools
             names = ", ".join(t.name for t in tools) or "(loaded when the model asks)"
             self.out.print(Text(printable(f"  {group.name + ':':<14} {group.description} — {names}")), highlight=False)
+        for extension in self.agent.extensions:
+            for item in extension.tools(self.thread):
+                listed = item.tools if isinstance(item, ToolGroup) else [item]
+                names = ", ".join(t.name for t in listed)
+                self.out.print(Text(printable(f"  {item.name + ':':<14} {names}")), highlight=False)
         return True
 
     async def _memory(self, _: str) -> bool:
         text = await self.memory.get_working_memory(self.thread)
         self.out.print(Text(printable(text or "(working memory is empty)")), highlight=False)
+        return True
+
+    def _note_graph_change(self) -> None:
+        """One dim line before the prompt when the graph started or finished a rebuild, or went stale."""
+        if self.graph is None:
+            return
+        status = self.graph.status()
+        quiet = self._graph_state == "refreshing" and status.state in ("building", "ready")
+        if quiet or status.state == self._graph_state:
+            self._graph_state = "refreshing" if quiet and status.state == "building" else status.state
+            return
+        self._graph_state = status.state
+        notes = {
+            "building": "code graph: rebuilding after changes (queries use the previous graph)",
+            "ready": f"code graph {status.summary()}",
+            "stale": "code graph: stale (the last rebuild failed; /graph says why)",
+            "failed": "code graph: the build failed (/graph says why)",
+            "no code": "code graph: no code files in this folder yet",
+        }
+        if status.state in notes:
+            self.console.print(Text(printable(notes[status.state]), style="dim"))
+
+    async def _graph(self, argument: str) -> bool:
+        if self.graph is None:
+            self.out.print("The code graph is off (graphify missing, graphify.enabled false, or the home folder).")
+            return True
+        if argument == "rebuild":
+            with self.console.status("Rebuilding the code graph…", spinner="dots"):
+                await self.graph.rebuild()
+        elif argument:
+            self.console.print("Usage: /graph, or /graph rebuild.")
+            return True
+        status = self.graph.status()
+        self._graph_state = status.state
+        lines = [status.summary(), f"graph file: {self.graph.graph_file}", f"context: {self.graph.context_mode}"]
+        if status.last_error:
+            lines.append(f"last error: {status.last_error[-600:]}")
+        for line in lines:
+            self.out.print(Text(printable(line)), highlight=False)
         return True
 
     async def _exit(self, _: str) -> bool:

@@ -33,6 +33,8 @@ from cortana.config import (
     user_config_path,
 )
 from cortana.display import printable
+from cortana.knowledge.graph import KnowledgeGraph
+from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
 from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
@@ -45,7 +47,15 @@ from cortana.tools.builtin import builtin_tools, workspace_gate
 from cortana.tools.permissions import PermissionGate
 from cortana.trust import TrustDecider, TrustRequest
 
-__all__ = ["assistant_instructions", "run_command", "run_session", "settings_for", "trust_folder", "workspace_memory"]
+__all__ = [
+    "assistant_instructions",
+    "run_command",
+    "run_session",
+    "settings_for",
+    "trust_folder",
+    "workspace_graph",
+    "workspace_memory",
+]
 
 
 def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLiteMemory:
@@ -61,6 +71,30 @@ def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLit
         working_memory=scope,
         recall=recall,
     )
+
+
+def workspace_graph(workspace: Path, settings: Settings) -> KnowledgeGraph | None:
+    """The code graph of the workspace as cortana.yml's ``graphify:`` says; None when it is off.
+
+    It is off for the home folder and the filesystem root: a graph of everything under them
+    would take long to build and say little about any one project.
+    """
+    if not settings.graphify.enabled or workspace.resolve() in (Path.home().resolve(), Path(workspace.anchor)):
+        return None
+    return KnowledgeGraph(workspace, settings.graphify.exclude, context=settings.graphify.context)
+
+
+def graph_doctor_line(workspace: Path, settings: Settings) -> str:
+    """What ``cortana doctor`` says about the code graph."""
+    if not settings.graphify.enabled:
+        return "off (graphify.enabled: false in cortana.yml)"
+    executable = find_graphify()
+    if executable is None:
+        return f"missing graphify: {INSTALL_HINT}"
+    graph = workspace_graph(workspace, settings)
+    if graph is None:
+        return "off for the home folder and / (start cortana in a project folder)"
+    return f"{graph.status().summary()} (graphify at {executable}; context: {settings.graphify.context})"
 
 
 def assistant_instructions(workspace: Path) -> str:
@@ -140,6 +174,12 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     client = await _client(args, settings, console)
     memory = workspace_memory(workspace, settings)
     servers = MCPServers(settings.mcp.servers)
+    graph = workspace_graph(workspace, settings)
+    if graph is not None and not graph.available:
+        if prompt is None:
+            console.print(f"code graph: off (graphify is not installed: {INSTALL_HINT})", style="dim", markup=False)
+        graph = None
+    agent: Agent | None = None
     try:
         console.print(describe_client(client), style="dim", highlight=False, markup=False)
         agent = Agent(
@@ -153,6 +193,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
                 *servers.groups(),
             ],
             memory=memory,
+            knowledge_graph=graph,
             context_window=args.context_window or settings.context_window,
             permissions=_gate(workspace, settings, args, console),
             logger=AgentLogger(console),
@@ -169,8 +210,12 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             return 0
         from cortana.cli.repl import Repl  # prompt_toolkit is only needed for an interactive session
 
-        return await Repl(agent, memory, workspace, console).run()
+        return await Repl(agent, memory, workspace, console, graph=graph).run()
     finally:
+        if agent is not None:
+            await agent.aclose(timeout=5)  # work after the last reply (a graph rebuild), briefly
+        if graph is not None:
+            await graph.aclose(timeout=1)  # graphify writes atomically; the next session refreshes a stale graph
         await servers.aclose()
         memory.close()
         await client.aclose()
@@ -209,6 +254,7 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
             ("thinking", "supported" if client.supports_thinking else "not supported"),
             ("memory", str(memory.path)),
             ("recall", memory.recall_status),
+            ("code graph", graph_doctor_line(workspace, settings)),
         ]
         memory.close()
         for part, module, extra in (
