@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         ToolError,
         UserError,
     )
+    from cortana.knowledge.graph import KnowledgeGraph
     from cortana.memory.base import InMemoryHistory, MemoryProvider
     from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
@@ -70,6 +71,7 @@ __all__ = [
     "CortanaError",
     "EngineUnavailable",
     "InMemoryHistory",
+    "KnowledgeGraph",
     "MaxToolIterationsError",
     "MemoryProvider",
     "Message",
@@ -120,6 +122,7 @@ _LAZY = {
     "CortanaError": "cortana.errors",
     "EngineUnavailable": "cortana.errors",
     "InMemoryHistory": "cortana.memory.base",
+    "KnowledgeGraph": "cortana.knowledge.graph",
     "MaxToolIterationsError": "cortana.errors",
     "MemoryProvider": "cortana.memory.base",
     "Message": "cortana.messages",

@@ -81,6 +81,7 @@ def test_unknown_commands_get_a_suggestion_and_clear_starts_a_new_thread(cortana
 
 # -- a scripted OpenAI-compatible engine on loopback, for what the 0.5B model does not do on cue --
 
+
 def sse(*chunks: dict) -> list[str]:  # type: ignore[type-arg]
     import json
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -37,6 +38,7 @@ SPEC_NAMES = [
     "MaxToolIterationsError",
     "AgentLogger",
     "create_model_client",
+    "KnowledgeGraph",
 ]
 """Every name the page uses whose feature exists (the page's "Core objects" and its examples)."""
 
@@ -46,6 +48,17 @@ ON_MAX_ITERATIONS = textwrap.dedent(
         return input(f"Used {iterations} tool iterations. Continue? [y/N] ") == "y"
 
     agent = Agent(name="dev", tools=[...], max_tool_iterations=10, on_max_iterations=ask)
+    """
+)
+
+KNOWLEDGE_GRAPH = textwrap.dedent(
+    """
+    from cortana import Agent, KnowledgeGraph
+
+    graph = KnowledgeGraph("path/to/project", exclude=["vendor/"])
+    agent = Agent(name="dev", instructions="You are a coding assistant.", knowledge_graph=graph)
+    result = await agent.generate("What depends on SkillRegistry?")
+    await graph.aclose()
     """
 )
 
@@ -97,6 +110,28 @@ async def test_the_on_max_iterations_example_runs_on_the_engine_it_starts_itself
     assert result.metrics.model_calls >= 1 and result.metrics.prompt_tokens > 0
     assert (agent.max_tool_iterations, agent.on_max_iterations) == (10, namespace["ask"])
     assert asked == [] or asked[0].startswith("Used 10 tool iterations")
+
+
+async def test_the_knowledge_graph_example_runs_on_a_real_project(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The page's example on a copy of the fixture project: graphify builds the graph, the turn gets the lookup."""
+    project = tmp_path / "path" / "to" / "project"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "graph_project", project)
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"CORTANA_ENGINE": "embedded", "CORTANA_MODEL": TEST_MODEL, "CORTANA_THREADS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    code = "async def example():\n" + textwrap.indent(KNOWLEDGE_GRAPH, "    ") + "    return graph, agent, result\n"
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # the page's code, as written, inside a coroutine for its awaits
+    graph, agent, result = await namespace["example"]()
+    try:
+        assert isinstance(result, RunResult) and result.output.strip()
+        sent = result.new_messages[0].content
+        assert "SkillRegistry — class at shop/registry.py:4" in sent and "called by: build_app()" in sent
+        assert graph.index is not None and not graph.index.find("vendored_helper"), "exclude= reached graphify"
+    finally:
+        await agent.aclose()
 
 
 def test_the_compaction_example_sets_the_window_and_the_threshold(tmp_path: Path) -> None:
