@@ -27,6 +27,7 @@ PACKAGES = (
     "langgraph",
     "langchain-openai",
     "llm",
+    "graphifyy",
 )
 """Every package whose version a result records, where installed."""
 

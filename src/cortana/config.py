@@ -496,7 +496,7 @@ def _allowed(error: Any) -> str:
     if error["type"] == "extra_forbidden":
         return "; remove it or check its spelling (docs/cli.md lists every key)"
     context = error.get("ctx") or {}
-    if "expected" in context:
+    if "expected" in context and str(context["expected"]) not in error["msg"]:
         return f"; allowed: {context['expected']}"
     return ""
 

@@ -35,6 +35,7 @@ def test_plain_prompts_name_nothing(prompt: str) -> None:
         ("open `shop/app.py::run`", ("shop/app.py::run",)),
         ("formatName, HTTPServer, __init__ and MAX_SIZE", ("formatName", "HTTPServer", "__init__", "MAX_SIZE")),
         ("Why is `build_app()` slow?", ("build_app",)),
+        ("Where is _classify used?", ("_classify",)),
     ],
 )
 def test_names_by_shape(prompt: str, strong: tuple[str, ...]) -> None:

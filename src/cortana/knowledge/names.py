@@ -9,7 +9,7 @@ counts as a name only by its shape:
 - a call: ``run()``, ``build_app()``;
 - a file name with a code or config extension: ``runtime.py``, ``src/app.ts``;
 - a dotted identifier: ``Agent.run_stream``, ``os.path`` (not ``e.g``);
-- snake case or a dunder: ``load_defaults``, ``MAX_SIZE``, ``__init__``;
+- snake case, a leading underscore or a dunder: ``load_defaults``, ``MAX_SIZE``, ``_private``, ``__init__``;
 - camel case: ``SkillRegistry``, ``formatName``, ``HTTPServer``.
 
 A capitalised word that is not the first of its sentence (``Agent`` in "what
@@ -47,7 +47,7 @@ _CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\(\)")
 _FILE = re.compile(rf"(?<![\w/.-])((?:[\w.-]+/)*[\w-][\w.-]*\.(?:{_EXT}))(?![\w/-])", re.IGNORECASE)
 _DOTTED = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w(])")
 _WORD = re.compile(r"\b[A-Za-z_]\w*")
-_SNAKE = re.compile(r"^_*[A-Za-z0-9]+(?:_+[A-Za-z0-9]+)+_*$|^__\w+__$")
+_SNAKE = re.compile(r"^_*[A-Za-z0-9]+(?:_+[A-Za-z0-9]+)+_*$|^_+[A-Za-z]\w*$")
 _CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
 _CAPITALISED = re.compile(r"^[A-Z][a-z]+$")
 _SENTENCE_ENDS = frozenset(".!?:;\n\"'*#>-")
