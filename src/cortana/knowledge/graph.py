@@ -50,6 +50,7 @@ from cortana.knowledge.graphify import (
     check_patterns,
     find_graphify,
     graph_json,
+    read_regular_file,
     run_update,
     write_ignore_block,
 )
@@ -424,8 +425,8 @@ def lookup_block(graph: GraphIndex, names: Names) -> str | None:
 def read_report(path: Path) -> str | None:
     """The summary, hubs and god-node sections of graphify's GRAPH_REPORT.md, bounded; None without one."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")[:200_000]
-    except OSError:
+        text = read_regular_file(path, 1 << 20).decode("utf-8", "replace")
+    except (OSError, UserError):
         return None
     keep: list[str] = []
     keeping = False

@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ __all__ = [
     "find_graphify",
     "graph_json",
     "read_ignore_block",
+    "read_regular_file",
     "run_update",
     "write_ignore_block",
 ]
@@ -46,6 +48,27 @@ INSTALL_HINT = "pip install 'cortana[graph]' (or: uv tool install graphifyy)"
 """How to get the graphify CLI."""
 MAX_OUTPUT = 4_000
 """The most characters of graphify's output kept (its last ones)."""
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes (symlinks followed).
+
+    A repository may hold a graph.json or .graphifyignore that is a FIFO or a link to a
+    device; reading one would never end, so anything but a regular file is refused.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        UserError: it is not a regular file, or it is larger than ``limit``.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(path, flags)
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UserError(f"{path} is not a regular file; Cortana does not read it.")
+        if info.st_size > limit:
+            raise UserError(f"{path} is {info.st_size:,} bytes; at most {limit:,} are read.")
+        return file.read(limit + 1)[:limit]
 
 
 def find_graphify(command: str | None = None) -> str | None:
@@ -142,9 +165,8 @@ def check_patterns(patterns: Sequence[str]) -> list[str]:
 
 def read_ignore_block(root: Path) -> list[str]:
     """The patterns in the managed block of ``root/.graphifyignore`` (empty without one)."""
-    path = root / IGNORE_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_ignore_file(root / IGNORE_FILE)
     except FileNotFoundError:
         return []
     _, block, _ = _split(text.splitlines())
@@ -162,7 +184,7 @@ def write_ignore_block(root: Path, patterns: Sequence[str]) -> bool:
     if path.is_symlink():
         raise UserError(f"{path} is a symbolic link; Cortana only writes its exclude block into a plain file.")
     try:
-        old = path.read_text(encoding="utf-8")
+        old = _read_ignore_file(path)
     except FileNotFoundError:
         old = ""
     before, block, after = _split(old.splitlines())
@@ -180,6 +202,13 @@ def write_ignore_block(root: Path, patterns: Sequence[str]) -> bool:
         return False
     _write_atomically(path, new)
     return True
+
+
+MAX_IGNORE_BYTES = 1 << 20
+
+
+def _read_ignore_file(path: Path) -> str:
+    return read_regular_file(path, MAX_IGNORE_BYTES).decode("utf-8", "replace")
 
 
 def _split(lines: list[str]) -> tuple[list[str], list[str], list[str]]:

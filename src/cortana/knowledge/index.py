@@ -25,6 +25,7 @@ from typing import Any
 
 from cortana.display import printable
 from cortana.errors import UserError
+from cortana.knowledge.graphify import read_regular_file
 
 __all__ = ["AFFECTING", "Edge", "GraphIndex", "Node", "Resolution"]
 
@@ -164,10 +165,7 @@ class GraphIndex:
             UserError: the file is missing, too large, or not a graphify graph.
         """
         try:
-            size = path.stat().st_size
-            if size > MAX_GRAPH_BYTES:
-                raise UserError(f"{path} is {size:,} bytes; graphs over {MAX_GRAPH_BYTES:,} bytes are not loaded.")
-            data = json.loads(path.read_bytes())
+            data = json.loads(read_regular_file(path, MAX_GRAPH_BYTES))
         except OSError as exc:
             raise UserError(f"Cannot read the graph {path}: {exc.strerror or exc}. Run `graphify update .`.") from None
         except (ValueError, RecursionError) as exc:

@@ -1,0 +1,81 @@
+"""A repository's code graph is untrusted: it cannot hang Cortana, drive the terminal or widen permissions."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cortana import Agent, ThreadRef
+from cortana.errors import UserError
+from cortana.knowledge import GraphIndex, KnowledgeGraph
+from cortana.knowledge.graphify import read_ignore_block, write_ignore_block
+from cortana.testing import ScriptedModel, tool_call, tool_call_response
+from cortana.tools.builtin import workspace_gate
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "graph_project"
+T = ThreadRef(thread_id="t")
+
+
+def test_a_graph_json_that_is_a_fifo_or_a_device_is_refused_not_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "graph.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="not a regular file"):
+        GraphIndex.load(fifo)  # opening a FIFO for reading would block forever
+    device = tmp_path / "zero.json"
+    device.symlink_to("/dev/zero")
+    with pytest.raises(UserError, match="not a regular file"):
+        GraphIndex.load(device)
+
+
+def test_an_ignore_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / ".graphifyignore")
+    with pytest.raises(UserError, match="not a regular file"):
+        read_ignore_block(tmp_path)
+    with pytest.raises(UserError, match="not a regular file"):
+        write_ignore_block(tmp_path, ["vendor/"])
+
+
+async def test_a_planted_graph_cannot_put_escape_sequences_into_the_prompt(tmp_path: Path) -> None:
+    out = tmp_path / "graphify-out"
+    out.mkdir()
+    nodes = [
+        {"id": "a", "label": "steal_keys()", "source_file": "a\x1b[2J.py", "source_location": "L3"},
+        {"id": "b", "label": "caller()\u202e", "source_file": "b.py", "source_location": "L1"},
+        {"id": "d", "label": "Docs.\x1b]52;c;aGk=\x07", "file_type": "rationale", "source_file": "a.py"},
+    ]
+    links = [
+        {"source": "b", "target": "a", "relation": "calls", "source_file": "b.py", "source_location": "L2"},
+        {"source": "d", "target": "a", "relation": "rationale_for"},
+    ]
+    (out / "graph.json").write_text(json.dumps({"nodes": nodes, "links": links}))
+    graph = KnowledgeGraph(tmp_path, auto_rebuild=False)
+    graph._refreshed = True
+    block = await graph.context(T, "what calls `steal_keys`?") or ""
+    assert "steal_keys() — function at a\\x1b[2J.py:3" in block and "called by: caller()\\u202e at b.py:2" in block
+    assert "\x1b" not in block and "\x07" not in block and "\u202e" not in block
+    assert "\\x1b" in block
+
+
+async def test_the_graph_cannot_widen_permissions(tmp_path: Path) -> None:
+    """Its read tools pass the gate; its rebuild asks like any tool that changes things (refused: nobody to ask)."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURE, project)
+    graph = KnowledgeGraph(project, eager_tools=True)
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("explain_graph_node", name="load_defaults")),
+            tool_call_response(tool_call("update_knowledge_graph")),
+            "done",
+        ]
+    )
+    agent = Agent(model, knowledge_graph=graph, permissions=workspace_gate(project))
+    result = await agent.run("Explain load_defaults, then rebuild the graph.")
+    await agent.aclose()
+    explain, update = [m for m in result.new_messages if m.role == "tool"]
+    assert not explain.is_error and "load_defaults() — function at shop/registry.py" in explain.content
+    assert update.is_error and "Permission denied for 'update_knowledge_graph'" in update.content
+    assert graph.cli_runs == 1  # the first build (for the explain), not the refused rebuild
