@@ -123,3 +123,21 @@ def test_piped_input_that_is_not_utf8_is_read(tmp_path: Path) -> None:
     stderr = out.stderr.decode()
     assert out.returncode == 1 and "Traceback" not in stderr
     assert stderr.startswith("cortana: llama.cpp is not answering at http://127.0.0.1:9")
+
+
+async def test_a_call_of_a_tool_nobody_offered_reaches_the_model_as_an_unknown_tool(wire: WireServer) -> None:
+    """The 1.5B model answered with a JSON call to `slugify`, the function it was asked to write."""
+    slugify = '{"name": "slugify", "arguments": {"text": "Hello World"}}'
+    wire.add(
+        "POST",
+        "/v1/chat/completions",
+        sse({"choices": [{"index": 0, "delta": {"content": slugify}, "finish_reason": "stop"}]}),
+        sse({"choices": [{"index": 0, "delta": {"content": "There is no slugify tool; here is the code."}}]}),
+    )
+    async with LlamaCppClient("q", base_url=wire.start(), context_window=4096) as client:
+        result = await Agent(client, tools=[echo]).run("Add a slugify(text) function to utils.py.")
+    error = result.new_messages[2]
+    assert error.role == "tool" and error.is_error
+    assert error.content == "Unknown tool 'slugify'. Available tools: echo."
+    assert result.output == "There is no slugify tool; here is the code."
+    assert slugify not in result.output

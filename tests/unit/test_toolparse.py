@@ -147,7 +147,9 @@ def test_other_shapes(text: str, expected: list) -> None:  # type: ignore[type-a
     "text",
     [
         'Here is the JSON you asked for: {"name": "get_weather", "arguments": {"city": "Paris"}}',
-        '{"name": "delete_everything", "arguments": {}}',
+        '{"name": "Ada", "arguments": {"age": 36}, "born": 1815}',  # data with a name, not a call
+        '{"name": "delete everything", "arguments": {}}',  # not a tool name
+        '{"name": "slugify", "arguments": "text"}',  # arguments that are not an object
         '```python\nget_weather(city="Paris")\n```\nThat is how you would call it in Python.',
         "The get_weather tool needs a city.",
         '{"city": "Paris", "temperature": 21}',
@@ -155,6 +157,19 @@ def test_other_shapes(text: str, expected: list) -> None:  # type: ignore[type-a
 )
 def test_prose_and_unknown_names_stay_text(text: str) -> None:
     assert calls_of(text) == (text, [])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "slugify", "arguments": {"text": "Hello World"}}',
+        '```json\n{"name": "slugify", "arguments": {"text": "Hello World"}}\n```',
+        '<tool_call>\n{"name": "slugify", "arguments": {"text": "Hello World"}}\n</tool_call>',
+    ],
+)
+def test_a_call_of_a_tool_that_was_not_offered_is_a_call_so_the_model_hears_it_is_unknown(text: str) -> None:
+    """The 1.5B model "called" slugify, the function it was asked to write; that JSON must not be the answer."""
+    assert calls_of(text) == ("", [("slugify", {"text": "Hello World"})])
 
 
 def test_nothing_is_recovered_without_offered_tools() -> None:

@@ -8,9 +8,12 @@ several calls in one block, ``<function=name>{...}</function>`` or
 :func:`recover_tool_calls` (and, while streaming, :class:`TextToolCallFilter`),
 so the loop sees ordinary :class:`ToolCall` s whatever the model wrote.
 
-Only names of tools the agent offered are recovered; prose that merely contains
-JSON stays text. JSON that small models get wrong (comments, trailing commas,
-single quotes, doubled braces) is fixed with ``json_repair``; values are not
+Calls of tools the agent offered are recovered in every shape above; a call
+naming another tool only in the strict ``{"name": ..., "arguments": {...}}``
+shape (it becomes an unknown-tool error the model reads, instead of JSON shown
+to the user as its answer). Prose that merely contains JSON stays text. JSON
+that small models get wrong (comments, trailing commas, single quotes, doubled
+braces) is fixed with ``json_repair``; values are not
 coerced here: the tool's pydantic validation does that losslessly, and
 arguments that still do not validate reach the model as a tool error.
 """
@@ -221,7 +224,7 @@ def load_json(text: str) -> Any:
 
     try:
         repaired = json_repair.loads(candidate)
-    except (RecursionError, ValueError):
+    except Exception:  # RecursionError, ValueError, and its own assertions on some broken input: not JSON
         return _INVALID
     return _INVALID if repaired in ("", None) else repaired
 
@@ -261,7 +264,13 @@ def _json_extent(text: str) -> tuple[int, bool]:
 
 
 def _as_call(value: Any, names: dict[str, ToolSpec]) -> ToolCall | None:
-    """A ``ToolCall`` if ``value`` is a call of an offered tool, in any of the shapes models use."""
+    """A ``ToolCall`` if ``value`` is a call, in any of the shapes models use.
+
+    A call of an offered tool may take any of those shapes. A call naming a tool that was not
+    offered is recovered only in the strict shape ``{"name": "x", "arguments": {...}}``: it
+    becomes a call the loop answers with an unknown-tool error the model can correct, where it
+    would otherwise reach the user as an answer made of JSON.
+    """
     if not isinstance(value, dict):
         return None
     function = value.get("function")
@@ -272,12 +281,25 @@ def _as_call(value: Any, names: dict[str, ToolSpec]) -> ToolCall | None:
         name = function
     spec = names.get(loose_name(name)) if name else None
     if spec is None:
-        return None
+        return _unknown_call(value)
     raw = next((value[k] for k in _ARGUMENT_KEYS if k in value), None)
     if raw is None:  # {"name": "get_weather", "city": "Paris"}: arguments written inline
         skip = {*_NAME_KEYS, "function", "type", "id"}
         raw = {k: v for k, v in value.items() if k not in skip}
     return _make_call(spec, raw, raw if isinstance(raw, str) else None)
+
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][\w.\-]{0,63}$")
+
+
+def _unknown_call(value: dict[str, Any]) -> ToolCall | None:
+    """``{"name": "slugify", "arguments": {...}}`` naming no offered tool: a call of that name (it will fail)."""
+    if set(value) - {"name", "arguments", "type", "id"} or not isinstance(value.get("arguments"), dict):
+        return None
+    name = value.get("name")
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        return None
+    return make_tool_call(new_call_id(), name, value["arguments"], None, from_text=True)
 
 
 def _make_call(spec: ToolSpec, arguments: Any, raw_text: str | None) -> ToolCall:
