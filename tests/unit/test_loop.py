@@ -565,3 +565,43 @@ def test_a_limit_out_of_range_is_refused_naming_it(options: dict[str, object], m
 
     with pytest.raises(UserError, match=message):
         Agent(ScriptedModel([]), **options)  # type: ignore[arg-type]
+
+
+# -- empty answers ------------------------------------------------------------------------------------
+
+
+async def test_an_empty_answer_is_asked_for_once_more() -> None:
+    model = ScriptedModel(["", "Paris."])
+    memory = InMemoryHistory()
+    thread = ThreadRef(thread_id="empty")
+    result = await Agent(model, memory=memory).run("Capital of France?", thread=thread)
+    assert result.output == "Paris."
+    again = model.requests[1].messages[-1]
+    assert again.role == "user" and again.name == "cortana" and "Your last reply was empty" in again.content
+    assert [m.role for m in await memory.load_history(thread)] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_an_answer_that_stays_empty_shows_a_note_with_what_the_tools_did() -> None:
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return "x = 1"
+
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("read_file", path="a.py"), tool_call("read_file", path="b.py")),
+            ScriptedResponse(text="", thinking="hmm"),
+            "  ",
+        ]
+    )
+    events = [event async for event in Agent(model, tools=[read_file]).run_stream("Fix the bug.")]
+    result = events[-1].result  # type: ignore[attr-defined]
+    note = "(The model gave no answer. This turn ran 2 tool call(s): read_file ×2.)"
+    assert result.output == note
+    assert TextDelta(note) in events, "the note is streamed, so the terminal shows it"
+    assert len(model.requests) == 3
+
+
+async def test_an_empty_answer_without_tools_says_so() -> None:
+    result = await Agent(ScriptedModel(["", ""])).run("Hello?")
+    assert result.output == "(The model gave no answer. Try rephrasing the question.)"

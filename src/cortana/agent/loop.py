@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from cortana.agent.events import RunEvent, RunFinished
+from cortana.agent.events import RunEvent, RunFinished, TextDelta
 from cortana.agent.run import Run, TurnRequest, Verdict
 
 if TYPE_CHECKING:
@@ -45,12 +45,16 @@ async def run_events(agent: Agent, request: TurnRequest) -> AsyncGenerator[RunEv
         assert run.response is not None
         screened = run.screen(run.response.message)
         if screened.verdict is Verdict.ANSWER:
+            if screened.shown:
+                yield TextDelta(screened.shown)
             await run.answer(screened.reply)
             break
         if screened.verdict is Verdict.WITHHOLD_TOOLS:
             run.withhold_tools = True
         elif screened.verdict is Verdict.NUDGE:
             await run.nudge()
+        elif screened.verdict is Verdict.ASK_AGAIN:
+            await run.ask_again(screened.reply)
         else:
             await run.spend_iteration(screened.reply)
             async for event in run.run_tools(screened.reply):

@@ -65,14 +65,21 @@ class Verdict(enum.Enum):
     """Only repeats of answered calls: restate the question once."""
     WITHHOLD_TOOLS = "withhold_tools"
     """No grounded call, or repeats after the nudge: ask again, with no tools offered."""
+    ASK_AGAIN = "ask_again"
+    """An empty reply (no text, no calls): ask once more for an answer."""
 
 
 @dataclass(frozen=True, slots=True)
 class Screened:
-    """A verdict and the reply it applies to (with calls that must not run taken out)."""
+    """A verdict and the reply it applies to (with calls that must not run taken out).
+
+    ``shown`` is text the model did not stream that the user must see: the note that stands
+    in for an answer that stayed empty.
+    """
 
     verdict: Verdict
     reply: Message
+    shown: str | None = None
 
 
 @dataclass(slots=True)
@@ -116,6 +123,7 @@ class Run:
     """The latest model response."""
     withhold_tools: bool = False
     nudged: bool = False
+    asked_again: bool = False
     started: float = field(default_factory=time.perf_counter)
 
     # -- start ----------------------------------------------------------------------------
@@ -223,7 +231,12 @@ class Run:
         once, and then tools are withheld.
         """
         if not reply.tool_calls:
-            return Screened(Verdict.ANSWER, reply)
+            if reply.content.strip():
+                return Screened(Verdict.ANSWER, reply)
+            if not self.asked_again:
+                return Screened(Verdict.ASK_AGAIN, reply)
+            note = self._empty_answer_note()
+            return Screened(Verdict.ANSWER, reply.model_copy(update={"content": note}), shown=note)
         if self.agent.check_grounding:
             evidence = conversation_evidence([*self.transcript, reply])
             kept = [call for call in reply.tool_calls if self._grounded(call, evidence)]
@@ -242,6 +255,13 @@ class Run:
         )
         self._append(nudge)
         await self._persist(nudge)
+
+    async def ask_again(self, reply: Message) -> None:
+        """The reply was empty: keep it, and ask once more for an answer."""
+        self.asked_again = True
+        again = Message(role="user", name="cortana", content=prompt_text("empty_answer"))
+        self._append(reply, again)
+        await self._persist(reply, again)
 
     async def answer(self, reply: Message) -> None:
         """Keep the final reply."""
@@ -290,6 +310,19 @@ class Run:
         return result
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _empty_answer_note(self) -> str:
+        """What the user reads when the model answered nothing twice: that, and what the tools did."""
+        ran = [m for m in self.new_messages if m.role == "tool"]
+        if not ran:
+            return "(The model gave no answer. Try rephrasing the question.)"
+        failed = sum(m.is_error for m in ran)
+        counts: dict[str, int] = {}
+        for message in ran:
+            counts[message.name or "tool"] = counts.get(message.name or "tool", 0) + 1
+        calls = ", ".join(f"{name} ×{count}" if count > 1 else name for name, count in counts.items())
+        errors = f", {failed} failed" if failed else ""
+        return f"(The model gave no answer. This turn ran {len(ran)} tool call(s): {calls}{errors}.)"
 
     def _grounded(self, call: ToolCall, evidence: str) -> bool:
         if not call.from_text:
