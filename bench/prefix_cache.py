@@ -45,6 +45,27 @@ PROMPTS = [
 ]
 
 
+CHECKS = {5: ("alfama",), 8: ("maya", "lisbon")}
+"""Words the answers of these turns must hold: a broken assistant must not produce a good-looking cache figure."""
+
+
+def answer_problems(outputs: dict[int, str]) -> list[str]:
+    """What is wrong with the session's answers: a checked turn missing its words, or an answer repeating
+    the previous answer or the turn's own message word for word."""
+    problems = []
+    for turn, words in CHECKS.items():
+        text = outputs.get(turn, "").lower()
+        missing = [word for word in words if word not in text]
+        if turn in outputs and missing:
+            problems.append(f"turn {turn} does not name {', '.join(missing)}: {outputs[turn][:80]!r}")
+    for turn, text in outputs.items():
+        if turn > 1 and text.strip() and text.strip() == outputs.get(turn - 1, "").strip():
+            problems.append(f"turn {turn} repeats turn {turn - 1}'s answer")
+        if text.strip() == PROMPTS[turn - 1].strip():
+            problems.append(f"turn {turn} echoes the user's message")
+    return problems
+
+
 def time_line(turn: int) -> str:
     return f"Local time: 2026-05-0{1 + turn % 9} 1{turn % 10}:00"
 
@@ -62,7 +83,9 @@ class Clock(TurnExtension):
         return time_line(self.turn)
 
 
-async def session(model: str, turns: int, threads: int, via: str) -> list[dict[str, float | int]]:
+async def session(
+    model: str, turns: int, threads: int, via: str, outputs: dict[int, str]
+) -> list[dict[str, float | int]]:
     client = await create_model_client("embedded", model=model, threads=threads, context_window=8192)
     rows: list[dict[str, float | int]] = []
     with tempfile.TemporaryDirectory() as folder:
@@ -97,6 +120,7 @@ async def session(model: str, turns: int, threads: int, via: str) -> list[dict[s
                         )
                         previous_total = usage.prompt_tokens + usage.completion_tokens
                     elif isinstance(event, RunFinished):
+                        outputs[turn] = event.result.output
                         print(f"turn {turn}: {event.result.output[:90]!r}", file=sys.stderr)
         finally:
             memory.close()
@@ -112,7 +136,8 @@ def main() -> None:
     parser.add_argument("--via", choices=["context", "extension"], default="context")
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "prefix_cache.json")
     args = parser.parse_args()
-    rows = asyncio.run(session(args.model, args.turns, args.threads, args.via))
+    outputs: dict[int, str] = {}
+    rows = asyncio.run(session(args.model, args.turns, args.threads, args.via, outputs))
     header = f"{'turn':>4} {'prompt':>7} {'cached':>7} {'new':>6} {'processed':>9} {'beyond new':>10} {'s':>6}"
     print(header)
     for row in rows:
@@ -125,13 +150,20 @@ def main() -> None:
     beyond = sum(int(row["reprocessed_beyond_new"]) for row in later)
     share = beyond / new if new else 0.0
     print(f"turns 2+: {beyond} tokens re-processed beyond {new} new ({share:.1%}; goal <= 5%)")
+    problems = answer_problems(outputs)
+    verdict = "; ".join(problems) if problems else "turn 5 names Alfama, turn 8 Maya and Lisbon; no repeats"
+    print(f"answers: {verdict}")
     report = {
         "model": args.model,
         "time_line_via": args.via,
         "calls": rows,
         "turns_2_plus": {"new": new, "reprocessed_beyond_new": beyond, "share": share},
+        "answers": outputs,
+        "answer_problems": problems,
     }
     save(args.json, report)
+    if problems:
+        sys.exit("the answers are wrong, so the cache figure above is not evidence of a working assistant")
 
 
 if __name__ == "__main__":

@@ -481,7 +481,7 @@ async def test_a_repeated_call_is_not_run_again_and_the_question_is_restated() -
     assert ran == ["ann@example.com"], "a repeat must not send the email twice"
     nudge = result.new_messages[3]
     assert (nudge.role, nudge.name) == ("user", "cortana")
-    assert nudge.content.endswith("answer in plain text: Email Ann")
+    assert nudge.content.startswith('The user asked: "Email Ann"')
     assert model.requests[2].messages[-1] == nudge
     assert result.output == "Email sent to Ann."
     assert [m.role for m in result.new_messages] == ["user", "assistant", "tool", "user", "assistant"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cortana import Agent, Message, ModelError, ThreadRef
+from cortana import Agent, Message, ModelError, ThreadRef, ToolError
 from cortana.memory.sqlite import WORKING_MEMORY_HEADER, SQLiteMemory
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
 
@@ -102,6 +102,33 @@ async def test_the_model_updates_working_memory_and_a_new_thread_sees_it(memory:
     last_prompt = model.requests[2].messages[-1].content
     assert "- The user's name is Ada." in last_prompt and last_prompt.endswith("What is my name?")
     assert [spec.name for spec in model.requests[0].tools] == ["update_working_memory"]
+
+
+async def test_after_a_note_to_itself_the_model_answers_the_message_as_it_was(memory: SQLiteMemory) -> None:
+    """Shown the note's call and result, the bundled models called it again or wrote it out as their answer."""
+    note = tool_call("update_working_memory", content="- Maya, Lisbon, May.")
+    model = ScriptedModel([tool_call_response(note), "Lisbon in May is lovely."])
+    result = await Agent(model, memory=memory).run("I'm Maya, going to Lisbon in May.", thread=ME)
+    answering = model.requests[1]
+    assert answering.tools == [], "no tools: the answer comes now"
+    assert [m.role for m in answering.messages] == ["user"], "the note's call and result are left out"
+    assert [m.role for m in result.new_messages] == ["user", "assistant", "tool", "assistant"]
+    stored = [m.role for m in await memory.load_history(ME)]
+    assert stored == ["user", "assistant"], "the next turn's history has no note to imitate"
+    assert await memory.get_working_memory(ME) == "- Maya, Lisbon, May."
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "   ", "Saved to working memory. Do not call update_working_memory again now: reply to the user."],
+)
+async def test_a_note_that_is_empty_or_the_tools_own_reply_changes_nothing(memory: SQLiteMemory, content: str) -> None:
+    await memory.set_working_memory(ME, "- The user's name is Ada.")
+    (update,) = memory.tools(ME)
+    with pytest.raises(ToolError, match="Working memory is unchanged"):
+        await update.invoke({"content": content})
+    assert await memory.get_working_memory(ME) == "- The user's name is Ada."
+    assert "nothing changed" in await update.invoke({"content": "- The user's name is Ada."})
 
 
 async def test_a_resolver_function_picks_the_provider(tmp_path: Path) -> None:

@@ -124,6 +124,8 @@ class Run:
     withhold_tools: bool = False
     nudged: bool = False
     asked_again: bool = False
+    aside: set[int] = field(default_factory=set)
+    """ids of the messages of bookkeeping rounds (``Tool.answer_after``), left out of the requests after them."""
     started: float = field(default_factory=time.perf_counter)
 
     # -- start ----------------------------------------------------------------------------
@@ -203,7 +205,8 @@ class Run:
         """One model call: stream its deltas, then a :class:`ModelCallFinished`; keeps the response."""
         iteration = self.budget.used
         yield ModelCallStarted(iteration)
-        request = ModelRequest(messages=list(self.transcript), tools=self.offered_tools(), settings=self.settings)
+        messages = [m for m in self.transcript if id(m) not in self.aside] if self.aside else list(self.transcript)
+        request = ModelRequest(messages=messages, tools=self.offered_tools(), settings=self.settings)
         started = time.perf_counter()
         response: ModelResponse | None = None
         async for event in self.client.stream(request):
@@ -291,6 +294,14 @@ class Run:
             yield event
         self.metrics.tool_time += time.perf_counter() - started
         self._append(*results)
+        tools = [self.toolbox.resolve(call.name) for call in reply.tool_calls]
+        if all(tool is not None and tool.answer_after for tool in tools) and not any(r.is_error for r in results):
+            # A note to itself is done: now the answer, to the user's message as it was before the note, and the
+            # note stays out of the history. Shown its call and result, small models call it again or write
+            # the result out as their answer, in this turn and the next (measured: Qwen2.5-Coder 0.5B and 1.5B).
+            self.withhold_tools = True
+            self.aside.update(id(message) for message in (reply, *results))
+            return
         await self._persist(reply, *results)
 
     def finish(self) -> RunResult:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from cortana.errors import ToolError
 from cortana.memory.recall import Recall
 from cortana.memory.store import SQLiteStore
 from cortana.messages import Message, ThreadRef
@@ -36,6 +37,10 @@ __all__ = ["SQLiteMemory", "StoredMessage"]
 
 DEFAULT_PATH = Path(".cortana") / "memory.db"
 WORKING_MEMORY_HEADER = "Working memory (your notes; update them with update_working_memory):"
+WORKING_MEMORY_SAVED = "Saved to working memory. Do not call update_working_memory again now: reply to the user."
+WORKING_MEMORY_UNCHANGED = "Working memory already says exactly that; nothing changed. Reply to the user now."
+"""Replies of ``update_working_memory`` that tell a small model what to do next: measured, the bundled models
+copied a bare "Working memory updated." into the next update, erasing their notes, and then looped."""
 
 
 class StoredMessage:
@@ -127,8 +132,16 @@ class SQLiteMemory:
         memory = self
 
         async def update_working_memory(content: str) -> str:
-            await memory.set_working_memory(thread, content)
-            return "Working memory updated."
+            note = content.strip()
+            if not note or note.startswith(WORKING_MEMORY_SAVED[:24]) or note == WORKING_MEMORY_UNCHANGED:
+                raise ToolError(
+                    "Working memory is unchanged: content must be your notes, not empty and not this tool's reply. "
+                    "Reply to the user now."
+                )
+            if note == (await memory.get_working_memory(thread)).strip():
+                return WORKING_MEMORY_UNCHANGED
+            await memory.set_working_memory(thread, note)
+            return WORKING_MEMORY_SAVED
 
         return (
             Tool(
@@ -136,6 +149,7 @@ class SQLiteMemory:
                 description="Replace your working memory (a Markdown document you always see) with `content`. "
                 "Keep facts about the user and the task that must outlive this conversation; include "
                 "everything still true, since the old text is replaced.",
+                answer_after=True,
             ),
         )
 

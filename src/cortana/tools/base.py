@@ -55,6 +55,9 @@ class Tool:
         default_action: what the permission gate does with this tool when no rule names
             it (``"ask"`` for tools of outside servers); None: the gate's own default.
         timeout: the most seconds one call may run (None: the agent's ``tool_timeout``).
+        answer_after: bookkeeping the model does on the side (a note to itself): after a round
+            made only of successful calls of such tools, the next model call offers no tools, so
+            the model answers. Small models otherwise call it again and again.
     """
 
     __slots__ = (
@@ -62,6 +65,7 @@ class Tool:
         "_is_async",
         "_spec",
         "_validator",
+        "answer_after",
         "default_action",
         "description",
         "function",
@@ -81,6 +85,7 @@ class Tool:
         read_only: bool = False,
         default_action: Action | None = None,
         timeout: float | None = None,
+        answer_after: bool = False,
     ) -> None:
         if not callable(function):
             raise UserError(f"Tool() needs a callable, got {type(function).__name__}.")
@@ -89,6 +94,7 @@ class Tool:
         doc_description, arg_docs = parse_docstring(inspect.getdoc(function))
         self.description = description if description is not None else doc_description
         self.read_only = read_only
+        self.answer_after = answer_after
         self.default_action = default_action
         if timeout is not None and not 0 < timeout < float("inf"):
             raise UserError(f"Tool {self.name!r}: timeout must be a positive number of seconds, got {timeout}.")
