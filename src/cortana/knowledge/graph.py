@@ -408,7 +408,7 @@ def lookup_block(graph: GraphIndex, names: Names) -> str | None:
     """The per-turn context for ``names``: each one found described with file:line sources; None if none is found."""
     described: list[str] = []
     seen: set[int] = set()
-    candidates = [(name, graph.resolve(name)) for name in names.strong]
+    candidates = [(name, Resolution(tuple(graph.find(name)))) for name in names.strong]  # no closest: not for context
     candidates += [(word, Resolution(tuple(graph.exact_class(word)))) for word in names.weak]
     for name, resolution in candidates:
         if not resolution.nodes or all(node.index in seen for node in resolution.nodes):
