@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from cortana.agent.compaction import compact, estimate_tokens, measure
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
 from cortana.agent.extensions import extension_tools, gather_context
-from cortana.agent.grounding import conversation_evidence, is_grounded
+from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
 from cortana.config import compaction_threshold, effective_context_window
@@ -335,7 +335,7 @@ class Run:
         errors = f", {failed} failed" if failed else ""
         return f"(The model gave no answer. This turn ran {len(ran)} tool call(s): {calls}{errors}.)"
 
-    def _grounded(self, call: ToolCall, evidence: str) -> bool:
+    def _grounded(self, call: ToolCall, evidence: Evidence) -> bool:
         if not call.from_text:
             return True  # structured calls come from models that do tool calling natively
         tool = self.toolbox.resolve(call.name)

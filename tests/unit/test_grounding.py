@@ -1,0 +1,92 @@
+"""The grounding check: text and numbers from the conversation ground a call; the model's own words do not."""
+
+from __future__ import annotations
+
+import pytest
+
+from cortana.agent.grounding import conversation_evidence, is_grounded
+from cortana.messages import Message, ToolCall
+from cortana.tools import SchemaTool
+
+VOLUME = SchemaTool(
+    "music_set_volume",
+    "Set the volume.",
+    {"type": "object", "properties": {"level": {"type": "integer"}}, "required": ["level"]},
+    print,
+)
+CONVERT = SchemaTool(
+    "currency_convert",
+    "Convert money.",
+    {
+        "type": "object",
+        "properties": {
+            "amount": {"type": "number"},
+            "from_currency": {"type": "string"},
+            "to_currency": {"type": "string"},
+        },
+    },
+    print,
+)
+ORDER = SchemaTool(
+    "order_status",
+    "Status of an order.",
+    {
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "string"},
+            "detail": {"type": "string", "enum": ["short", "full"]},
+            "format": {"type": "string", "default": "plain text"},
+            "notify": {"type": "boolean"},
+        },
+    },
+    print,
+)
+
+
+def grounded(tool: SchemaTool, prompt: str, **arguments: object) -> bool:
+    call = ToolCall(id="c", name=tool.name, arguments=arguments, from_text=True)
+    return is_grounded(call, tool, conversation_evidence([Message.user(prompt)]))
+
+
+@pytest.mark.parametrize(
+    ("prompt", "level"),
+    [
+        ("Set the volume to 35.", 35),
+        ("Volume to fifteen please", 15),
+        ("turn it down to one hundred and five", 105),
+        ("put the music at half volume", 50),
+        ("Mute it", 0),  # 0 and 1 always count
+        ("Raise it to 1,200 (my speakers are odd)", 1200),
+    ],
+)
+def test_numbers_the_user_gave_ground_a_call(prompt: str, level: int) -> None:
+    assert grounded(VOLUME, prompt, level=level)
+
+
+def test_an_invented_number_does_not() -> None:
+    assert not grounded(VOLUME, "How loud is my music right now?", level=50)
+
+
+def test_percentages_count_as_the_number_and_its_hundredth() -> None:
+    assert grounded(CONVERT, "Take 5% of the balance", amount=0.05)
+    assert grounded(CONVERT, "Take 5 percent of the balance", amount=5)
+
+
+def test_any_grounded_argument_grounds_the_call_and_short_codes_are_not_checked() -> None:
+    assert grounded(CONVERT, "How many yen is one hundred and fifty British pounds?", amount=150, from_currency="GBP")
+    assert grounded(CONVERT, "Convert my savings to euros", amount=999, to_currency="euros")
+
+
+def test_enum_values_defaults_booleans_and_unknown_keys_are_not_checked() -> None:
+    prompt = "Is my order on its way?"
+    assert grounded(ORDER, prompt, detail="full", format="plain text", notify=True, required=["order_id"])
+    assert not grounded(ORDER, prompt, order_id="ORDER-INVENTED-7731")
+
+
+def test_plurals_fold_and_the_models_own_prose_is_not_evidence() -> None:
+    assert grounded(ORDER, "Where are the parcels I ordered?", order_id="parcel")
+    call = ToolCall(id="c", name="music_set_volume", arguments={"level": 70}, from_text=True)
+    evidence = conversation_evidence([Message.user("How loud is it?"), Message.assistant("I'll set it to 70.")])
+    assert not is_grounded(call, VOLUME, evidence)
+    results = conversation_evidence([Message.user("Match the kitchen."), Message(role="tool", content="kitchen: 70")])
+    assert is_grounded(call, VOLUME, results), "a tool's result is evidence"
