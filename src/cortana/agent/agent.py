@@ -78,9 +78,10 @@ class Agent:
             (cortana.yml ``tools.timeouts``).
         max_tool_output: the most characters of one tool result that reach the prompt and
             memory; the head and tail of a longer one are kept, with a note.
-        check_grounding: do not run a call the model wrote as text when none of its free-text
-            arguments appears in the conversation (a small model "calling" a tool for a
-            question no tool fits); ask for an answer without tools instead.
+        check_grounding: do not run a call the model wrote as text when none of its arguments
+            that can be checked (text, numbers) appears in what the user said or a tool returned
+            (a small model "calling" a tool for a question no tool fits, with invented values);
+            ask for an answer without tools instead (``agent/grounding.py``).
     """
 
     __slots__ = (
