@@ -577,7 +577,7 @@ async def test_an_empty_answer_is_asked_for_once_more() -> None:
     result = await Agent(model, memory=memory).run("Capital of France?", thread=thread)
     assert result.output == "Paris."
     again = model.requests[1].messages[-1]
-    assert again.role == "user" and again.name == "cortana" and "Your last reply was empty" in again.content
+    assert again.role == "user" and again.name == "cortana" and "Your last reply gave the user no answer" in again.content
     assert [m.role for m in await memory.load_history(thread)] == ["user", "assistant", "user", "assistant"]
 
 
@@ -605,3 +605,16 @@ async def test_an_answer_that_stays_empty_shows_a_note_with_what_the_tools_did()
 async def test_an_empty_answer_without_tools_says_so() -> None:
     result = await Agent(ScriptedModel(["", ""])).run("Hello?")
     assert result.output == "(The model gave no answer. Try rephrasing the question.)"
+
+
+async def test_a_call_written_as_text_when_tools_are_withheld_is_not_shown_as_the_answer() -> None:
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return "sunny"
+
+    call_text = '{"name": "get_weather", "arguments": {"city": "Tokyo"}}'
+    model = ScriptedModel([tool_call_response(text_call("get_weather", city="Tokyo")), call_text, "Tokyo."])
+    result = await Agent(model, tools=[get_weather]).run("What is the capital of Japan?")
+    assert result.output == "Tokyo."
+    assert "Your last reply gave the user no answer" in model.requests[2].messages[-1].content

@@ -26,6 +26,7 @@ from cortana.errors import MaxToolIterationsError, ModelError
 from cortana.memory.base import MemoryProvider, resolve_memory
 from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall
 from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
+from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import prompt_text
 from cortana.tools import RunContext, Tool, ToolGroup, as_tools
 
@@ -234,7 +235,7 @@ class Run:
         once, and then tools are withheld.
         """
         if not reply.tool_calls:
-            if reply.content.strip():
+            if reply.content.strip() and not self._only_calls_as_text(reply):
                 return Screened(Verdict.ANSWER, reply)
             if not self.asked_again:
                 return Screened(Verdict.ASK_AGAIN, reply)
@@ -321,6 +322,13 @@ class Run:
         return result
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _only_calls_as_text(self, reply: Message) -> bool:
+        """Asked for an answer without tools, the model wrote nothing but tool calls: that is no answer either."""
+        if not self.withhold_tools:
+            return False
+        remaining, calls = recover_tool_calls(reply.content, self.toolbox.specs())
+        return bool(calls) and not remaining.strip()
 
     def _empty_answer_note(self) -> str:
         """What the user reads when the model answered nothing twice: that, and what the tools did."""
