@@ -11,7 +11,8 @@ returned (the model's own prose does not count: it would vouch for itself).
 Checked arguments:
 
 - **text** with four letters in a row: it appears (normalized), or at least
-  half of its words of three letters or more do (a plural ``s`` folded);
+  half of its words of three letters or more do (a plural ``s`` folded;
+  ``Europe/London`` is two words);
 - **numbers**: the conversation holds the number, as digits (``1,000``), as a
   percentage or its hundredth (``5%``: 5 or 0.05), in words ("fifteen",
   "one hundred and fifty", "twice", "a dozen"), or as "half"/"halfway" (0.5
@@ -20,7 +21,8 @@ Checked arguments:
 Keys that are not parameters of the tool are not looked at.
 
 Not checked: enum values, booleans, a parameter's declared default, and short
-codes (``TSLA``, ``EUR``) that a model may rightly derive from a name.
+capitalised codes (``AAPL``, ``EUR``, ``BRK.B``) that a model may rightly
+derive from a name.
 
 How the rule was chosen: on the development half of ``bench/toolcall_set``
 (Qwen2.5-Coder 0.5B and 1.5B, calls recovered from text), the earlier rule
@@ -53,6 +55,8 @@ _NUMBER_WORDS = {
     **{"thousand": 1000.0, "dozen": 12.0, "once": 1.0, "twice": 2.0},
 }
 _ALWAYS = frozenset({0.0, 1.0})
+_CODE = re.compile(r"^[A-Z0-9]{2,5}(?:[./:-][A-Z0-9]{1,5})?$")
+"""A short code a model may rightly derive from a name: a ticker (AAPL), a currency (EUR), an airport (LIS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +136,11 @@ def _check(value: Any, schema: Any, evidence: Evidence) -> bool | None:
     if isinstance(value, (int, float)):
         number = float(value)
         return any(abs(number - known) <= 1e-9 + 1e-6 * abs(known) for known in evidence.numbers)
-    if isinstance(value, str) and re.search(r"[A-Za-z]{4,}", value):
+    if isinstance(value, str) and re.search(r"[A-Za-z]{4,}", value) and not _CODE.match(value):
         normalized = _normalize(value)
         if normalized and normalized in evidence.text:
             return True
-        words = [_stem(word) for word in normalized.split() if len(word) >= 3]
+        words = [_stem(word) for word in re.findall(r"[a-z0-9]+", normalized) if len(word) >= 3]
         return bool(words) and sum(word in evidence.stems for word in words) / len(words) >= 0.5
     return None
 
