@@ -577,7 +577,7 @@ async def test_an_empty_answer_is_asked_for_once_more() -> None:
     result = await Agent(model, memory=memory).run("Capital of France?", thread=thread)
     assert result.output == "Paris."
     again = model.requests[1].messages[-1]
-    assert again.role == "user" and again.name == "cortana" and "Your last reply gave the user no answer" in again.content
+    assert again.role == "user" and again.name == "cortana" and "Your last reply gave them no answer" in again.content
     assert [m.role for m in await memory.load_history(thread)] == ["user", "assistant", "user", "assistant"]
 
 
@@ -617,4 +617,20 @@ async def test_a_call_written_as_text_when_tools_are_withheld_is_not_shown_as_th
     model = ScriptedModel([tool_call_response(text_call("get_weather", city="Tokyo")), call_text, "Tokyo."])
     result = await Agent(model, tools=[get_weather]).run("What is the capital of Japan?")
     assert result.output == "Tokyo."
-    assert "Your last reply gave the user no answer" in model.requests[2].messages[-1].content
+    assert "Your last reply gave them no answer" in model.requests[2].messages[-1].content
+
+
+async def test_a_call_of_a_missing_tool_repeated_is_a_repeat_not_a_loop() -> None:
+    """The 0.5B model "called" play_cello five times, each time told there is no such tool."""
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Weather for a city."""
+        return "sunny"
+
+    invented = tool_call("play_cello", content="I play the cello.")
+    model = ScriptedModel([tool_call_response(invented), tool_call_response(invented), "Lovely, the cello!"])
+    result = await Agent(model, tools=[get_weather], max_tool_iterations=4).run("I play the cello.")
+    assert result.output == "Lovely, the cello!"
+    nudge = model.requests[2].messages[-1]
+    assert nudge.name == "cortana" and nudge.content.startswith('The user asked: "I play the cello."')

@@ -7,8 +7,10 @@ questions the loop asks:
 - ``earlier_read(call)``: a read-only call identical to one answered since
   the last write is not run again; the model is pointed at that result.
 - ``all_repeated(calls)``: a reply made only of calls already answered is
-  not run at all (re-running would repeat side effects): the loop restates
-  the question once, then asks for an answer without tools.
+  not run at all (re-running would repeat side effects, or the same error):
+  the loop restates the question once, then asks for an answer without
+  tools. A call that failed counts as answered: small models repeat a call of
+  a tool that does not exist, forever, each time told it does not.
 
 A call that changed something (a write, a command, an outside server's
 call, which is never read-only) may change what a read returns, so it makes
@@ -39,6 +41,7 @@ class RepeatGuard:
     def __init__(self) -> None:
         self._reads: dict[str, str] = {}  # key of a read-only call -> id of the call whose result still holds
         self._changes: set[str] = set()  # keys of calls that changed something and succeeded
+        self._failed: set[str] = set()  # keys of calls that got an error (the same call would get it again)
 
     def earlier_read(self, call: ToolCall) -> str | None:
         """The id of an identical read-only call whose result still holds, if there is one."""
@@ -46,7 +49,12 @@ class RepeatGuard:
 
     def all_repeated(self, calls: Iterable[ToolCall]) -> bool:
         """Whether every one of ``calls`` already has a result in this run."""
-        return all(call_key(call) in self._reads or call_key(call) in self._changes for call in calls)
+        known = (self._reads, self._changes, self._failed)
+        return all(any(call_key(call) in seen for seen in known) for call in calls)
+
+    def record_failures(self, calls: Iterable[ToolCall]) -> None:
+        """Remember calls that failed before they could run (an unknown tool, denied, invalid arguments)."""
+        self._failed.update(call_key(call) for call in calls)
 
     def record(self, ran: Sequence[tuple[ToolCall, Tool, Message]]) -> None:
         """Remember a batch of calls that ran, with their tools and results."""
@@ -54,6 +62,7 @@ class RepeatGuard:
             self._reads.clear()
         for call, tool, result in ran:
             if result.is_error:
+                self._failed.add(call_key(call))
                 continue
             if tool.read_only:
                 self._reads[call_key(call)] = call.id

@@ -263,7 +263,9 @@ class Run:
     async def ask_again(self, reply: Message) -> None:
         """The reply was empty: keep it, and ask once more for an answer."""
         self.asked_again = True
-        again = Message(role="user", name="cortana", content=prompt_text("empty_answer"))
+        again = Message(
+            role="user", name="cortana", content=prompt_text("empty_answer").format(prompt=self.request.prompt)
+        )
         self._append(reply, again)
         await self._persist(reply, again)
 
