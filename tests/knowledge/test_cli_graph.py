@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pexpect
 
-from tests.integration.test_cli_terminal import PROMPT, text_reply
+from tests.integration.test_cli_terminal import PROMPT, spawn_on, text_reply
 from tests.knowledge.conftest import FIXTURE
 
 
@@ -19,22 +19,6 @@ def project_workspace(tmp_path: Path) -> Path:
     shutil.copytree(FIXTURE, root)
     (root / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  exclude: [vendor/]\n")
     return root
-
-
-def spawn_in(url: str, workspace: Path, home: Path) -> pexpect.spawn:
-    """``cortana`` in a pty; HOME is outside the workspace (the graph is off for the home folder)."""
-    env = {"TERM": "dumb", "PATH": "/usr/bin:/bin", "HOME": str(home), "NO_COLOR": "1"}
-    child = pexpect.spawn(
-        sys.executable,
-        ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url],
-        cwd=str(workspace),
-        encoding="utf-8",
-        timeout=60,
-        dimensions=(40, 120),
-        env=env,
-    )
-    child.expect_exact(PROMPT)
-    return child
 
 
 def wait_for_graph(child: pexpect.spawn) -> str:
@@ -53,7 +37,7 @@ def wait_for_graph(child: pexpect.spawn) -> str:
 def test_the_graph_is_built_in_the_background_and_feeds_the_turn(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     workspace = project_workspace(tmp_path)
     scripted_engine.add("POST", "/v1/chat/completions", text_reply(["build_app calls it."]))
-    child = spawn_in(scripted_engine.url, workspace, home=tmp_path)
+    child = spawn_on(scripted_engine.url, workspace, home=tmp_path)  # the graph is off for the home folder
     assert "Building the code graph of this folder in the background" in child.before
     state = wait_for_graph(child)
     assert "nodes" in state and "communities" in state
