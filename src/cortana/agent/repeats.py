@@ -53,7 +53,7 @@ class RepeatGuard:
         return all(any(call_key(call) in seen for seen in known) for call in calls)
 
     def record_failures(self, calls: Iterable[ToolCall]) -> None:
-        """Remember calls that failed before they could run (an unknown tool, denied, invalid arguments)."""
+        """Remember calls that got an error: refused before running (unknown tool, denied, invalid) or failing."""
         self._failed.update(call_key(call) for call in calls)
 
     def record(self, ran: Sequence[tuple[ToolCall, Tool, Message]]) -> None:
@@ -62,7 +62,6 @@ class RepeatGuard:
             self._reads.clear()
         for call, tool, result in ran:
             if result.is_error:
-                self._failed.add(call_key(call))
                 continue
             if tool.read_only:
                 self._reads[call_key(call)] = call.id

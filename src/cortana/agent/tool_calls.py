@@ -75,8 +75,7 @@ class CallRunner:
         done = [message for message in slots if message is not None]
         assert len(done) == len(calls), "every call has its result"
         self.guard.record([(item.call, item.tool, done[item.index]) for item in runnable])
-        refused = [call for call, message in zip(calls, done, strict=True) if message.is_error]
-        self.guard.record_failures(refused)  # the ones that ran and failed are recorded with them above
+        self.guard.record_failures(call for call, message in zip(calls, done, strict=True) if message.is_error)
         self.changed_by.extend(item.tool.name for item in runnable if not item.tool.read_only)
         self.context.metrics.tool_errors += sum(message.is_error for message in done)
         results.extend(done)
