@@ -380,3 +380,15 @@ def test_graphify_settings_are_checked_naming_the_key(tmp_path: Path) -> None:
     (tmp_path / "cortana.yml").write_text("graphify:\n  enabled: false\n  exclude: [vendor/]\n")
     settings = load_settings(tmp_path, environ={})
     assert not settings.graphify.enabled and settings.graphify.exclude == ["vendor/"]
+
+
+async def test_a_failed_first_build_is_not_retried_every_turn(fresh: Path, tmp_path: Path) -> None:
+    failing = tmp_path / "failing-graphify"
+    failing.write_text("#!/bin/sh\necho 'boom' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    graph = KnowledgeGraph(fresh, command=str(failing))
+    assert await graph.context(T, "What is `load_defaults`?") is None
+    assert await graph.context(T, "and `build_app`?") is None
+    assert graph.cli_runs == 1 and graph.status().state == "failed"
+    await graph.rebuild()  # asked for: tried again
+    assert graph.cli_runs == 2

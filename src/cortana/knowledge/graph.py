@@ -233,8 +233,8 @@ class KnowledgeGraph(TurnExtension):
             return None
         await self._load_if_newer()
         running = self._running()
-        if self._index is None and running is None and self._last is not None and self._last.no_code:
-            return None  # nothing to build from until a turn changes files
+        if self._index is None and running is None and self._last is not None and not self._last.ok:
+            return None  # no code, or a failed build: not retried every turn, only after a change or rebuild()
         if self._index is None:
             await (asyncio.shield(running) if running is not None else self.rebuild())
         elif not self._refreshed:
