@@ -1,0 +1,1 @@
+"""Positions on a text screen."""

@@ -1,0 +1,1 @@
+"""Summaries of measurements."""

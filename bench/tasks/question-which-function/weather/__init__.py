@@ -1,0 +1,1 @@
+"""Readings from a home weather station."""

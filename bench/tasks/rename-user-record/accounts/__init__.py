@@ -1,0 +1,5 @@
+"""User accounts."""
+
+from accounts.models import UserRec
+
+__all__ = ["UserRec"]

@@ -1,0 +1,23 @@
+"""Users kept in memory, by e-mail address."""
+
+from accounts.models import UserRec
+
+
+class UserStore:
+    """The users of the app."""
+
+    def __init__(self) -> None:
+        self._users: dict[str, UserRec] = {}
+
+    def add(self, name: str, email: str) -> UserRec:
+        """Add a user; an address can only be used once."""
+        key = email.lower()
+        if key in self._users:
+            raise ValueError(f"{email} is already registered")
+        user = UserRec(name, key)
+        self._users[key] = user
+        return user
+
+    def find(self, email: str) -> UserRec | None:
+        """The user with this address, if any."""
+        return self._users.get(email.lower())

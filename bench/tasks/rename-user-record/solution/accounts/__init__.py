@@ -1,0 +1,5 @@
+"""User accounts."""
+
+from accounts.models import UserRecord
+
+__all__ = ["UserRecord"]
