@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,12 +46,19 @@ LLAMA = Path(__file__).parent / "fixtures" / "llamacpp"
 
 @pytest.fixture
 def scripted_engine() -> Iterator:  # type: ignore[type-arg]
-    """A loopback server answering as the llama.cpp fixtures record; tests add the chat replies."""
+    """A loopback server answering as the llama.cpp fixtures record; tests add the chat replies.
+
+    Its ``/props`` leaves out the chat template, so answers take the chat API the tests script
+    (``/v1/chat/completions``) rather than the guided path, which is tested on its own
+    (tests/unit/test_guided.py, tests/integration/test_guided_calls.py).
+    """
     from tests.wire import Reply, WireServer
 
+    props = json.loads((LLAMA / "q05_props.json").read_text())
+    del props["chat_template"]
     server = WireServer()
     server.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
-    server.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
+    server.add("GET", "/props", Reply.json(props))
     server.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
     server.url = server.start()  # type: ignore[attr-defined]
     yield server

@@ -38,6 +38,9 @@ class ToolCall(BaseModel):
             when it did not parse as a JSON object so the model can be shown its mistake.
         from_text: the model wrote this call as text and Cortana recovered it
             (the engine returned no structured call).
+        extra: a further call the model added to a guided answer after the one it
+            set out to make (``cortana.models.guided``); the loop runs it only when
+            the conversation holds every argument it can check.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -47,6 +50,7 @@ class ToolCall(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
     from_text: bool = False
+    extra: bool = False
 
 
 class Message(BaseModel):

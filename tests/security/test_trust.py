@@ -79,6 +79,9 @@ def llama() -> Iterator[str]:
     server.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
     server.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
     server.add("POST", "/v1/chat/completions", Reply.sse_file(LLAMA / "q05_chat_plain_stream.sse.txt"))
+    # The assistant offers tools, so llama.cpp answers through the guided path (cortana.models.guided).
+    server.add("POST", "/apply-template", Reply.json({"prompt": (LLAMA / "q05_guided_prompt.txt").read_text()}))
+    server.add("POST", "/completion", Reply.sse_file(LLAMA / "q05_completion_prose.sse.txt"))
     yield server.start()
     server.stop()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cortana.agent.grounding import conversation_evidence, is_grounded
+from cortana.agent.grounding import conversation_evidence, is_fully_grounded, is_grounded
 from cortana.messages import Message, ToolCall
 from cortana.tools import SchemaTool
 
@@ -90,3 +90,15 @@ def test_plurals_fold_and_the_models_own_prose_is_not_evidence() -> None:
     assert not is_grounded(call, VOLUME, evidence)
     results = conversation_evidence([Message.user("Match the kitchen."), Message(role="tool", content="kitchen: 70")])
     assert is_grounded(call, VOLUME, results), "a tool's result is evidence"
+
+
+def test_fully_grounded_wants_every_checkable_argument_and_at_least_one() -> None:
+    evidence = conversation_evidence([Message.user("Convert 250 euros to yen.")])
+
+    def full(tool: SchemaTool, **arguments: object) -> bool:
+        return is_fully_grounded(ToolCall(id="c", name=tool.name, arguments=arguments), tool, evidence)
+
+    assert full(CONVERT, amount=250, from_currency="EUR", to_currency="JPY"), "codes are not checked"
+    assert not full(CONVERT, amount=100, from_currency="EUR", to_currency="JPY"), "an invented amount"
+    assert not full(ORDER, detail="full", notify=True), "nothing checkable: nothing shows it was asked for"
+    assert is_grounded(ToolCall(id="c", name="order_status", arguments={"detail": "full"}), ORDER, evidence)

@@ -549,6 +549,23 @@ async def test_grounded_text_calls_and_structured_calls_run() -> None:
     assert asked[-1] == "Tokyo"
 
 
+async def test_calls_a_guided_answer_adds_run_only_when_every_argument_checks_out() -> None:
+    paid: list[tuple[str, float]] = []
+
+    @tool
+    def pay(to: str, amount: float) -> str:
+        """Pay someone."""
+        paid.append((to, amount))
+        return "paid"
+
+    first = tool_call("pay", to="Maria", amount=20)
+    copied = tool_call("pay", to="Jonas", amount=35).model_copy(update={"extra": True})
+    invented = tool_call("pay", to="Jonas", amount=500).model_copy(update={"extra": True})
+    model = ScriptedModel([tool_call_response(first, copied, invented), "Paid both."])
+    await Agent(model, tools=[pay]).run("Pay Maria 20 and Jonas 35.")
+    assert paid == [("Maria", 20), ("Jonas", 35)], "the added call with an amount from nowhere is dropped"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

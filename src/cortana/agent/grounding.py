@@ -42,7 +42,7 @@ from typing import Any
 from cortana.messages import Message, ToolCall
 from cortana.tools import Tool
 
-__all__ = ["Evidence", "conversation_evidence", "is_grounded"]
+__all__ = ["Evidence", "conversation_evidence", "is_fully_grounded", "is_grounded"]
 
 _TOKEN = re.compile(r"[a-z0-9@._/\-]+")
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
@@ -126,6 +126,21 @@ def is_grounded(call: ToolCall, tool: Tool, evidence: Evidence) -> bool:
         and (grounded := _check(value, properties[name], evidence)) is not None
     ]
     return not checks or any(checks)
+
+
+def is_fully_grounded(call: ToolCall, tool: Tool, evidence: Evidence) -> bool:
+    """Whether ``call`` has checkable arguments and the conversation holds every one of them.
+
+    Stricter than :func:`is_grounded`: for calls a model adds after the one it was asked for, where
+    a single argument copied from the question (a city) must not carry invented ones (an amount).
+    """
+    properties = tool.parameters.get("properties", {})
+    checks = [
+        grounded
+        for name, value in _leaves(call.arguments)
+        if name in properties and (grounded := _check(value, properties[name], evidence)) is not None
+    ]
+    return bool(checks) and all(checks)
 
 
 def _check(value: Any, schema: Any, evidence: Evidence) -> bool | None:

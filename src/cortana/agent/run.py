@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from cortana.agent.compaction import compact, estimate_tokens, measure
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
 from cortana.agent.extensions import extension_tools, gather_context
-from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded
+from cortana.agent.grounding import Evidence, conversation_evidence, is_fully_grounded, is_grounded
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
 from cortana.config import compaction_threshold, effective_context_window
@@ -346,10 +346,14 @@ class Run:
         return f"(The model gave no answer. This turn ran {len(ran)} tool call(s): {calls}{errors}.)"
 
     def _grounded(self, call: ToolCall, evidence: Evidence) -> bool:
-        if not call.from_text:
+        if not (call.from_text or call.extra):
             return True  # structured calls come from models that do tool calling natively
         tool = self.toolbox.resolve(call.name)
-        return tool is None or is_grounded(call, tool, evidence)  # unknown names get their own error
+        if tool is None:
+            return True  # unknown names get their own error
+        # A call added after the one the model set out to make carries invented values more often
+        # than copied ones (a made-up amount next to a city from the question): all must check out.
+        return is_fully_grounded(call, tool, evidence) if call.extra else is_grounded(call, tool, evidence)
 
     async def _stop_at_max_iterations(self, reply: Message) -> MaxToolIterationsError:
         unrun = [

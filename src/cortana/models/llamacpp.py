@@ -7,11 +7,13 @@ count a prompt's tokens exactly before it is sent.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from cortana.errors import ModelError
 from cortana.messages import Message
-from cortana.models.base import ModelRequest, ToolSpec
+from cortana.models.base import ModelEvent, ModelRequest, ToolSpec
+from cortana.models.guided import GuidedCalls, template_supports_guiding
 from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
 
 __all__ = ["DEFAULT_LLAMACPP_URL", "LlamaCppClient"]
@@ -24,6 +26,13 @@ class LlamaCppClient(OpenAICompatClient):
 
     Call :meth:`connect` (``create_model_client`` does) to read the real
     context window from ``/props``; ``context_window=`` is only a fallback.
+
+    Args:
+        guided_tool_calls: when tools are offered and the served chat template
+            teaches ``<tool_call>`` blocks, decide first and write calls under a
+            grammar (see ``cortana.models.guided``); off: the OpenAI chat path.
+        max_parallel_calls: the most calls one guided answer may hold.
+        kwargs: as for :class:`OpenAICompatClient`.
     """
 
     engine = "llama.cpp"
@@ -34,9 +43,19 @@ class LlamaCppClient(OpenAICompatClient):
         "and let Cortana start its embedded engine."
     )
 
-    def __init__(self, model: str = "", *, base_url: str = DEFAULT_LLAMACPP_URL, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        model: str = "",
+        *,
+        base_url: str = DEFAULT_LLAMACPP_URL,
+        guided_tool_calls: bool = True,
+        max_parallel_calls: int = 4,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(model, base_url=base_url, **kwargs)
         self.props: dict[str, Any] = {}
+        self.guided_tool_calls = guided_tool_calls
+        self.guided = GuidedCalls(self.http, engine=self.engine, max_calls=max_parallel_calls, on_error=self._error)
 
     async def connect(self) -> LlamaCppClient:
         """Check the server is healthy and read its real context window and model name."""
@@ -61,6 +80,20 @@ class LlamaCppClient(OpenAICompatClient):
         except _Unavailable:
             return []  # started without --slots: /props alone tells the window
         return data if isinstance(data, list) else []
+
+    @property
+    def guides_tool_calls(self) -> bool:
+        """Whether answers that offer tools are guided: asked for, and the served template allows it."""
+        return self.guided_tool_calls and template_supports_guiding(str(self.props.get("chat_template") or ""))
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Guided when tools are offered and :attr:`guides_tool_calls`; else the OpenAI chat path."""
+        settings = request.settings
+        # /completion returns a thinking model's reasoning inside the text: guide only when it does not think.
+        quiet = settings.think is False or (settings.think is None and not self.supports_thinking)
+        if request.tools and self.guides_tool_calls and settings.tool_choice != "none" and quiet:
+            return self.guided.stream(request, self.model)
+        return super().stream(request)
 
     @property
     def supports_thinking(self) -> bool:

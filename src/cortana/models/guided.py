@@ -1,0 +1,411 @@
+"""Guided tool calls on llama.cpp: calls written under a grammar, and checked before they run.
+
+Small models write calls in whatever shape they like, with arguments that
+miss the schema, and they call a close-looking tool for questions no tool
+answers. On a llama.cpp server Cortana renders the prompt itself (the
+server's own chat template, through ``/apply-template``) and answers through
+``/completion`` in steps that share the cached prompt:
+
+1. **A free start.** The model begins its answer as it would unguided, and
+   prose streams to the user as it comes. :class:`CallOpening` watches the
+   first characters: the moment the answer opens a call of an offered tool
+   (in any shape: a fence, a bare object, a ``<tool_call>`` tag) and its name
+   is complete, that stream is dropped.
+2. **The call, under a grammar.** The prompt is prefilled with the start of a
+   call of that tool in the template's own format, and a grammar built from
+   the tools' schemas (:mod:`cortana.models.grammar`) makes the arguments
+   match the schema. Further calls may follow, up to ``max_calls``, as a
+   question that needs several does; they are marked
+   :attr:`~cortana.messages.ToolCall.extra`, and the loop runs one only when
+   the conversation holds every argument it can check.
+3. **The check.** The conversation plus one question ("you are about to
+   call ...; does that do exactly what I asked?") answered ``yes`` or ``no``
+   under a grammar. A ``no`` turns the answer into prose, with the model told
+   that no tool fits.
+
+``tool_choice`` naming a tool writes its call at once; ``required`` first
+picks a tool under a grammar of the offered names (:meth:`GuidedCalls.decide`).
+The calls come back as structured calls, so the loop runs them as any
+engine's. This needs a chat template that teaches the Hermes/Qwen
+``<tool_call>`` format and a model that is not thinking; other templates,
+thinking models and engines without grammars keep the chat API with text
+recovery (``cortana.models.toolparse``). Measured by
+``bench/toolcall_eval.py`` (docs/engines.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from cortana.errors import ModelError
+from cortana.messages import Message, StopReason, ToolCall, Usage
+from cortana.models._http import HttpEngine, error_text
+from cortana.models.answer import AnswerBuilder
+from cortana.models.base import ModelEvent, ModelRequest, ModelResponse, loose_name
+from cortana.models.grammar import CALL_OPEN, call_grammar, call_prefix, choice_grammar
+from cortana.models.openai_compat import to_openai_messages
+from cortana.models.toolparse import make_tool_call, new_call_id
+from cortana.prompts import prompt_text
+
+__all__ = ["NO_TOOL", "CallOpening", "Decision", "GuidedCalls", "Verdict", "parse_calls", "template_supports_guiding"]
+
+NO_TOOL = "none"
+"""The decision's answer when no offered tool should be called."""
+
+DECISION_ROLE = "user"
+_DECISION_TOKENS = 48
+_FLOOR = -30.0  # the log-probability of a word the engine did not list among its top ones
+# Prose after "none": anything that does not open like a call (a brace, a fence, a tag).
+_PROSE_GRAMMAR = "root ::= [^{`<\\x00-\\x20] [^\\x00]*\n"
+_BLOCK = re.compile(r"<tool_call>\n(.*?)(?:\n</tool_call>|\Z)", re.S)
+
+
+def template_supports_guiding(chat_template: str) -> bool:
+    """Whether a chat template teaches the ``<tool_call>`` JSON format the grammar writes."""
+    return "<tool_call>" in chat_template and "tools" in chat_template
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the decision step chose, and what it cost.
+
+    Attributes:
+        choice: a tool's name, or :data:`NO_TOOL`.
+        prompt_tokens: tokens the decision's prompt held.
+        new_tokens: of those, the ones the engine had to read (not in its cache).
+        logprobs: the top log-probabilities of the first word, as the engine reported them.
+    """
+
+    choice: str
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    logprobs: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The check of calls before they run.
+
+    Attributes:
+        ok: run them.
+        margin: log P(no) - log P(yes) for the first word (higher: surer the calls are wrong).
+        logprobs: the top log-probabilities of the first word.
+    """
+
+    ok: bool
+    margin: float
+    logprobs: tuple[tuple[str, float], ...] = ()
+
+
+class GuidedCalls:
+    """The two-step answer on one llama.cpp server (see the module docstring).
+
+    Args:
+        http: the server connection.
+        engine: the engine's name, for errors.
+        max_calls: the most calls one answer may hold.
+        verify_margin: reject calls when log P(no) - log P(yes) reaches this; ``None``: the greedy answer.
+        on_error: maps an error answer to our errors (context overflow, missing model).
+    """
+
+    def __init__(
+        self,
+        http: HttpEngine,
+        *,
+        engine: str,
+        max_calls: int = 4,
+        verify_margin: float | None = None,
+        on_error: Callable[[int, str], Exception | None] | None = None,
+    ) -> None:
+        self.http = http
+        self.engine = engine
+        self.max_calls = max(1, max_calls)
+        self.verify_margin = verify_margin
+        self.on_error = on_error
+
+    async def render(self, request: ModelRequest, extra: list[dict[str, Any]] | None = None) -> str:
+        """The prompt the server's chat template makes of ``request`` (plus ``extra`` messages)."""
+        body: dict[str, Any] = {
+            "messages": to_openai_messages(request.messages) + list(extra or []),
+            "tools": [tool.as_function() for tool in request.tools],
+        }
+        if request.settings.think is False:
+            body["chat_template_kwargs"] = {"enable_thinking": False}
+        rendered = await self.http.request_json("POST", "/apply-template", json_body=body, on_error=self.on_error)
+        prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
+        if not isinstance(prompt, str):
+            raise ModelError(f"{self.engine} at {self.http.base_url} answered /apply-template without a prompt.")
+        return prompt
+
+    async def decide(self, request: ModelRequest) -> Decision:
+        """Which offered tool to call next, or :data:`NO_TOOL`; honours ``tool_choice``."""
+        names = [tool.name for tool in request.tools]
+        choice = request.settings.tool_choice
+        if choice in names:
+            return Decision(choice)
+        options = names if choice == "required" else [NO_TOOL, *names]
+        if len(options) == 1:
+            return Decision(options[0])
+        question = {"role": DECISION_ROLE, "content": prompt_text("tool_decision")}
+        choice, logprobs, timings = await self._ask(await self.render(request, [question]), options)
+        return Decision(
+            choice,
+            prompt_tokens=int(timings.get("cache_n", 0)) + int(timings.get("prompt_n", 0)),
+            new_tokens=int(timings.get("prompt_n", 0)),
+            logprobs=logprobs,
+        )
+
+    async def verify(self, request: ModelRequest, calls: list[ToolCall]) -> Verdict:
+        """Ask the model whether ``calls`` do what the user asked, before they run (``yes`` or ``no``)."""
+        shown = "\n".join(
+            json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False) for call in calls
+        )
+        question = {"role": DECISION_ROLE, "content": prompt_text("tool_check").format(calls=shown)}
+        # Models answer "Yes"/"No" more often than "yes"/"no": a grammar of the lower-case words
+        # alone would pick between two unlikely tokens. Both spellings count, summed.
+        answer, logprobs, _ = await self._ask(await self.render(request, [question]), ["yes", "no", "Yes", "No"])
+        yes, no = _word_logprob(logprobs, "yes"), _word_logprob(logprobs, "no")
+        margin = no - yes
+        ok = answer.lower() == "yes" if self.verify_margin is None else margin < self.verify_margin
+        return Verdict(ok, margin, logprobs)
+
+    async def _ask(self, prompt: str, options: list[str]) -> tuple[str, tuple[tuple[str, float], ...], dict[str, Any]]:
+        """One word among ``options`` (greedy, under a grammar), its first token's top log-probabilities, timings."""
+        data = await self.http.request_json(
+            "POST",
+            "/completion",
+            json_body={
+                "prompt": prompt,
+                "grammar": choice_grammar(options),
+                "n_predict": _DECISION_TOKENS,
+                "temperature": 0,
+                "n_probs": 10,
+                "cache_prompt": True,
+            },
+            on_error=self.on_error,
+        )
+        content = str(data.get("content", "")).strip() if isinstance(data, dict) else ""
+        if content not in options:
+            raise ModelError(
+                f"{self.engine} at {self.http.base_url} ignored the grammar (answered {content[:80]!r}); "
+                "it may not support grammars. Turn guided tool calls off for this engine."
+            )
+        probabilities = data.get("completion_probabilities") or [{}]
+        top = probabilities[0].get("top_logprobs") or []
+        logprobs = tuple(
+            (str(item.get("token", "")), float(item.get("logprob", _FLOOR))) for item in top if isinstance(item, dict)
+        )
+        return content, logprobs, data.get("timings") or {}
+
+    async def stream(self, request: ModelRequest, model: str) -> AsyncIterator[ModelEvent]:
+        """The guided answer: prose deltas, or checked calls in the final response.
+
+        With ``tool_choice`` naming a tool or ``required``, the call is written at once. Otherwise the
+        model starts freely, as it would unguided; the moment its answer opens a call of an offered
+        tool, that stream is dropped, the call is written under the grammar and checked
+        (:meth:`verify`). Calls the check rejects become a prose answer instead.
+        """
+        names = [tool.name for tool in request.tools]
+        choice = request.settings.tool_choice
+        if choice in names or choice == "required":
+            decision = await self.decide(request)
+            async for event in self.answer(request, decision.choice, model):
+                yield event
+            return
+        prompt = await self.render(request)
+        answer = AnswerBuilder(request.tools)
+        outcome = _Outcome()
+        opening = CallOpening(names)
+        pieces = self._generate(request, prompt, None, outcome)
+        async with aclosing(pieces):
+            async for piece in pieces:
+                if opening.feed(piece) is not None:
+                    break  # the rest of this stream would be the call in the model's own shape
+                if shown := answer.add_text(piece):
+                    yield shown
+        if opening.tool is None:
+            for event in answer.final_events(outcome.usage, outcome.stop, model):
+                yield event
+            return
+        response = await self._written_calls(request, prompt, opening.tool, model)
+        verdict = await self.verify(request, response.message.tool_calls) if response.message.tool_calls else None
+        if verdict is None or verdict.ok:
+            yield response
+            return
+        # Rejected: the same conversation, told that no tool fits (it shares the cached prefix).
+        no_fit = await self.render(request, [{"role": DECISION_ROLE, "content": prompt_text("tool_rejected")}])
+        async for event in self._prose(request, no_fit, model):
+            yield event
+
+    async def answer(self, request: ModelRequest, choice: str, model: str) -> AsyncIterator[ModelEvent]:
+        """The answer once decided: prose for :data:`NO_TOOL`, else calls starting with ``choice``."""
+        prompt = await self.render(request)
+        if choice == NO_TOOL:
+            async for event in self._prose(request, prompt, model):
+                yield event
+            return
+        async for event in self._calls(request, prompt, choice, model):
+            yield event
+
+    async def _prose(self, request: ModelRequest, prompt: str, model: str) -> AsyncIterator[ModelEvent]:
+        # No text recovery: the decision was "no call", so call-shaped text stays text.
+        answer = AnswerBuilder(request.tools, recover_text_calls=False)
+        outcome = _Outcome()
+        async for piece in self._generate(request, prompt, _PROSE_GRAMMAR, outcome):
+            if shown := answer.add_text(piece):
+                yield shown
+        for event in answer.final_events(outcome.usage, outcome.stop, model):
+            yield event
+
+    async def _calls(self, request: ModelRequest, prompt: str, first: str, model: str) -> AsyncIterator[ModelEvent]:
+        yield await self._written_calls(request, prompt, first, model)
+
+    async def _written_calls(self, request: ModelRequest, prompt: str, first: str, model: str) -> ModelResponse:
+        """Calls starting with one of ``first``, written under the tools' grammar."""
+        prefix = call_prefix(first)
+        grammar = call_grammar(request.tools, first, max_calls=self.max_calls)
+        outcome = _Outcome()
+        generated = "".join([piece async for piece in self._generate(request, prompt + prefix, grammar, outcome)])
+        message = Message(role="assistant", content="", tool_calls=parse_calls(prefix + generated))
+        return ModelResponse(message=message, usage=outcome.usage, finish_reason=outcome.stop, model=model)
+
+    async def _generate(
+        self, request: ModelRequest, prompt: str, grammar: str | None, outcome: _Outcome
+    ) -> AsyncGenerator[str, None]:
+        """Stream ``/completion``'s text pieces; its usage and stop reason land in ``outcome``."""
+        settings = request.settings
+        body: dict[str, Any] = {"prompt": prompt, "stream": True, "cache_prompt": True}
+        if grammar is not None:
+            body["grammar"] = grammar
+        for key, value in (("temperature", settings.temperature), ("n_predict", settings.max_tokens)):
+            if value is not None:
+                body[key] = value
+        if settings.seed is not None:
+            body["seed"] = settings.seed
+        finished = False
+        lines = self.http.stream_lines("/completion", body, on_error=self.on_error)
+        partial = AnswerBuilder([], recover_text_calls=False)
+        async with aclosing(lines):
+            async for line in lines:
+                if finished or not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    continue
+                try:
+                    chunk = json.loads(data)
+                except (ValueError, RecursionError):
+                    raise ModelError(
+                        f"{self.engine} at {self.http.base_url} sent an event that is not JSON: {data[:200]!r}"
+                    ) from None
+                if not isinstance(chunk, dict):
+                    raise ModelError(f"{self.engine} at {self.http.base_url} sent {data[:200]!r}, not an object")
+                if "error" in chunk:
+                    raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
+                piece = str(chunk.get("content") or "")
+                if chunk.get("stop"):
+                    finished = True
+                    outcome.usage = _usage(chunk)
+                    outcome.stop = "length" if chunk.get("stop_type") == "limit" else "stop"
+                if piece:
+                    partial.add_text(piece)
+                    yield piece
+        if not finished:
+            raise partial.interrupted(f"{self.engine} at {self.http.base_url}")
+
+
+def _word_logprob(logprobs: tuple[tuple[str, float], ...], word: str) -> float:
+    """The log-probability of ``word`` as the first token, all spellings (case, spaces) together."""
+    found = [value for token, value in logprobs if token.strip().lower() == word]
+    return math.log(sum(math.exp(value) for value in found)) if found else _FLOOR
+
+
+class CallOpening:
+    """Watches the start of a free answer for the opening of a call, as far as the tool's name.
+
+    :meth:`feed` returns ``None`` while the answer may still be prose or a call, then the
+    offered tool the call names (also kept in :attr:`tool`). An answer that starts as prose, or
+    a call naming no offered tool, ends the watch with :attr:`tool` left ``None``: the text
+    recovery and its unknown-tool error handle the rest, as on engines without grammars.
+    """
+
+    _OPENERS = ("<tool_call>", "```", "{", "[")
+    _NAME = re.compile(r'"(?:name|tool|function)"\s*:\s*"([^"\n]{1,200})"|<function=([\w.\-]+)>')
+    _LIMIT = 400  # characters of an opening without a name: not a call after all
+
+    def __init__(self, names: list[str]) -> None:
+        self._names = {loose_name(name): name for name in names}
+        self._text = ""
+        self.done = False
+        self.tool: str | None = None
+
+    def feed(self, piece: str) -> str | None:
+        if self.done:
+            return self.tool
+        self._text += piece
+        head = self._text.lstrip()
+        if not head:
+            return None
+        if not any(head.startswith(o) or o.startswith(head) for o in (*self._OPENERS, "<function=")):
+            self.done = True  # prose
+            return None
+        match = self._NAME.search(head)
+        if match:
+            self.done = True
+            self.tool = self._names.get(loose_name(match.group(1) or match.group(2)))
+            return self.tool
+        if len(head) > self._LIMIT:
+            self.done = True
+        return None
+
+
+@dataclass(slots=True)
+class _Outcome:
+    usage: Usage = field(default_factory=Usage)
+    stop: StopReason = "stop"
+
+
+def parse_calls(text: str) -> list[ToolCall]:
+    """The calls in guided output (``<tool_call>`` blocks); a cut-off last block keeps its raw text."""
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for match in _BLOCK.finditer(text if text.startswith(CALL_OPEN) else CALL_OPEN + text):
+        body = match.group(1).strip()
+        try:
+            value = json.loads(body)
+        except (ValueError, RecursionError):
+            # Cut off by the token limit: kept whole, so the model is shown what it left unfinished.
+            calls.append(ToolCall(id=new_call_id(), name=_cut_name(body), raw_arguments=body, extra=bool(calls)))
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            continue
+        key = json.dumps(value, sort_keys=True)
+        if key in seen:  # the same call twice does the same thing twice: once is enough
+            continue
+        seen.add(key)
+        arguments = value.get("arguments")
+        arguments = {} if arguments is None else arguments
+        call = make_tool_call(new_call_id(), value["name"], arguments, None, from_text=False)
+        calls.append(call.model_copy(update={"extra": True}) if calls else call)
+    return calls
+
+
+def _cut_name(body: str) -> str:
+    match = re.search(r'"name":\s*"([^"]*)"', body)
+    return match.group(1) if match else ""
+
+
+def _usage(chunk: dict[str, Any]) -> Usage:
+    timings = chunk.get("timings") or {}
+    cached = int(timings.get("cache_n") or 0)
+    return Usage(
+        prompt_tokens=cached + int(timings.get("prompt_n") or 0),
+        completion_tokens=int(timings.get("predicted_n") or chunk.get("tokens_predicted") or 0),
+        cached_tokens=cached,
+    )

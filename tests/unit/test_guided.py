@@ -1,0 +1,203 @@
+"""The guided path without an engine: watching a free answer open a call, and the whole flow over loopback.
+
+The loopback replies are real captures of llama.cpp's ``/completion`` serving the bundled 0.5B model
+(tests/fixtures/llamacpp/q05_completion_*); the path also runs on the live engine in
+tests/integration/test_guided_calls.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from cortana.errors import ModelError
+from cortana.messages import Message
+from cortana.models.base import ModelRequest, ModelResponse, ModelSettings, TextDelta, ToolSpec, complete
+from cortana.models.guided import CallOpening
+from cortana.models.llamacpp import LlamaCppClient
+from tests.wire import FIXTURES, Reply, WireServer
+
+LLAMA = FIXTURES / "llamacpp"
+
+NAMES = ["weather_current", "fs.read"]
+
+
+def feed(opening: CallOpening, text: str, size: int = 3) -> list[str | None]:
+    """Feed ``text`` in small pieces, as a stream arrives; what each piece returned."""
+    return [opening.feed(text[i : i + size]) for i in range(0, len(text), size)]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '```json\n{\n  "name": "weather_current",\n  "arguments": {"location": "Lisbon"}\n}\n```',
+        '<tool_call>\n{"name": "weather_current", "arguments": {}}\n</tool_call>',
+        '  {"name": "weather_current", "arguments": {"location": "Lisbon"}}',
+        '[{"name": "weather_current", "arguments": {}}]',
+        "<function=weather_current>{}</function>",
+    ],
+)
+def test_a_call_of_an_offered_tool_is_seen_as_soon_as_its_name_is_complete(answer: str) -> None:
+    opening = CallOpening(NAMES)
+    seen = feed(opening, answer)
+    assert opening.tool == "weather_current"
+    first = seen.index("weather_current")
+    consumed = 3 * (first + 1)
+    assert consumed < len(answer), "the rest of the free answer is not waited for"
+    assert all(value is None for value in seen[:first])
+
+
+def test_names_are_matched_loosely_as_small_models_write_them() -> None:
+    opening = CallOpening(NAMES)
+    feed(opening, '{"name": "fs_read", "arguments": {"path": "a"}}')
+    assert opening.tool == "fs.read"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Lisbon is sunny today.",
+        'Sure! Here is the call:\n```json\n{"name": "weather_current"}\n```',
+        '{"name": "slugify", "arguments": {"text": "x"}}',  # no such tool: the recovery's unknown-tool error
+        "{" + " " * 500 + "}",
+    ],
+)
+def test_prose_and_calls_of_other_tools_are_left_to_the_text_path(answer: str) -> None:
+    opening = CallOpening(NAMES)
+    seen = feed(opening, answer)
+    assert opening.tool is None and opening.done
+    assert set(seen) == {None}
+
+
+def test_leading_whitespace_decides_nothing() -> None:
+    opening = CallOpening(NAMES)
+    assert opening.feed("\n  ") is None and not opening.done
+    assert opening.feed("`") is None and not opening.done
+
+
+# -- the whole guided answer over loopback, against real llama.cpp captures ------------------------------------
+
+
+@pytest.fixture
+def wire() -> Iterator[WireServer]:
+    server = WireServer()
+    yield server
+    server.stop()
+
+
+WEATHER = ToolSpec(
+    "get_weather",
+    "Get the weather in a given city",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+async def guided_client(wire: WireServer, *completions: Reply) -> LlamaCppClient:
+    """A client connected to captures of llama.cpp serving the 0.5B model, answering ``completions`` in turn."""
+    wire.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
+    wire.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
+    wire.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
+    wire.add("POST", "/apply-template", Reply.json({"prompt": (LLAMA / "q05_guided_prompt.txt").read_text()}))
+    wire.add("POST", "/completion", *completions)
+    return await LlamaCppClient(base_url=wire.start()).connect()
+
+
+def weather_request(prompt: str = "What's the weather in Paris?") -> ModelRequest:
+    return ModelRequest([Message.user(prompt)], tools=[WEATHER], settings=ModelSettings(temperature=0, seed=7))
+
+
+async def test_a_call_opened_freely_is_written_under_the_grammar_and_checked(wire: WireServer) -> None:
+    client = await guided_client(
+        wire,
+        Reply.sse_file(LLAMA / "q05_completion_free_call.sse.txt"),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check.json").read_bytes()),
+    )
+    assert client.guides_tool_calls
+    events = [event async for event in client.stream(weather_request())]
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    [call] = final.message.tool_calls
+    assert (call.name, call.arguments, call.from_text) == ("get_weather", {"city": "Paris"}, False)
+    assert not [e for e in events if isinstance(e, TextDelta) and e.text.strip()], "the call never shows as text"
+    assert final.usage.cached_tokens == 171 and final.usage.prompt_tokens == 183
+    free, written, check = wire.bodies("/completion")
+    assert "grammar" not in free, "the model starts freely"
+    assert written["prompt"].endswith('<tool_call>\n{"name": "get_weather", "arguments":')
+    assert 'root ::= sp args-get-weather "}\\n</tool_call>"' in written["grammar"]
+    assert check["grammar"] == 'root ::= "yes" | "no" | "Yes" | "No"' and check["temperature"] == 0
+    [_, check_render] = wire.bodies("/apply-template")
+    assert "get_weather" in check_render["messages"][-1]["content"]
+    await client.aclose()
+
+
+async def test_a_rejected_call_becomes_a_prose_answer(wire: WireServer) -> None:
+    client = await guided_client(
+        wire,
+        Reply.sse_file(LLAMA / "q05_completion_free_call.sse.txt"),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check_no.json").read_bytes()),
+        Reply.sse_file(LLAMA / "q05_completion_prose.sse.txt"),
+    )
+    events = [event async for event in client.stream(weather_request())]
+    final = events[-1]
+    assert isinstance(final, ModelResponse) and not final.message.tool_calls
+    assert final.message.content.startswith("Here is")
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == final.message.content
+    prose = wire.bodies("/completion")[-1]
+    assert prose["grammar"].startswith("root ::= [^{`<"), "the answer may not open as a call"
+    told = wire.bodies("/apply-template")[-1]["messages"][-1]
+    assert told["role"] == "user" and "None of the tools" in told["content"]
+    await client.aclose()
+
+
+async def test_a_prose_answer_streams_as_it_comes_with_one_request(wire: WireServer) -> None:
+    client = await guided_client(wire, Reply.sse_file(LLAMA / "q05_completion_prose.sse.txt"))
+    events = [event async for event in client.stream(weather_request("Say hello in French."))]
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    assert len(wire.bodies("/completion")) == 1
+    assert [e for e in events if isinstance(e, TextDelta)], "prose is streamed"
+    assert final.finish_reason == "length", "the capture stopped at its n_predict limit"
+    await client.aclose()
+
+
+async def test_a_named_tool_is_written_at_once_without_a_free_start(wire: WireServer) -> None:
+    client = await guided_client(wire, Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"))
+    request = weather_request()
+    request.settings.tool_choice = "get_weather"
+    events = [event async for event in client.stream(request)]
+    final = events[-1]
+    assert isinstance(final, ModelResponse) and [c.name for c in final.message.tool_calls] == ["get_weather"]
+    assert len(wire.bodies("/completion")) == 1, "no free start, no check: the caller chose the tool"
+    await client.aclose()
+
+
+async def test_guiding_off_uses_the_chat_api(wire: WireServer) -> None:
+    wire.add("POST", "/v1/chat/completions", Reply.sse_file(LLAMA / "q05_chat_tools_stream.sse.txt"))
+    client = await guided_client(wire)
+    client.guided_tool_calls = False
+    events = [event async for event in client.stream(weather_request())]
+    assert isinstance(events[-1], ModelResponse) and events[-1].message.tool_calls[0].from_text
+    assert not wire.bodies("/completion")
+    await client.aclose()
+
+
+async def test_an_engine_that_ignores_the_grammar_is_a_clear_error(wire: WireServer) -> None:
+    client = await guided_client(wire, Reply.json({"content": "maybe", "stop": True}))
+    request = weather_request()
+    request.settings.tool_choice = "required"
+    request.tools = [WEATHER, ToolSpec("other", "Other.", {"type": "object", "properties": {}})]
+    with pytest.raises(ModelError, match=r"ignored the grammar.*guided tool calls off"):
+        await complete(client, request)
+    await client.aclose()
+
+
+async def test_an_error_mid_stream_is_reported(wire: WireServer) -> None:
+    error = Reply(lines=['data: {"error": {"code": 500, "message": "boom", "type": "server_error"}}'])
+    error.content_type, error.line_end = "text/event-stream", "\n\n"
+    client = await guided_client(wire, error)
+    with pytest.raises(ModelError, match="boom"):
+        await complete(client, weather_request())
+    await client.aclose()
