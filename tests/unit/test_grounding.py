@@ -92,7 +92,7 @@ def test_plurals_fold_and_the_models_own_prose_is_not_evidence() -> None:
     assert is_grounded(call, VOLUME, results), "a tool's result is evidence"
 
 
-def test_fully_grounded_wants_every_checkable_argument_and_at_least_one() -> None:
+def test_fully_grounded_wants_every_checkable_argument() -> None:
     evidence = conversation_evidence([Message.user("Convert 250 euros to yen.")])
 
     def full(tool: SchemaTool, **arguments: object) -> bool:
@@ -100,5 +100,5 @@ def test_fully_grounded_wants_every_checkable_argument_and_at_least_one() -> Non
 
     assert full(CONVERT, amount=250, from_currency="EUR", to_currency="JPY"), "codes are not checked"
     assert not full(CONVERT, amount=100, from_currency="EUR", to_currency="JPY"), "an invented amount"
-    assert not full(ORDER, detail="full", notify=True), "nothing checkable: nothing shows it was asked for"
-    assert is_grounded(ToolCall(id="c", name="order_status", arguments={"detail": "full"}), ORDER, evidence)
+    assert full(ORDER, detail="full", notify=True), "nothing to check: nothing invented either"
+    assert not full(ORDER, order_id="Lisbon warehouse", detail="full"), "the one checkable value is invented"

@@ -201,3 +201,20 @@ async def test_an_error_mid_stream_is_reported(wire: WireServer) -> None:
     with pytest.raises(ModelError, match="boom"):
         await complete(client, weather_request())
     await client.aclose()
+
+
+async def test_a_check_margin_rejects_a_yes_the_model_was_not_sure_of(wire: WireServer) -> None:
+    # The capture's first word: "Yes" -0.62, "No" -0.89 (log-probabilities): a yes, by a margin of 0.27.
+    client = await guided_client(
+        wire,
+        Reply.sse_file(LLAMA / "q05_completion_free_call.sse.txt"),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check.json").read_bytes()),
+        Reply.sse_file(LLAMA / "q05_completion_prose.sse.txt"),
+    )
+    client.guided.verify_margin = -1.0
+    final = await complete(client, weather_request())
+    assert not final.message.tool_calls and final.message.content
+    assert LlamaCppClient(check_margin=-1.19).guided.verify_margin == -1.19
+    assert LlamaCppClient().guided.verify_margin is None, "a model nobody measured: its own yes or no"
+    await client.aclose()

@@ -129,10 +129,12 @@ def is_grounded(call: ToolCall, tool: Tool, evidence: Evidence) -> bool:
 
 
 def is_fully_grounded(call: ToolCall, tool: Tool, evidence: Evidence) -> bool:
-    """Whether ``call`` has checkable arguments and the conversation holds every one of them.
+    """Whether the conversation holds every checkable argument of ``call`` (true when none is checkable).
 
-    Stricter than :func:`is_grounded`: for calls a model adds after the one it was asked for, where
-    a single argument copied from the question (a city) must not carry invented ones (an amount).
+    Stricter than :func:`is_grounded`, which wants one: for calls a model adds after the one it
+    set out to make, where an argument copied from the question (a city) must not carry invented
+    ones (an amount, a place). Enum values, booleans, defaults and short codes are not checked,
+    as there: "lock the front and back doors" adds ``lock(door="back")`` with nothing to check.
     """
     properties = tool.parameters.get("properties", {})
     checks = [
@@ -140,7 +142,7 @@ def is_fully_grounded(call: ToolCall, tool: Tool, evidence: Evidence) -> bool:
         for name, value in _leaves(call.arguments)
         if name in properties and (grounded := _check(value, properties[name], evidence)) is not None
     ]
-    return bool(checks) and all(checks)
+    return all(checks)
 
 
 def _check(value: Any, schema: Any, evidence: Evidence) -> bool | None:

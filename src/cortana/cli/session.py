@@ -252,6 +252,12 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
             ),
             ("token counting", "the engine's tokenizer" if client.supports_token_counting else "estimated"),
             ("thinking", "supported" if client.supports_thinking else "not supported"),
+            (
+                "tool calls",
+                "guided: written under a grammar, checked before they run"
+                if client.guides_tool_calls
+                else "the engine's, plus calls written as text",
+            ),
             ("memory", str(memory.path)),
             ("recall", memory.recall_status),
             ("code graph", graph_doctor_line(workspace, settings)),

@@ -163,6 +163,11 @@ class ModelClient(Protocol):
         return False
 
     @property
+    def guides_tool_calls(self) -> bool:
+        """Whether tool calls are written under a grammar and checked (``cortana.models.guided``)."""
+        return False
+
+    @property
     def can_list_models(self) -> bool:
         """Whether :meth:`list_models` works."""
         return False

@@ -68,6 +68,9 @@ class BundledModel:
         size: the joined file's size in bytes.
         sha256: the joined file's pinned sha256.
         filename: the joined file's name in the cache folder.
+        check_margin: the threshold of the guided-call check for this model (see
+            ``cortana.models.guided``), chosen on the development half of
+            ``bench/toolcall_eval.py``; ``None``: the model's own yes or no.
     """
 
     name: str
@@ -76,6 +79,7 @@ class BundledModel:
     size: int
     sha256: str
     filename: str
+    check_margin: float | None = None
 
 
 BUNDLED_MODELS: dict[str, BundledModel] = {
@@ -88,6 +92,7 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            check_margin=-1.19,
         ),
         BundledModel(
             name="qwen2.5-coder-0.5b",
@@ -350,6 +355,8 @@ class EmbeddedClient(LlamaCppClient):
             path, context_window=context_window or DEFAULT_CONTEXT_WINDOW, threads=threads, parallel=parallel
         )
         await server.start()
+        if name in BUNDLED_MODELS:
+            kwargs.setdefault("check_margin", BUNDLED_MODELS[name].check_margin)
         client = cls(server, name, **kwargs)
         try:
             await client.connect()

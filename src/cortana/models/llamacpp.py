@@ -32,6 +32,9 @@ class LlamaCppClient(OpenAICompatClient):
             teaches ``<tool_call>`` blocks, decide first and write calls under a
             grammar (see ``cortana.models.guided``); off: the OpenAI chat path.
         max_parallel_calls: the most calls one guided answer may hold.
+        check_margin: reject guided calls when the check's log P(no) - log P(yes)
+            reaches this; ``None`` (the default): the model's own yes or no. The
+            embedded engine sets the value measured for each bundled model.
         kwargs: as for :class:`OpenAICompatClient`.
     """
 
@@ -50,12 +53,19 @@ class LlamaCppClient(OpenAICompatClient):
         base_url: str = DEFAULT_LLAMACPP_URL,
         guided_tool_calls: bool = True,
         max_parallel_calls: int = 4,
+        check_margin: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, base_url=base_url, **kwargs)
         self.props: dict[str, Any] = {}
         self.guided_tool_calls = guided_tool_calls
-        self.guided = GuidedCalls(self.http, engine=self.engine, max_calls=max_parallel_calls, on_error=self._error)
+        self.guided = GuidedCalls(
+            self.http,
+            engine=self.engine,
+            max_calls=max_parallel_calls,
+            verify_margin=check_margin,
+            on_error=self._error,
+        )
 
     async def connect(self) -> LlamaCppClient:
         """Check the server is healthy and read its real context window and model name."""
