@@ -33,7 +33,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import itertools
 import json
+import os
 import re
 import sys
 import time
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cortana.agent.grounding import conversation_evidence, is_grounded
+from cortana.agent.grounding import conversation_evidence, is_grounded, is_grounded_addition
 from cortana.errors import ToolError
 from cortana.messages import Message, ToolCall
 from cortana.models.base import ToolSpec
@@ -176,11 +178,113 @@ def settings(
     }
 
 
-SETTINGS = ("no recovery", "recovery", "recovery + grounding")
+GUIDED_SETTINGS = (
+    "grammar",
+    "grammar, one call",
+    "grammar, added calls grounded",
+    "grammar + check, added calls grounded",
+    "decision + grammar + check",
+)
+SHIPPED = "grammar + check, added calls grounded"
+"""What ``cortana.models.guided`` and the loop do together; the check's threshold is tuned on it."""
+SETTINGS = ("no recovery", "recovery", "recovery + grounding", *GUIDED_SETTINGS)
 
 
-def score(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    rows = {row["id"]: row for row in map(json.loads, (OUTPUTS / f"{model}.jsonl").read_text().splitlines())}
+def guided_settings(
+    case: Case,
+    row: dict[str, Any],
+    guided: dict[str, Any],
+    specs: list[ToolSpec],
+    offered: dict[str, SchemaTool],
+    margin: float | None,
+) -> dict[str, list[ToolCall]]:
+    """The calls of the guided path (``cortana.models.guided``), from its recorded pieces.
+
+    The free answer is watched as the engine streams it: if it opens with a call of an offered
+    tool, the call is written under the grammar instead (``guided``), then checked; a free
+    answer that starts as prose keeps the text recovery and its grounding check, as unguided.
+    ``margin``: the check rejects calls whose log P(no) - log P(yes) reaches it (``None``: greedy).
+    """
+    from cortana.models.guided import CallOpening
+
+    def calls(path: dict[str, Any] | None) -> list[ToolCall]:
+        return [
+            ToolCall(id=f"g{i}", name=c["name"], arguments=c["arguments"] or {}, raw_arguments=c["raw"])
+            for i, c in enumerate((path or {}).get("calls") or [])
+        ]
+
+    def passes(path: dict[str, Any] | None) -> bool:
+        check = (path or {}).get("check")
+        if not check:
+            return False
+        return bool(check["ok"]) if margin is None else check["margin"] < margin
+
+    evidence = conversation_evidence([Message.user(case.prompt)])
+
+    opening = CallOpening(case.tools)
+    opening.feed(row.get("content") or "")
+    if opening.tool is None:  # prose first: the unguided path
+        unguided = settings(case, row, specs, offered)["recovery + grounding"]
+        free_path: dict[str, Any] | None = None
+    else:
+        unguided = []
+        free_path = guided["paths"].get(opening.tool)
+    decided = guided["paths"].get(guided["decision"])
+    written = calls(free_path)
+
+    def added_grounded(found: list[ToolCall]) -> list[ToolCall]:
+        """The loop's rule for calls a guided answer adds after the first (``ToolCall.extra``)."""
+        kept = [(c, offered[c.name]) for c in found[:1] if c.name in offered]
+        for c in found[1:]:
+            if c.name in offered and is_grounded_addition(c, offered[c.name], evidence, kept):
+                kept.append((c, offered[c.name]))
+        return found[:1] + [c for c, _ in kept[1:]]
+
+    return {
+        "grammar": unguided or written,
+        "grammar, one call": unguided or written[:1],
+        "grammar, added calls grounded": unguided or added_grounded(written),
+        "grammar + check, added calls grounded": unguided or added_grounded(written if passes(free_path) else []),
+        "decision + grammar + check": added_grounded(calls(decided)) if passes(decided) else [],
+    }
+
+
+def tune_margin(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]) -> float | None:
+    """The check's threshold that scores best on the development half (``None``: greedy wins or no data)."""
+    dev = [case for case in cases if case.split == "dev"]
+    dev_ids = {case.id for case in dev}
+    margins = sorted(
+        {
+            path["check"]["margin"]
+            for row in _rows(OUTPUTS / f"{model}.guided.jsonl").values()
+            if row["id"] in dev_ids
+            for path in row["paths"].values()
+            if path.get("check")
+        }
+    )
+    best: tuple[int, float | None] = (_dev_score(model, dev, tools, None), None)
+    for low, high in itertools.pairwise(margins):
+        threshold = round((low + high) / 2, 3)
+        best = max(best, (_dev_score(model, dev, tools, threshold), threshold), key=lambda item: item[0])
+    return best[1]
+
+
+def _dev_score(model: str, dev: list[Case], tools: dict[str, dict[str, Any]], margin: float | None) -> int:
+    result = score(model, dev, tools, margin)[SHIPPED]["dev"]
+    return sum(cell["hits"] for category, cell in result.items() if category != "nofit") + (
+        result["nofit"]["n"] - result["nofit"]["hits"]
+    )
+
+
+def _rows(path: Path) -> dict[str, dict[str, Any]]:
+    return {row["id"]: row for row in map(json.loads, path.read_text().splitlines())} if path.exists() else {}
+
+
+def score(
+    model: str, cases: list[Case], tools: dict[str, dict[str, Any]], margin: float | None = None
+) -> dict[str, Any]:
+    rows = _rows(OUTPUTS / f"{model}.jsonl")
+    guided_rows = _rows(OUTPUTS / f"{model}.guided.jsonl")
     counts: dict[tuple[str, str, str], list[int]] = defaultdict(
         lambda: [0, 0]
     )  # (setting, split, category) -> [hits, n]
@@ -191,7 +295,10 @@ def score(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]) -> di
             continue
         specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
         offered = {s.name: SchemaTool(s.name, s.description, s.parameters, lambda **_: "ok") for s in specs}
-        for setting, calls in settings(case, row, specs, offered).items():
+        per_setting = settings(case, row, specs, offered)
+        if case.id in guided_rows:
+            per_setting |= guided_settings(case, row, guided_rows[case.id], specs, offered, margin)
+        for setting, calls in per_setting.items():
             run = executed(calls, offered)
             hit = bool(run) if case.category == "nofit" else right(run, case.expected)
             cell = counts[(setting, case.split, case.category)]
@@ -199,7 +306,7 @@ def score(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]) -> di
             cell[1] += 1
             if setting == "recovery + grounding" and hit == (case.category == "nofit"):
                 failures[case.split].append(case.id)
-    result: dict[str, Any] = {"model": model, "cases": len(rows)}
+    result: dict[str, Any] = {"model": model, "cases": len(rows), "guided cases": len(guided_rows), "margin": margin}
     for (setting, split, category), (hits, n) in sorted(counts.items()):
         result.setdefault(setting, {}).setdefault(split, {})[category] = {"hits": hits, "n": n}
     result["misses_dev"] = failures["dev"]
@@ -212,11 +319,15 @@ def report(results: list[dict[str, Any]]) -> None:
         rows = []
         for result in results:
             for setting in SETTINGS:
+                if setting not in result:
+                    continue
                 cells = result[setting][split]
                 rows.append(
                     [f"{result['model']} / {setting}"]
                     + [
                         f"{cells[c]['hits']}/{cells[c]['n']} ({cells[c]['hits'] / cells[c]['n']:.0%})"
+                        if c in cells
+                        else "-"
                         for c in CATEGORIES
                     ]
                 )
@@ -266,16 +377,130 @@ async def record(
         await client.aclose()
 
 
+async def record_guided(
+    model: str, cases: list[Case], tools: dict[str, dict[str, Any]], progress: Callable[[str], None]
+) -> None:
+    """Each case through the guided path (``cortana.models.guided``): the decision, then the calls under the grammar.
+
+    Stores the decision (and its first word's log-probabilities) and the calls written under the
+    grammar for the decided tool and, where it differs, for the tool the free answer called (the
+    "grammar" setting: the model decides as it does unguided, the grammar writes the call).
+    """
+    from cortana.models.base import ModelRequest, ModelSettings
+    from cortana.models.factory import create_model_client
+    from cortana.models.guided import NO_TOOL
+
+    client = await create_model_client("embedded", model=model, threads=2)
+    free = {row["id"]: row for row in map(json.loads, (OUTPUTS / f"{model}.jsonl").read_text().splitlines())}
+    path, ordered = _pending(Path(os.environ.get("TOOLCALL_GUIDED_OUT") or OUTPUTS / f"{model}.guided.jsonl"), cases)
+    guided = client.guided  # type: ignore[attr-defined]
+    try:
+        with open(path, "a") as out:  # noqa: ASYNC230 - one line per case, flushed as it goes
+            for case in ordered:
+                specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
+                request = ModelRequest(
+                    messages=[Message.system(SYSTEM), Message.user(case.prompt)],
+                    tools=specs,
+                    settings=ModelSettings(temperature=0, seed=42, max_tokens=300),
+                )
+                started = time.perf_counter()
+                decision = await guided.decide(request)
+                decided_s = time.perf_counter() - started
+                _, recovered = recover_tool_calls(free[case.id]["content"], specs)
+                free_tool = recovered[0].name if recovered and recovered[0].name in case.tools else None
+                paths: dict[str, dict[str, Any]] = {}
+                for name in dict.fromkeys([decision.choice, free_tool]):
+                    if name is None or name == NO_TOOL:
+                        continue
+                    written = await guided._written_calls(request, await guided.render(request), name, model)
+                    calls = written.message.tool_calls
+                    path_row: dict[str, Any] = {
+                        "calls": [{"name": c.name, "arguments": c.arguments, "raw": c.raw_arguments} for c in calls]
+                    }
+                    if calls:
+                        verdict = await guided.verify(request, calls)
+                        path_row["check"] = {"ok": verdict.ok, "margin": round(verdict.margin, 3)}
+                        if len(calls) > 1:
+                            first = await guided.verify(request, calls[:1])
+                            path_row["check_first"] = {"ok": first.ok, "margin": round(first.margin, 3)}
+                    paths[name] = path_row
+                row = {
+                    "id": case.id,
+                    "model": model,
+                    "decision": decision.choice,
+                    "decision_logprobs": decision.logprobs,
+                    "decision_seconds": round(decided_s, 2),
+                    "free_tool": free_tool,
+                    "paths": paths,
+                    "seconds": round(time.perf_counter() - started, 2),
+                }
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                progress(f"{case.id} {row['seconds']}s {decision.choice} {json.dumps(paths)[:100]}")
+    finally:
+        await client.aclose()
+
+
+async def timing(model: str, cases: list[Case], tools: dict[str, dict[str, Any]], count: int) -> dict[str, Any]:
+    """Seconds per answer, guided and through the chat API, on the first ``count`` cases of each category.
+
+    Each case is answered both ways in a row, the first way alternating from case to case (the
+    second finds the question's prompt cached); the mean of each way is reported.
+    """
+    from cortana.models.base import ModelRequest, ModelSettings, complete
+    from cortana.models.factory import create_model_client
+
+    client = await create_model_client("embedded", model=model, threads=2)
+    picked = [case for category in CATEGORIES for case in [c for c in cases if c.category == category][:count]]
+    seconds: dict[str, list[float]] = {"guided": [], "chat API": []}
+    try:
+        for case in picked:
+            specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
+            request = ModelRequest(
+                messages=[Message.system(SYSTEM), Message.user(case.prompt)],
+                tools=specs,
+                settings=ModelSettings(temperature=0, seed=42, max_tokens=300),
+            )
+            ways = ("guided", "chat API") if len(seconds["guided"]) % 2 == 0 else ("chat API", "guided")
+            for way in ways:  # alternating who goes first: the second finds the question's prompt cached
+                client.guided_tool_calls = way == "guided"  # type: ignore[attr-defined]
+                started = time.perf_counter()
+                await complete(client, request)
+                seconds[way].append(time.perf_counter() - started)
+    finally:
+        await client.aclose()
+    return {
+        "model": model,
+        "cases": len(picked),
+        **{f"{way} mean s": round(sum(values) / len(values), 2) for way, values in seconds.items()},
+    }
+
+
+def _pending(path: Path, cases: list[Case]) -> tuple[Path, list[Case]]:
+    """The output file, and the cases it does not hold yet (shared tool lists next to each other)."""
+    done = {json.loads(line)["id"] for line in path.read_text().splitlines()} if path.exists() else set()
+    return path, sorted((c for c in cases if c.id not in done), key=lambda c: (tuple(c.tools), c.id))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", metavar="MODEL", help="run the set on the embedded engine and store the answers")
+    parser.add_argument("--record-guided", metavar="MODEL", help="run the set through the guided path and store it")
+    parser.add_argument("--timing", metavar="MODEL", help="time guided answers against the chat API on a few cases")
     parser.add_argument("--json", type=Path, default=RESULTS / "toolcall_eval.json")
     args = parser.parse_args()
     tools, cases = load_tools(), load_cases()
     if args.record:
         asyncio.run(record(args.record, cases, tools, lambda line: print(line, file=sys.stderr)))
-    recorded = sorted(path.stem for path in OUTPUTS.glob("*.jsonl"))
-    results = [score(model, cases, tools) for model in recorded]
+    if args.record_guided:
+        asyncio.run(record_guided(args.record_guided, cases, tools, lambda line: print(line, file=sys.stderr)))
+    if args.timing:
+        measured = asyncio.run(timing(args.timing, cases, tools, 3))
+        print(json.dumps(measured))
+        save(RESULTS / f"toolcall_timing_{args.timing}.json", measured)
+        return
+    recorded = sorted(path.stem for path in OUTPUTS.glob("*.jsonl") if not path.stem.endswith(".guided"))
+    results = [score(model, cases, tools, tune_margin(model, cases, tools)) for model in recorded]
     splits = {split: sum(case.split == split for case in cases) for split in ("dev", "held-out")}
     print(f"{len(cases)} cases over {len(tools)} tools; dev {splits['dev']}, held-out {splits['held-out']}")
     report(results)
