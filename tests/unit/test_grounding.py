@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cortana.agent.grounding import conversation_evidence, is_fully_grounded, is_grounded
+from cortana.agent.grounding import conversation_evidence, is_fully_grounded, is_grounded, is_grounded_addition
 from cortana.messages import Message, ToolCall
 from cortana.tools import SchemaTool
 
@@ -102,3 +102,32 @@ def test_fully_grounded_wants_every_checkable_argument() -> None:
     assert not full(CONVERT, amount=100, from_currency="EUR", to_currency="JPY"), "an invented amount"
     assert full(ORDER, detail="full", notify=True), "nothing to check: nothing invented either"
     assert not full(ORDER, order_id="Lisbon warehouse", detail="full"), "the one checkable value is invented"
+
+
+LIGHTS = SchemaTool(
+    "set_lights",
+    "Lights on or off in a room.",
+    {"type": "object", "properties": {"room": {"type": "string"}, "power": {"type": "string", "enum": ["on", "off"]}}},
+    print,
+)
+LOCK = SchemaTool(
+    "lock_door",
+    "Lock a door.",
+    {"type": "object", "properties": {"door": {"type": "string", "enum": ["front", "back"]}}},
+    print,
+)
+
+
+def test_an_added_call_of_a_new_tool_needs_a_value_of_its_own() -> None:
+    evidence = conversation_evidence([Message.user("Turn off the kitchen and hallway lights, lock the front door.")])
+    kitchen = ToolCall(id="a", name="set_lights", arguments={"room": "kitchen", "power": "off"})
+    earlier = [(kitchen, LIGHTS)]
+
+    def added(tool: SchemaTool, **arguments: object) -> bool:
+        call = ToolCall(id="b", name=tool.name, arguments=arguments, extra=True)
+        return is_grounded_addition(call, tool, evidence, earlier)
+
+    assert added(LIGHTS, room="hallway", power="off"), "the same tool again, with a value from the question"
+    assert added(LOCK, door="front"), "a new tool with nothing checkable"
+    assert not added(ORDER, order_id="kitchen"), "a new tool fed only the first call's input"
+    assert not added(LIGHTS, room="garage", power="off"), "an invented room"

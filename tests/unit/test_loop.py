@@ -566,6 +566,28 @@ async def test_calls_a_guided_answer_adds_run_only_when_every_argument_checks_ou
     assert paid == [("Maria", 20), ("Jonas", 35)], "the added call with an amount from nowhere is dropped"
 
 
+async def test_an_added_call_handing_the_same_input_to_another_tool_is_dropped() -> None:
+    ran: list[str] = []
+
+    @tool
+    def median(values: list[float]) -> str:
+        """The median of some numbers."""
+        ran.append("median")
+        return "6.0"
+
+    @tool
+    def standard_deviation(values: list[float]) -> str:
+        """The standard deviation of some numbers."""
+        ran.append("standard_deviation")
+        return "2.9"
+
+    first = tool_call("median", values=[3, 9, 1, 7])
+    sprayed = tool_call("standard_deviation", values=[3, 9, 1, 7]).model_copy(update={"extra": True})
+    model = ScriptedModel([tool_call_response(first, sprayed), "The median is 6."])
+    await Agent(model, tools=[median, standard_deviation]).run("What's the median of 3, 9, 1, 7?")
+    assert ran == ["median"], "the deviation was never asked for: it only reuses the first call's input"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [

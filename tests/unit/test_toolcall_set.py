@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cortana.messages import ToolCall
+from cortana.models.embedded import BUNDLED_MODELS
 from cortana.tools import SchemaTool
 
 BENCH = Path(__file__).parents[2] / "bench"
@@ -66,3 +67,31 @@ def test_scoring_compares_values_loosely_and_counts_exact_call_sets(evaluation: 
     bad = ToolCall(id="2", name="weather", arguments={})
     unknown = ToolCall(id="3", name="forecast", arguments={"city": "Oslo"})
     assert evaluation.executed([bad, unknown, *calls], {"weather": tool}) == calls, "only what the loop would run"
+
+
+def test_the_check_threshold_is_chosen_on_the_development_half_alone(evaluation: Any) -> None:
+    tools, cases = evaluation.load_tools(), evaluation.load_cases()
+    dev = [case for case in cases if case.split == "dev"]
+    for model in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):
+        assert (evaluation.OUTPUTS / f"{model}.guided.jsonl").exists(), "the guided answers are recorded"
+        chosen = evaluation.tune_margin(model, cases, tools)
+        assert chosen == evaluation.tune_margin(model, dev, tools)
+        assert BUNDLED_MODELS[model].check_margin == chosen, "the engine ships the threshold the evaluation chose"
+
+
+def test_guided_scoring_follows_the_free_start(evaluation: Any) -> None:
+    tools, [case] = evaluation.load_tools(), [c for c in evaluation.load_cases() if c.id == "a-001"]
+    specs = [evaluation.ToolSpec(n, tools[n]["description"], tools[n]["parameters"]) for n in case.tools]
+    offered = {s.name: SchemaTool(s.name, s.description, s.parameters, print) for s in specs}
+    written = {"calls": [{"name": "weather_current", "arguments": {"location": "Lisbon"}, "raw": None}]}
+    guided = {"decision": "none", "paths": {"weather_current": {**written, "check": {"ok": True, "margin": -2.0}}}}
+    call = '```json\n{"name": "weather_current", "arguments": {"location": "Lyon"}}\n```'
+    settings = evaluation.guided_settings(case, {"content": call}, guided, specs, offered, None)
+    assert [c.arguments for c in settings["grammar + check, added calls grounded"]] == [{"location": "Lisbon"}], (
+        "the grammar's call runs"
+    )
+    assert settings["decision + grammar + check"] == [], "the decision said none"
+    strict = evaluation.guided_settings(case, {"content": call}, guided, specs, offered, -2.5)
+    assert strict["grammar + check, added calls grounded"] == [], "a margin above the threshold rejects the calls"
+    prose = evaluation.guided_settings(case, {"content": "It is sunny."}, guided, specs, offered, None)
+    assert prose["grammar + check, added calls grounded"] == [], "a free start in prose never reaches the grammar"

@@ -35,14 +35,14 @@ still get a call, against 20) and drops a few more right ones;
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cortana.messages import Message, ToolCall
 from cortana.tools import Tool
 
-__all__ = ["Evidence", "conversation_evidence", "is_fully_grounded", "is_grounded"]
+__all__ = ["Evidence", "conversation_evidence", "is_fully_grounded", "is_grounded", "is_grounded_addition"]
 
 _TOKEN = re.compile(r"[a-z0-9@._/\-]+")
 _NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
@@ -143,6 +143,40 @@ def is_fully_grounded(call: ToolCall, tool: Tool, evidence: Evidence) -> bool:
         if name in properties and (grounded := _check(value, properties[name], evidence)) is not None
     ]
     return all(checks)
+
+
+def is_grounded_addition(
+    call: ToolCall, tool: Tool, evidence: Evidence, earlier: Sequence[tuple[ToolCall, Tool]]
+) -> bool:
+    """Whether a call the model added after ``earlier`` ones (in the same answer) should run.
+
+    Every checkable argument must be grounded (:func:`is_fully_grounded`), and a call of a tool
+    the answer has not called yet must bring a checked value of its own: small models spray
+    the question's inputs over every offered tool (the median of a list, then its standard
+    deviation; a stock quote, then the same symbol's news and profile). Another call of a
+    tool already called ("lock the front and back doors") and a tool with nothing checkable
+    (``task_list(status="open")``) pass as before. Chosen on the development half of
+    ``bench/toolcall_set``.
+    """
+    if not is_fully_grounded(call, tool, evidence):
+        return False
+    if call.name in {previous.name for previous, _ in earlier}:
+        return True
+    properties = tool.parameters.get("properties", {})
+    checked = [
+        value
+        for name, value in _leaves(call.arguments)
+        if name in properties and _check(value, properties[name], evidence) is not None
+    ]
+    if not checked:
+        return True
+    used = {
+        _normalize(str(value))
+        for previous, previous_tool in earlier
+        for name, value in _leaves(previous.arguments)
+        if name in previous_tool.parameters.get("properties", {})
+    }
+    return any(_normalize(str(value)) not in used for value in checked)
 
 
 def _check(value: Any, schema: Any, evidence: Evidence) -> bool | None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from cortana.agent.compaction import compact, estimate_tokens, measure
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
 from cortana.agent.extensions import extension_tools, gather_context
-from cortana.agent.grounding import Evidence, conversation_evidence, is_fully_grounded, is_grounded
+from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
 from cortana.config import compaction_threshold, effective_context_window
@@ -243,7 +243,7 @@ class Run:
             return Screened(Verdict.ANSWER, reply.model_copy(update={"content": note}), shown=note)
         if self.agent.check_grounding:
             evidence = conversation_evidence([*self.transcript, reply])
-            kept = [call for call in reply.tool_calls if self._grounded(call, evidence)]
+            kept = self._grounded(reply.tool_calls, evidence)
             if not kept:
                 return Screened(Verdict.WITHHOLD_TOOLS, reply)
             reply = reply.model_copy(update={"tool_calls": kept})
@@ -345,15 +345,25 @@ class Run:
         errors = f", {failed} failed" if failed else ""
         return f"(The model gave no answer. This turn ran {len(ran)} tool call(s): {calls}{errors}.)"
 
-    def _grounded(self, call: ToolCall, evidence: Evidence) -> bool:
-        if not (call.from_text or call.extra):
-            return True  # structured calls come from models that do tool calling natively
-        tool = self.toolbox.resolve(call.name)
-        if tool is None:
-            return True  # unknown names get their own error
-        # A call added after the one the model set out to make carries invented values more often
-        # than copied ones (a made-up amount next to a city from the question): all must check out.
-        return is_fully_grounded(call, tool, evidence) if call.extra else is_grounded(call, tool, evidence)
+    def _grounded(self, calls: list[ToolCall], evidence: Evidence) -> list[ToolCall]:
+        """The calls that pass the grounding check, in order (the module ``grounding``)."""
+        kept: list[ToolCall] = []
+        earlier: list[tuple[ToolCall, Tool]] = []
+        for call in calls:
+            tool = self.toolbox.resolve(call.name)
+            if tool is None:
+                kept.append(call)  # unknown names get their own error
+                continue
+            # A call added after the one the model set out to make carries invented values more often
+            # than copied ones (a made-up amount next to a city from the question), or hands the same
+            # inputs to another tool: all its values must check out, and a new tool needs one of its own.
+            if call.extra and not is_grounded_addition(call, tool, evidence, earlier):
+                continue
+            if call.from_text and not call.extra and not is_grounded(call, tool, evidence):
+                continue  # structured calls come from models that call tools natively: not checked
+            kept.append(call)
+            earlier.append((call, tool))
+        return kept
 
     async def _stop_at_max_iterations(self, reply: Message) -> MaxToolIterationsError:
         unrun = [

@@ -92,7 +92,7 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-            check_margin=-1.19,
+            check_margin=-0.97,
         ),
         BundledModel(
             name="qwen2.5-coder-0.5b",
@@ -101,6 +101,7 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
             size=491_400_064,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            check_margin=-0.172,
         ),
     )
 }
