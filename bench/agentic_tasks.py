@@ -59,6 +59,7 @@ solution passes and the unmodified repository fails (the unit test uses it).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -69,7 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,16 @@ class Task:
     prompt: str
     check: dict[str, Any]
     root: Path
+    split: str = "dev"
+
+
+SPLITS = ("dev", "held-out")
+
+
+def split_of(task_id: str, kind_ids: list[str]) -> str:
+    """``dev`` or ``held-out``: every second id of a kind in SHA-256 order is held out (fixed, as in toolcall_eval)."""
+    ordered = sorted(kind_ids, key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+    return "held-out" if ordered.index(task_id) % 2 else "dev"
 
 
 @dataclass(frozen=True)
@@ -120,7 +131,11 @@ def load_tasks(ids: list[str] | None = None) -> list[Task]:
         if unknown:
             raise SystemExit(f"unknown task(s): {', '.join(unknown)}; known: {', '.join(found)}")
         found = {task_id: found[task_id] for task_id in ids}
-    return [_task(root) for root in found.values()]
+    every = {path.parent.name: json.loads(path.read_text()).get("kind") for path in TASKS.glob("*/task.json")}
+    tasks = [_task(root) for root in found.values()]
+    return [
+        replace(task, split=split_of(task.id, [i for i, kind in every.items() if kind == task.kind])) for task in tasks
+    ]
 
 
 def _task(root: Path) -> Task:
@@ -417,6 +432,7 @@ def run_task(task: Task, model: str, timeout: float, threads: int | None = None,
     row = {
         "id": task.id,
         "kind": task.kind,
+        "split": task.split,
         "ok": verdict.ok,
         "reason": reason,
         "exit_code": None if timed_out else process.returncode,
@@ -439,9 +455,14 @@ def summarize(model: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         kind: {"ok": sum(r["ok"] for r in rows if r["kind"] == kind), "n": sum(r["kind"] == kind for r in rows)}
         for kind in KINDS
     }
+    per_split = {
+        split: {"ok": sum(r["ok"] for r in rows if r["split"] == split), "n": sum(r["split"] == split for r in rows)}
+        for split in SPLITS
+    }
     return {
         "model": model,
         "tasks": len(rows),
+        "per_split": per_split,
         "succeeded": sum(row["ok"] for row in rows),
         "success_rate": sum(row["ok"] for row in rows) / len(rows) if rows else 0.0,
         "per_kind": per_kind,
@@ -457,12 +478,16 @@ def report(results: list[dict[str, Any]]) -> None:
     """The summary per model, then one row per task and model."""
     print("\nagentic tasks: success, and means per task (model calls over the runs that printed their summary)")
     table(
-        ["model", "success", *KINDS, "model calls", "tool calls", "wall s"],
+        ["model", "success", *SPLITS, *KINDS, "model calls", "tool calls", "wall s"],
         [
             [
                 result["summary"]["model"],
                 f"{result['summary']['succeeded']}/{result['summary']['tasks']} "
                 f"({result['summary']['success_rate']:.0%})",
+                *(
+                    f"{result['summary']['per_split'][s]['ok']}/{result['summary']['per_split'][s]['n']}"
+                    for s in SPLITS
+                ),
                 *(f"{result['summary']['per_kind'][k]['ok']}/{result['summary']['per_kind'][k]['n']}" for k in KINDS),
                 _mean(result["summary"]["mean_model_calls"], result["summary"]["model_calls_counted"], result["runs"]),
                 _number(result["summary"]["mean_tool_calls"]),
@@ -473,10 +498,11 @@ def report(results: list[dict[str, Any]]) -> None:
     )
     print()
     table(
-        ["task", "model", "result", "model calls", "tool calls", "wall s"],
+        ["task", "split", "model", "result", "model calls", "tool calls", "wall s"],
         [
             [
                 row["id"],
+                row["split"],
                 result["summary"]["model"],
                 "ok" if row["ok"] else "FAIL",
                 "?" if row["model_calls"] is None else row["model_calls"],
@@ -510,6 +536,7 @@ def main() -> None:
         "--model", default=",".join(MODELS), help="bundled model(s), comma-separated (default: both bundled models)"
     )
     parser.add_argument("--tasks", help="task ids, comma-separated (default: all)")
+    parser.add_argument("--split", choices=SPLITS, help="only the development or the held-out tasks")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one cortana run may take (default 600)")
     parser.add_argument("--threads", type=int, help="CPU threads of the embedded engine (default: Cortana's)")
     parser.add_argument("--keep", action="store_true", help="keep each run's temporary workspace and say where")
@@ -519,6 +546,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     tasks = load_tasks(args.tasks.split(",") if args.tasks else None)
+    if args.split:
+        tasks = [task for task in tasks if task.split == args.split]
     if args.check_solutions:
         rows = check_solutions(tasks)
         table(
@@ -560,7 +589,7 @@ def main() -> None:
             "command": cortana_command("MODEL", "PROMPT", args.threads),
             "timeout_seconds": args.timeout,
             "environment": _cortana_environment(),
-            "tasks": [{"id": task.id, "kind": task.kind, "prompt": task.prompt} for task in tasks],
+            "tasks": [{"id": t.id, "kind": t.kind, "split": t.split, "prompt": t.prompt} for t in tasks],
             "results": results,
         },
     )
