@@ -66,6 +66,36 @@ async def test_write_and_edit(space: Path) -> None:
     (space / "twice.txt").write_text("x\nx\n")
     with pytest.raises(ToolError, match="appears 2 times"):
         await call(space, "edit_file", path="twice.txt", old_text="x", new_text="y")
+    assert await call(space, "edit_file", path="twice.txt", old_text="x", new_text="y", replace_all=True) == (
+        "Edited twice.txt (2 replacements)."
+    )
+    assert (space / "twice.txt").read_text() == "y\ny\n"
+    with pytest.raises(ToolError, match="old_text is empty"):
+        await call(space, "edit_file", path="notes.md", old_text="", new_text="x")
+
+
+async def test_python_that_no_longer_parses_is_reported_with_its_line(space: Path) -> None:
+    with pytest.raises(ToolError, match=r"Wrote src/new\.py \(2 lines\), but it is not valid Python now: line 2"):
+        await call(space, "write_file", path="src/new.py", content="def f():\n``x`` in lowercase\n")
+    assert (space / "src" / "new.py").exists(), "the file is written all the same"
+    with pytest.raises(ToolError, match=r"Edited src/app\.py, but it is not valid Python now: line 4"):
+        await call(space, "edit_file", path="src/app.py", old_text="print('hi')", new_text="print('hi'")
+    (space / "broken.py").write_text("def (:\n")
+    assert await call(space, "edit_file", path="broken.py", old_text="def", new_text="deff") == "Edited broken.py."
+    assert await call(space, "write_file", path="notes.txt", content="def (:") == "Wrote notes.txt (1 line)."
+
+
+async def test_an_edit_that_misses_shows_the_text_to_copy(space: Path) -> None:
+    with pytest.raises(ToolError) as small:
+        await call(space, "edit_file", path="src/app.py", old_text="def main() -> None:", new_text="x")
+    assert "whole text is below" in str(small.value) and "def main():\n    print('hi')" in str(small.value)
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(400))
+    (space / "big.py").write_text(body)
+    with pytest.raises(ToolError) as big:
+        await call(space, "edit_file", path="big.py", old_text="def f217(x):\n    return x - 217", new_text="x")
+    message = str(big.value)
+    assert "closest text is at lines" in message and "def f217(x):\n    return x + 217" in message
+    assert len(message) < 1_000, "a large file is not shown whole"
 
 
 async def test_run_command_exit_code_timeout_and_output_cap(space: Path) -> None:

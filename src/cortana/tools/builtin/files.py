@@ -9,6 +9,8 @@ process.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import fnmatch
 import os
 from typing import Annotated, BinaryIO
@@ -20,7 +22,7 @@ from cortana.errors import ToolError
 from cortana.tools import Tool
 from cortana.tools.builtin.workspace import Workspace
 
-__all__ = ["MAX_OUTPUT_CHARS", "cut", "file_tools"]
+__all__ = ["MAX_OUTPUT_CHARS", "closest_text", "cut", "file_tools"]
 
 MAX_OUTPUT_CHARS = 12_000
 MAX_LINE_CHARS = 2_000
@@ -30,6 +32,10 @@ MAX_SCAN_BYTES = 64 << 20
 MAX_SEARCH_FILE_BYTES = 8 << 20
 MAX_SEARCH_BYTES = 256 << 20
 MAX_EDIT_BYTES = 8 << 20
+MAX_SHOWN_ON_MISS = 3_000
+"""A file this small is shown whole when ``old_text`` is not in it; a larger one, its closest lines."""
+MAX_WINDOWS_ON_MISS = 5_000
+"""The most line windows compared with a missing ``old_text`` (the rest of a huge file is not searched)."""
 BINARY_PROBE = 8192
 
 _RE2_OPTIONS = re2.Options()
@@ -209,15 +215,20 @@ def file_tools(space: Workspace) -> list[Tool]:
         target = space.resolve(path)
         with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
             handle.write(content.encode("utf-8"))
-        return f"Wrote {space.relative(target)} ({len(content.splitlines())} lines)."
+        lines = len(content.splitlines())
+        done = f"Wrote {space.relative(target)} ({lines} line{'' if lines == 1 else 's'})"
+        _check_python(target, content, done)
+        return done + "."
 
-    def edit_file(path: str, old_text: str, new_text: str) -> str:
-        """Replace one exact piece of text in a file.
+    def edit_file(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+        """Replace an exact piece of text in a file.
 
         Args:
             path: the file, relative to the workspace.
-            old_text: the exact text to replace; it must appear exactly once.
+            old_text: the exact text to replace, copied from the file; it must appear exactly once
+                unless replace_all is true.
             new_text: the replacement.
+            replace_all: replace every occurrence (e.g. to rename something throughout the file).
         """
         target = space.resolve(path)
         fd, info = space.open_regular(target, path)
@@ -229,16 +240,23 @@ def file_tools(space: Workspace) -> list[Tool]:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"'{path}' is not UTF-8 text; edit_file edits text files.") from None
+        if not old_text:
+            raise ToolError("old_text is empty; copy the text to replace from the file (write_file replaces it all).")
         count = text.count(old_text)
         if count == 0:
-            raise ToolError(f"old_text was not found in '{path}'; read the file and copy the text exactly.")
-        if count > 1:
+            raise ToolError(f"old_text was not found in '{path}'. {closest_text(text, old_text)}")
+        if count > 1 and not replace_all:
             raise ToolError(
-                f"old_text appears {count} times in '{path}'; include more surrounding lines so it is unique."
+                f"old_text appears {count} times in '{path}'; include more surrounding lines so it is unique, "
+                "or pass replace_all=true to replace every one."
             )
+        edited = text.replace(old_text, new_text, -1 if replace_all else 1)
         with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
-            handle.write(text.replace(old_text, new_text, 1).encode("utf-8"))
-        return f"Edited {space.relative(target)}."
+            handle.write(edited.encode("utf-8"))
+        done = f"Edited {space.relative(target)}" + (f" ({count} replacements)" if count > 1 else "")
+        if _parses(target, text):  # a file that was broken before is not this edit's fault
+            _check_python(target, edited, done)
+        return done + "."
 
     return [
         Tool(read_file, read_only=True),
@@ -247,6 +265,63 @@ def file_tools(space: Workspace) -> list[Tool]:
         Tool(write_file),
         Tool(edit_file),
     ]
+
+
+def _parses(target: os.PathLike[str], text: str) -> bool:
+    """Whether ``text`` is valid Python, for a ``.py`` file (other files: always true)."""
+    if not os.fspath(target).endswith(".py"):
+        return True
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _check_python(target: os.PathLike[str], text: str, done: str) -> None:
+    """Raise a ToolError saying what is wrong when a ``.py`` file no longer parses (it was written all the same).
+
+    Small models drop quotes or indentation when they rewrite a file; the next test run would fail
+    far from the cause, so the model hears of it at once, with the line.
+    """
+    if not os.fspath(target).endswith(".py"):
+        return
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        line = (exc.text or "").strip()[:200]
+        raise ToolError(
+            f"{done}, but it is not valid Python now: line {exc.lineno}: {exc.msg}"
+            + (f" ({line!r})" if line else "")
+            + ". Fix the file: read_file shows it as it is."
+        ) from None
+    except (ValueError, RecursionError, MemoryError):
+        return  # null bytes, or nesting too deep for the parser: not something a syntax hint can help with
+
+
+def closest_text(text: str, wanted: str) -> str:
+    """What to tell a model whose ``old_text`` is not in ``text``: the file's lines most like it, to copy.
+
+    A small file is shown whole; otherwise the window of lines (as many as ``wanted`` has, plus
+    two either side) whose text is most like ``wanted``, with line numbers to read more around it.
+    """
+    if len(text) <= MAX_SHOWN_ON_MISS:
+        return f"The file's whole text is below; copy old_text from it exactly.\n{text}"
+    lines = text.splitlines()
+    size = max(1, min(len(wanted.splitlines()) or 1, 40))
+    probe = wanted.strip()[:4_000]
+    best, best_score = 0, -1.0
+    for start in range(0, max(1, len(lines) - size + 1))[:MAX_WINDOWS_ON_MISS]:
+        window = "\n".join(lines[start : start + size])
+        matcher = difflib.SequenceMatcher(None, probe, window.strip(), autojunk=False)
+        if matcher.real_quick_ratio() <= best_score or matcher.quick_ratio() <= best_score:
+            continue
+        score = matcher.ratio()
+        if score > best_score:
+            best, best_score = start, score
+    low, high = max(0, best - 2), min(len(lines), best + size + 2)
+    shown = "\n".join(lines[low:high])[:MAX_SHOWN_ON_MISS]
+    return f"The closest text is at lines {low + 1}-{high} (read_file shows more); copy old_text exactly:\n{shown}"
 
 
 def _searchable(space: Workspace, file: os.PathLike[str], skipped: list[str]) -> str | None:
