@@ -165,10 +165,11 @@ async def test_arguments_that_did_not_parse_become_a_tool_error() -> None:
         return text
 
     broken = ToolCall(id="c1", name="echo", raw_arguments='{"text": "hi"')
-    model = ScriptedModel([tool_call_response(broken), "sorry"])
-    result = await Agent(model, tools=[echo]).run("echo")
+    model = ScriptedModel([tool_call_response(broken), "sorry", tool_call_response(tool_call("echo", text="hi")), "hi"])
+    result = await Agent(model, tools=[echo], retry_failed_calls=True).run("echo")
     error = result.new_messages[2]
     assert error.is_error and "not a valid JSON object" in error.content and '{"text": "hi"' in error.content
+    assert result.output == "hi", "the model that gave up at its malformed call was asked to correct it, and did"
 
 
 async def test_max_tool_iterations_raises_with_the_messages_so_far() -> None:
@@ -673,3 +674,64 @@ async def test_a_call_of_a_missing_tool_repeated_is_a_repeat_not_a_loop() -> Non
     assert result.output == "Lovely, the cello!"
     nudge = model.requests[2].messages[-1]
     assert nudge.name == "cortana" and nudge.content.startswith('The user asked: "I play the cello."')
+
+
+# -- a failed call, then prose ------------------------------------------------------------------------
+
+
+def _editor() -> tuple[list[str], object]:
+    edits: list[str] = []
+
+    @tool
+    def edit(old_text: str) -> str:
+        """Replace text in the file."""
+        if old_text != "return a - b":
+            raise ToolError("old_text was not found; the file says: return a - b")
+        edits.append(old_text)
+        return "Edited."
+
+    return edits, edit
+
+
+async def test_prose_right_after_a_failed_call_is_asked_once_to_correct_the_call() -> None:
+    edits, edit = _editor()
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("edit", old_text="return a-b")),
+            "To fix it, copy the exact text into edit.",  # the give-up the 1.5B model wrote
+            tool_call_response(tool_call("edit", old_text="return a - b")),
+            "Fixed add().",
+        ]
+    )
+    result = await Agent(model, tools=[edit], retry_failed_calls=True).run("add() subtracts. Fix it.")
+    assert edits == ["return a - b"] and result.output == "Fixed add()."
+    retry = model.requests[2].messages[-1]
+    assert retry.role == "user" and retry.name == "cortana"
+    assert (
+        "Your edit call failed: Error: old_text was not found" in retry.content and "add() subtracts" in retry.content
+    )
+
+
+async def test_the_retry_is_asked_once_and_not_for_calls_the_user_refused() -> None:
+    _, edit = _editor()
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("edit", old_text="x")),
+            "I could not.",
+            tool_call_response(tool_call("edit", old_text="y")),
+            "Still no.",
+        ]
+    )
+    result = await Agent(model, tools=[edit], retry_failed_calls=True).run("Fix it.")
+    assert result.output == "Still no." and len(model.requests) == 4, "asked once, then the answer stands"
+
+    refused = ScriptedModel(
+        [tool_call_response(tool_call("edit", old_text="return a - b")), "You said no, so I stopped."]
+    )
+    gate = PermissionGate(default="ask")  # no approver: refused
+    result = await Agent(refused, tools=[edit], permissions=gate, retry_failed_calls=True).run("Fix it.")
+    assert result.output == "You said no, so I stopped." and len(refused.requests) == 2
+
+    off = ScriptedModel([tool_call_response(tool_call("edit", old_text="x")), "I could not."])
+    result = await Agent(off, tools=[edit]).run("Fix it.")
+    assert result.output == "I could not." and len(off.requests) == 2, "off by default"

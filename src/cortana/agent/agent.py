@@ -68,6 +68,10 @@ class Agent:
             that already have results in this run, do not run them again: restate the
             question once, and if it repeats again, ask for an answer without tools
             (small models loop on tool calls otherwise).
+        retry_failed_calls: when the model answers in prose right after a round of tool calls
+            that all failed (none of them refused by the user), ask it once to correct the call and carry
+            on (small models stop at the first error and tell the user how to do it instead).
+            Off by default; the ``cortana`` command turns it on (``agent.retry_failed_calls``).
         tool_guidance: add a paragraph to the system prompt, when the agent has tools,
             telling the model to call a tool only when one fits (True: the shipped
             ``prompts/tool_guidance.md``; a string: your own). Off by default: measured on
@@ -103,6 +107,7 @@ class Agent:
         "on_max_iterations",
         "parallel_tool_calls",
         "permissions",
+        "retry_failed_calls",
         "settings",
         "tool_groups",
         "tool_guidance",
@@ -131,6 +136,7 @@ class Agent:
         settings: ModelSettings | None = None,
         logger: EventHandler | None = None,
         nudge_repeated_calls: bool = True,
+        retry_failed_calls: bool = False,
         tool_guidance: bool | str = False,
         tool_timeout: float | None = 120.0,
         tool_timeouts: Mapping[str, float] | None = None,
@@ -166,6 +172,7 @@ class Agent:
         self.settings = settings
         self.logger = logger
         self.nudge_repeated_calls = nudge_repeated_calls
+        self.retry_failed_calls = retry_failed_calls
         self.tool_guidance = tool_guidance
         self.check_grounding = check_grounding
         self.tool_timeout = tool_timeout

@@ -55,6 +55,8 @@ async def run_events(agent: Agent, request: TurnRequest) -> AsyncGenerator[RunEv
             await run.nudge()
         elif screened.verdict is Verdict.ASK_AGAIN:
             await run.ask_again(screened.reply)
+        elif screened.verdict is Verdict.RETRY:
+            await run.retry(screened.reply)
         else:
             await run.spend_iteration(screened.reply)
             async for event in run.run_tools(screened.reply):

@@ -68,6 +68,8 @@ class Verdict(enum.Enum):
     """No grounded call, or repeats after the nudge: ask again, with no tools offered."""
     ASK_AGAIN = "ask_again"
     """An empty reply (no text, no calls): ask once more for an answer."""
+    RETRY = "retry"
+    """Prose right after a failed call, as if the task were done or impossible: ask once to correct the call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,7 @@ class Run:
     withhold_tools: bool = False
     nudged: bool = False
     asked_again: bool = False
+    retried: bool = False
     aside: set[int] = field(default_factory=set)
     """ids of the messages of bookkeeping rounds (``Tool.answer_after``), left out of the requests after them."""
     started: float = field(default_factory=time.perf_counter)
@@ -236,7 +239,7 @@ class Run:
         """
         if not reply.tool_calls:
             if reply.content.strip() and not self._only_calls_as_text(reply):
-                return Screened(Verdict.ANSWER, reply)
+                return Screened(Verdict.RETRY if self._gave_up_after_failure() else Verdict.ANSWER, reply)
             if not self.asked_again:
                 return Screened(Verdict.ASK_AGAIN, reply)
             note = self._empty_answer_note()
@@ -265,6 +268,19 @@ class Run:
         self.asked_again = True
         again = Message(
             role="user", name="cortana", content=prompt_text("empty_answer").format(prompt=self.request.prompt)
+        )
+        self._append(reply, again)
+        await self._persist(reply, again)
+
+    async def retry(self, reply: Message) -> None:
+        """The model stopped at a failed call: keep its reply, and ask it once to correct the call and go on."""
+        self.retried = True
+        failed = self.calls.failed[0]
+        reason = failed.content.strip().splitlines()[0][:300] if failed.content.strip() else "it failed"
+        again = Message(
+            role="user",
+            name="cortana",
+            content=prompt_text("retry_failed_call").format(prompt=self.request.prompt, tool=failed.name, error=reason),
         )
         self._append(reply, again)
         await self._persist(reply, again)
@@ -324,6 +340,22 @@ class Run:
         return result
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _gave_up_after_failure(self) -> bool:
+        """Whether this prose reply comes right after a round whose calls all failed, and one more try is allowed.
+
+        Small models stop at the first error: shown an edit that missed, with the file's text to
+        copy, the 1.5B model told the user how to make the edit instead of making it. A call the
+        user refused is not the model's mistake and is not retried.
+        """
+        return (
+            self.agent.retry_failed_calls
+            and not self.retried
+            and not self.withhold_tools
+            and bool(self.calls.failed)
+            and self.transcript[-1].role == "tool"
+            and self.budget.used < self.budget.limit
+        )
 
     def _only_calls_as_text(self, reply: Message) -> bool:
         """Asked for an answer without tools, the model wrote nothing but tool calls: that is no answer either."""

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CallRunner"]
 
+_DENIED = "Permission denied for "
+
 
 @dataclass(frozen=True, slots=True)
 class _Prepared:
@@ -51,6 +53,8 @@ class CallRunner:
         self.guard = RepeatGuard()
         self.changed_by: list[str] = []
         """Names of the tools that ran and are not read-only, in order (``RunResult.changed_by``)."""
+        self.failed: list[Message] = []
+        """The last round's results when every call in it failed for the model's own reasons (none refused)."""
 
     async def run(self, calls: list[ToolCall], results: list[Message]) -> AsyncIterator[RunEvent]:
         """Run ``calls``; fills ``results`` with one tool message per call, in request order.
@@ -60,6 +64,7 @@ class CallRunner:
         self.context.metrics.tool_calls += len(calls)
         slots: list[Message | None] = [None] * len(calls)
         runnable: list[_Prepared] = []
+        denied: set[int] = set()
         gate = self.agent.permissions
         asks = AskBudget(gate.max_asks_per_response) if gate is not None else None
         for index, call in enumerate(calls):
@@ -68,6 +73,8 @@ class CallRunner:
                 runnable.append(checked)
                 continue
             slots[index] = checked
+            if checked.content.startswith(_DENIED):
+                denied.add(index)  # the user said no: that is not the model's mistake to retry
             yield ToolCallStarted(call)
             yield ToolCallFinished(call, checked, 0.0)
         async for event in self._run_all(runnable, slots):
@@ -78,6 +85,8 @@ class CallRunner:
         self.guard.record_failures(call for call, message in zip(calls, done, strict=True) if message.is_error)
         self.changed_by.extend(item.tool.name for item in runnable if not item.tool.read_only)
         self.context.metrics.tool_errors += sum(message.is_error for message in done)
+        all_failed = all(message.is_error for message in done) and not denied
+        self.failed = done if all_failed else []
         results.extend(done)
 
     async def _check(self, index: int, call: ToolCall, asks: AskBudget | None) -> Message | _Prepared:
@@ -91,7 +100,7 @@ class CallRunner:
             )
         decision = await authorize_call(self.agent.permissions, call, tool, self.context, asks)
         if decision.action != "allow":
-            return Message.tool(call, f"Permission denied for '{tool.name}': {decision.reason}.", is_error=True)
+            return Message.tool(call, f"{_DENIED}'{tool.name}': {decision.reason}.", is_error=True)
         if call.raw_arguments is not None and not call.arguments:
             return Message.tool(
                 call,
