@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         ToolError,
         UserError,
     )
+    from cortana.knowledge.files import NamedFiles
     from cortana.knowledge.graph import KnowledgeGraph
     from cortana.memory.base import InMemoryHistory, MemoryProvider
     from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
@@ -83,6 +84,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "NamedFiles",
     "PermissionDecision",
     "PermissionDenied",
     "PermissionGate",
@@ -123,6 +125,7 @@ _LAZY = {
     "EngineUnavailable": "cortana.errors",
     "InMemoryHistory": "cortana.memory.base",
     "KnowledgeGraph": "cortana.knowledge.graph",
+    "NamedFiles": "cortana.knowledge.files",
     "MaxToolIterationsError": "cortana.errors",
     "MemoryProvider": "cortana.memory.base",
     "Message": "cortana.messages",

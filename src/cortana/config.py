@@ -304,6 +304,10 @@ class AgentSettings(_Section):
     max_tool_iterations: int = Field(10, ge=1)
     max_parallel_tools: int = Field(4, ge=1)
     parallel_tool_calls: bool = True
+    named_files: int = Field(3, ge=0, le=10)
+    """How many files a message names are shown, as they are, in its turn's context (0: none)."""
+    retry_failed_calls: bool = True
+    """Ask the model once to correct a failed call when it stops in prose right after it."""
 
 
 class ToolSettings(_Section):

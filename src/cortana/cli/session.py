@@ -33,6 +33,7 @@ from cortana.config import (
     user_config_path,
 )
 from cortana.display import printable
+from cortana.knowledge.files import NamedFiles
 from cortana.knowledge.graph import KnowledgeGraph
 from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
 from cortana.mcp import MCPServers
@@ -194,12 +195,16 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             ],
             memory=memory,
             knowledge_graph=graph,
+            extensions=[NamedFiles(workspace, max_files=settings.agent.named_files)]
+            if settings.agent.named_files
+            else (),
             context_window=args.context_window or settings.context_window,
             permissions=_gate(workspace, settings, args, console),
             logger=AgentLogger(console),
             max_tool_iterations=settings.agent.max_tool_iterations,
             max_parallel_tools=settings.agent.max_parallel_tools,
             parallel_tool_calls=settings.agent.parallel_tool_calls,
+            retry_failed_calls=settings.agent.retry_failed_calls,
             tool_timeout=settings.tools.timeout,
             tool_timeouts=settings.tools.timeouts,
             max_tool_output=settings.tools.max_output_chars,
