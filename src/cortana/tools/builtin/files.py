@@ -13,6 +13,8 @@ import ast
 import difflib
 import fnmatch
 import os
+import re
+from pathlib import Path
 from typing import Annotated, BinaryIO
 
 import re2
@@ -22,7 +24,7 @@ from cortana.errors import ToolError
 from cortana.tools import Tool
 from cortana.tools.builtin.workspace import Workspace
 
-__all__ = ["MAX_OUTPUT_CHARS", "closest_text", "cut", "file_tools"]
+__all__ = ["MAX_OUTPUT_CHARS", "closest_text", "cut", "file_tools", "loose_edit", "new_definition"]
 
 MAX_OUTPUT_CHARS = 12_000
 MAX_LINE_CHARS = 2_000
@@ -34,7 +36,11 @@ MAX_SEARCH_BYTES = 256 << 20
 MAX_EDIT_BYTES = 8 << 20
 MAX_SHOWN_ON_MISS = 3_000
 """A file this small is shown whole when ``old_text`` is not in it; a larger one, its closest lines."""
+_LOOSE = re.compile(r"[\s\"'`]+")
+"""What a loose match of ``old_text`` leaves out: spaces, tabs and quote marks."""
 MAX_WINDOWS_ON_MISS = 5_000
+MAX_LOOSE_LINES = 20_000
+"""A file with more lines than this gets no loose match of ``old_text`` (only the exact one)."""
 """The most line windows compared with a missing ``old_text`` (the rest of a huge file is not searched)."""
 BINARY_PROBE = 8192
 
@@ -213,6 +219,14 @@ def file_tools(space: Workspace) -> list[Tool]:
             content: the whole new content.
         """
         target = space.resolve(path)
+        dropped = _dropped_definitions(space, target, path, content)
+        if dropped:
+            names = ", ".join(dropped[:8]) + (" …" if len(dropped) > 8 else "")
+            raise ToolError(
+                f"Not written: the new content of '{path}' leaves out {names}, which the file defines now "
+                "(write_file replaces the whole file). To add code, call edit_file with old_text empty: it adds "
+                "new_text at the end. To change code, edit_file the lines that change."
+            )
         with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
             handle.write(content.encode("utf-8"))
         lines = len(content.splitlines())
@@ -221,12 +235,12 @@ def file_tools(space: Workspace) -> list[Tool]:
         return done + "."
 
     def edit_file(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
-        """Replace an exact piece of text in a file.
+        """Replace a piece of text in a file, or add text at its end.
 
         Args:
             path: the file, relative to the workspace.
-            old_text: the exact text to replace, copied from the file; it must appear exactly once
-                unless replace_all is true.
+            old_text: the text to replace, copied from the file; it must appear exactly once
+                unless replace_all is true. Empty: new_text is added at the end of the file.
             new_text: the replacement.
             replace_all: replace every occurrence (e.g. to rename something throughout the file).
         """
@@ -240,20 +254,44 @@ def file_tools(space: Workspace) -> list[Tool]:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"'{path}' is not UTF-8 text; edit_file edits text files.") from None
+        shown = space.relative(target)
         if not old_text:
-            raise ToolError("old_text is empty; copy the text to replace from the file (write_file replaces it all).")
-        count = text.count(old_text)
-        if count == 0:
-            raise ToolError(f"old_text was not found in '{path}'. {closest_text(text, old_text)}")
-        if count > 1 and not replace_all:
-            raise ToolError(
-                f"old_text appears {count} times in '{path}'; include more surrounding lines so it is unique, "
-                "or pass replace_all=true to replace every one."
+            if not new_text.strip():
+                raise ToolError("old_text and new_text are both empty: there is nothing to change.")
+            edited, done = (
+                text + _gap(text) + new_text,
+                f"Added {len(new_text.splitlines())} line(s) at the end of {shown}",
             )
-        edited = text.replace(old_text, new_text, -1 if replace_all else 1)
+        else:
+            count = text.count(old_text)
+            if count > 1 and not replace_all:
+                raise ToolError(
+                    f"old_text appears {count} times in '{path}'; include more surrounding lines so it is unique, "
+                    "or pass replace_all=true to replace every one."
+                )
+            if count:
+                edited = text.replace(old_text, new_text, -1 if replace_all else 1)
+                done = f"Edited {shown}" + (f" ({count} replacements)" if count > 1 else "")
+            else:
+                loose = loose_edit(text, old_text, new_text)
+                added = None if loose else new_definition(target, text, old_text, new_text)
+                if loose:
+                    edited, (first, last) = loose
+                    done = (
+                        f"Edited {shown}: old_text matched lines {first}-{last} once when spaces, quote marks and "
+                        "left-out comment or docstring lines are ignored; your change was made there, keeping the "
+                        "file's own text where you changed nothing"
+                    )
+                elif added:
+                    edited = text + _gap(text) + new_text.strip("\n") + "\n"
+                    done = (
+                        f"Added {added} at the end of {shown}: old_text is not in the file, and new_text defines "
+                        f"{added}, which the file did not have"
+                    )
+                else:
+                    raise ToolError(f"old_text was not found in '{path}'. {closest_text(text, old_text)}")
         with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
             handle.write(edited.encode("utf-8"))
-        done = f"Edited {space.relative(target)}" + (f" ({count} replacements)" if count > 1 else "")
         if _parses(target, text):  # a file that was broken before is not this edit's fault
             _check_python(target, edited, done)
         return done + "."
@@ -265,6 +303,40 @@ def file_tools(space: Workspace) -> list[Tool]:
         Tool(write_file),
         Tool(edit_file),
     ]
+
+
+def _definitions(text: str) -> list[str] | None:
+    """The top-level functions and classes of Python ``text`` (``None`` when it does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return [
+        f"{node.name}()" if not isinstance(node, ast.ClassDef) else node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+
+
+def _dropped_definitions(space: Workspace, target: Path, shown: str, content: str) -> list[str]:
+    """What a write_file of ``content`` over an existing ``.py`` file would delete: its functions and classes.
+
+    Asked to add one function, small models rewrite the whole file from memory and lose the rest
+    of it (the 1.5B model kept one of three functions). Both texts must parse for the check to apply.
+    """
+    if not os.fspath(target).endswith(".py"):
+        return []
+    try:
+        fd, info = space.open_regular(target, shown)
+    except ToolError:
+        return []  # a new file (or not a regular one: writing it will say so)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_EDIT_BYTES + 1) if info.st_size <= MAX_EDIT_BYTES else b""
+    before, after = _definitions(data.decode("utf-8", errors="replace")), _definitions(content)
+    if not before or after is None:
+        return []
+    kept = set(after)
+    return [name for name in before if name not in kept]
 
 
 def _parses(target: os.PathLike[str], text: str) -> bool:
@@ -297,6 +369,98 @@ def _check_python(target: os.PathLike[str], text: str, done: str) -> None:
         ) from None
     except (ValueError, RecursionError, MemoryError):
         return  # null bytes, or nesting too deep for the parser: not something a syntax hint can help with
+
+
+def _gap(text: str) -> str:
+    """What goes between a file's text and what is added at its end: a blank line."""
+    return "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
+
+
+_DEFINITION = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)")
+
+
+def new_definition(target: os.PathLike[str], text: str, old_text: str, new_text: str) -> str | None:
+    """The function or class a missing ``old_text`` was meant to create in a ``.py`` file, or ``None``.
+
+    Asked to add ``count_words``, the 1.5B model calls ``edit_file`` with ``old_text`` set to the new
+    function's own first line, which the file cannot hold yet, and the body in ``new_text``. When
+    ``old_text`` is a ``def``/``class`` line for a name the file does not define and ``new_text``
+    starts with it, the intent is plain: the definition is added at the end of the file.
+    """
+    if not os.fspath(target).endswith(".py"):
+        return None
+    wanted = old_text.strip()
+    match = _DEFINITION.match(wanted)
+    defined = _definitions(text)
+    if match is None or defined is None or not new_text.strip().startswith(wanted):
+        return None
+    name = match.group(1)
+    if name in {item.removesuffix("()") for item in defined}:
+        return None
+    return f"{name}()" if not wanted.startswith("class") else name
+
+
+def _loose(line: str) -> str:
+    return _LOOSE.sub("", line)
+
+
+def _skippable(line: str) -> bool:
+    """A line a model may leave out when it copies code: blank, a comment, or a docstring's line."""
+    stripped = line.strip()
+    return not stripped or stripped.startswith(("#", '"', "'"))
+
+
+def loose_edit(text: str, old_text: str, new_text: str) -> tuple[str, tuple[int, int]] | None:
+    """``old_text`` -> ``new_text`` applied where ``old_text`` matches ``text`` loosely, once.
+
+    Small models copy a file's lines into a JSON string and lose what JSON makes them escape
+    (the quotes of a docstring, a line's indentation), or leave a docstring or comment line
+    out. The lines of ``old_text`` match a run of the file's lines when, with spaces, tabs and
+    quote marks left out, each equals the next file line, skipping only blank, comment and
+    docstring lines. When exactly one run matches, the model's change (a line diff of
+    ``old_text`` and ``new_text``) is applied to it: lines it did not change keep the file's
+    own text, and the lines it skipped stay where they were. Returns the new text and the
+    1-based lines of the run, or ``None``.
+    """
+    wanted = old_text.strip("\n").split("\n")
+    keys = [_loose(line) for line in wanted]
+    lines = text.split("\n")
+    if not any(keys) or len(lines) > MAX_LOOSE_LINES:
+        return None
+    loose_lines = [_loose(line) for line in lines]
+    runs = [run for start in range(len(lines)) if (run := _run_at(start, keys, loose_lines, lines)) is not None]
+    if len(runs) != 1:
+        return None
+    mapped = runs[0]
+    gaps = [lines[mapped[k] + 1 : mapped[k + 1]] for k in range(len(mapped) - 1)] + [[]]
+    changed = new_text.strip("\n").split("\n") if new_text.strip() else []
+    out = lines[: mapped[0]]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, wanted, changed, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for k in range(i1, i2):
+                out += [lines[mapped[k]], *gaps[k]]
+        else:
+            out += changed[j1:j2]
+            for k in range(i1, i2):
+                out += gaps[k]
+    out += lines[mapped[-1] + 1 :]
+    return "\n".join(out), (mapped[0] + 1, mapped[-1] + 1)
+
+
+def _run_at(start: int, keys: list[str], loose_lines: list[str], lines: list[str]) -> list[int] | None:
+    """The file lines ``keys`` match from ``start`` on (skipping only skippable lines), or ``None``."""
+    if loose_lines[start] != keys[0]:
+        return None
+    mapped = [start]
+    at = start + 1
+    for key in keys[1:]:
+        while at < len(lines) and loose_lines[at] != key and _skippable(lines[at]):
+            at += 1
+        if at >= len(lines) or loose_lines[at] != key:
+            return None
+        mapped.append(at)
+        at += 1
+    return mapped
 
 
 def closest_text(text: str, wanted: str) -> str:
