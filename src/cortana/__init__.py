@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     )
     from cortana.knowledge.files import NamedFiles
     from cortana.knowledge.graph import KnowledgeGraph
+    from cortana.knowledge.search import PromptSearch
     from cortana.memory.base import InMemoryHistory, MemoryProvider
     from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
@@ -88,6 +89,7 @@ __all__ = [
     "PermissionDecision",
     "PermissionDenied",
     "PermissionGate",
+    "PromptSearch",
     "RunContext",
     "RunEvent",
     "RunFinished",
@@ -126,6 +128,7 @@ _LAZY = {
     "InMemoryHistory": "cortana.memory.base",
     "KnowledgeGraph": "cortana.knowledge.graph",
     "NamedFiles": "cortana.knowledge.files",
+    "PromptSearch": "cortana.knowledge.search",
     "MaxToolIterationsError": "cortana.errors",
     "MemoryProvider": "cortana.memory.base",
     "Message": "cortana.messages",

@@ -306,6 +306,8 @@ class AgentSettings(_Section):
     parallel_tool_calls: bool = True
     named_files: int = Field(3, ge=0, le=10)
     """How many files a message names are shown, as they are, in its turn's context (0: none)."""
+    prompt_search: int = Field(12, ge=0, le=50)
+    """How many workspace lines with a message's distinctive words join its context when it names no file (0: none)."""
     retry_failed_calls: bool = True
     """Ask the model once to correct a failed call when it stops in prose right after it."""
 

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, TextDelta
+from cortana.agent.extensions import TurnExtension
 from cortana.agent.logger import AgentLogger
 from cortana.cli.approval import terminal_approver
 from cortana.cli.display import describe_client
@@ -36,6 +37,7 @@ from cortana.display import printable
 from cortana.knowledge.files import NamedFiles
 from cortana.knowledge.graph import KnowledgeGraph
 from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
+from cortana.knowledge.search import PromptSearch
 from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
@@ -54,6 +56,7 @@ __all__ = [
     "run_session",
     "settings_for",
     "trust_folder",
+    "workspace_context",
     "workspace_graph",
     "workspace_memory",
 ]
@@ -96,6 +99,21 @@ def graph_doctor_line(workspace: Path, settings: Settings) -> str:
     if graph is None:
         return "off for the home folder and / (start cortana in a project folder)"
     return f"{graph.status().summary()} (graphify at {executable}; context: {settings.graphify.context})"
+
+
+def workspace_context(workspace: Path, settings: Settings) -> list[TurnExtension]:
+    """What joins each turn from the workspace besides the graph: the files a message names, or lines it points at.
+
+    The search is off for the home folder and the filesystem root, as the graph is: lines from
+    everything under them would say little about the question.
+    """
+    extensions: list[TurnExtension] = []
+    if settings.agent.named_files:
+        extensions.append(NamedFiles(workspace, max_files=settings.agent.named_files))
+    everything = workspace.resolve() in (Path.home().resolve(), Path(workspace.anchor))
+    if settings.agent.prompt_search and not everything:
+        extensions.append(PromptSearch(workspace, max_lines=settings.agent.prompt_search))
+    return extensions
 
 
 def assistant_instructions(workspace: Path) -> str:

@@ -82,7 +82,7 @@ class NamedFiles(TurnExtension):
         shown: list[str] = []
         seen: set[Path] = set()
         for word in words:
-            path = self._find(word)
+            path = self.find(word)
             if path is None or path in seen:
                 continue
             text = self._text(path)
@@ -99,7 +99,7 @@ class NamedFiles(TurnExtension):
             shown
         )
 
-    def _find(self, word: str) -> Path | None:
+    def find(self, word: str) -> Path | None:
         """The workspace file ``word`` names: the path itself, or the one file of that name (none if several)."""
         try:
             direct = self.space.resolve(word)

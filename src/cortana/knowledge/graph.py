@@ -419,7 +419,7 @@ def lookup_block(graph: GraphIndex, names: Names) -> str | None:
             break
     if not described:
         return None
-    return "Code graph of this workspace (graphify), for the names in this message:\n" + "\n".join(described)
+    return "Where the names in this message are defined and used (from graphify):\n" + "\n".join(described)
 
 
 def read_report(path: Path) -> str | None:
