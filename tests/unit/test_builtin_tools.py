@@ -253,3 +253,25 @@ async def test_an_edit_that_left_out_the_docstring_keeps_it(space: Path) -> None
     )
     with pytest.raises(ToolError, match="was not found"):  # a left-out line of code is not skipped
         await call(space, "edit_file", path="summary.py", old_text="def spread(values):\n    return 0", new_text="x")
+
+
+async def test_an_edit_may_start_or_end_inside_a_line(space: Path) -> None:
+    (space / "slug.py").write_text(
+        'def slugify(title: str, sep: str = "_") -> str:\n    """Words joined by ``sep``."""\n    return sep\n'
+    )
+    # the 1.5B model's call: old_text starts after "def " and lost the docstring's quotes
+    await call(
+        space,
+        "edit_file",
+        path="slug.py",
+        old_text="slugify(title: str, sep: str = '_') -> str:\n    Words joined by ``sep``.",
+        new_text="slugify(title: str, sep: str = '-') -> str:\n    Words joined by ``sep``.",
+    )
+    assert (space / "slug.py").read_text() == (
+        'def slugify(title: str, sep: str = \'-\') -> str:\n    """Words joined by ``sep``."""\n    return sep\n'
+    )
+    (space / "limits.py").write_text("TIMEOUT = 30  # seconds\nmax = 10\n")
+    await call(space, "edit_file", path="limits.py", old_text="TIMEOUT = 30", new_text="TIMEOUT = 60")
+    assert (space / "limits.py").read_text() == "TIMEOUT = 60  # seconds\nmax = 10\n", "exact, as ever"
+    with pytest.raises(ToolError, match="was not found"):  # too short to match part of a line loosely
+        await call(space, "edit_file", path="limits.py", old_text="ma = 1", new_text="ma = 2")

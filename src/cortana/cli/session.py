@@ -213,9 +213,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             ],
             memory=memory,
             knowledge_graph=graph,
-            extensions=[NamedFiles(workspace, max_files=settings.agent.named_files)]
-            if settings.agent.named_files
-            else (),
+            extensions=workspace_context(workspace, settings),
             context_window=args.context_window or settings.context_window,
             permissions=_gate(workspace, settings, args, console),
             logger=AgentLogger(console),

@@ -39,6 +39,8 @@ MAX_SHOWN_ON_MISS = 3_000
 _LOOSE = re.compile(r"[\s\"'`]+")
 """What a loose match of ``old_text`` leaves out: spaces, tabs and quote marks."""
 MAX_WINDOWS_ON_MISS = 5_000
+MIN_PARTIAL = 8
+"""The shortest loose ``old_text`` line that may match part of a file's line (its start or its end)."""
 MAX_LOOSE_LINES = 20_000
 """A file with more lines than this gets no loose match of ``old_text`` (only the exact one)."""
 """The most line windows compared with a missing ``old_text`` (the rest of a huge file is not searched)."""
@@ -434,6 +436,23 @@ def loose_edit(text: str, old_text: str, new_text: str) -> tuple[str, tuple[int,
     mapped = runs[0]
     gaps = [lines[mapped[k] + 1 : mapped[k + 1]] for k in range(len(mapped) - 1)] + [[]]
     changed = new_text.strip("\n").split("\n") if new_text.strip() else []
+    # old_text may start inside its first line and end inside its last: the rest of those lines stays
+    first_line = lines[mapped[0]]
+    if len(wanted) > 1:
+        head, tail = _head(first_line, keys[0]), _tail(lines[mapped[-1]], keys[-1])
+    elif _loose(first_line).endswith(keys[0]):
+        head, tail = _head(first_line, keys[0]), ""
+    else:
+        head, tail = "", _tail(first_line, keys[0])
+    if head or tail:
+        wanted = [*wanted]
+        wanted[0] = head + wanted[0].lstrip() if head else wanted[0]
+        wanted[-1] = wanted[-1] + tail
+        if changed:
+            changed[0] = head + changed[0].lstrip() if head else changed[0]
+            changed[-1] = changed[-1] + tail
+        else:
+            changed = [head + tail] if (head + tail).strip() else []
     out = lines[: mapped[0]]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, wanted, changed, autojunk=False).get_opcodes():
         if tag == "equal":
@@ -448,19 +467,51 @@ def loose_edit(text: str, old_text: str, new_text: str) -> tuple[str, tuple[int,
 
 
 def _run_at(start: int, keys: list[str], loose_lines: list[str], lines: list[str]) -> list[int] | None:
-    """The file lines ``keys`` match from ``start`` on (skipping only skippable lines), or ``None``."""
-    if loose_lines[start] != keys[0]:
+    """The file lines ``keys`` match from ``start`` on (skipping only skippable lines), or ``None``.
+
+    Every key is a whole line, except that the first may be the end of its line and the last
+    the start of its line (an ``old_text`` that begins or ends inside a line), when it is at
+    least ``MIN_PARTIAL`` characters long.
+    """
+    first, key = loose_lines[start], keys[0]
+    partial = len(key) >= MIN_PARTIAL
+    if len(keys) == 1:
+        fits = first == key or (partial and (first.endswith(key) or first.startswith(key)))
+    else:
+        fits = first == key or (partial and first.endswith(key))
+    if not fits:
         return None
     mapped = [start]
     at = start + 1
-    for key in keys[1:]:
-        while at < len(lines) and loose_lines[at] != key and _skippable(lines[at]):
+    for index, key in enumerate(keys[1:], 1):
+        last = index == len(keys) - 1
+        while at < len(lines) and not _fits(loose_lines[at], key, last) and _skippable(lines[at]):
             at += 1
-        if at >= len(lines) or loose_lines[at] != key:
+        if at >= len(lines) or not _fits(loose_lines[at], key, last):
             return None
         mapped.append(at)
         at += 1
     return mapped
+
+
+def _fits(line: str, key: str, last: bool) -> bool:
+    return line == key or (last and len(key) >= MIN_PARTIAL and line.startswith(key))
+
+
+def _head(line: str, key: str) -> str:
+    """The start of ``line`` before the part whose loose form is ``key`` (``""`` when the whole line is)."""
+    if _loose(line) == key:
+        return ""
+    cuts = [cut for cut in range(1, len(line)) if _loose(line[cut:]) == key]
+    return line[: cuts[-1]] if cuts else ""
+
+
+def _tail(line: str, key: str) -> str:
+    """The end of ``line`` after the part whose loose form is ``key`` (``""`` when the whole line is)."""
+    if _loose(line) == key:
+        return ""
+    cuts = [cut for cut in range(1, len(line)) if _loose(line[:cut]) == key]
+    return line[cuts[-1] :] if cuts else ""
 
 
 def closest_text(text: str, wanted: str) -> str:
