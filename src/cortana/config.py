@@ -383,6 +383,8 @@ class Settings(_Section):
     threads: int | None = Field(None, ge=1)
     parallel: int = Field(1, ge=1)
     temperature: float = Field(0.2, ge=0, le=2)
+    max_tokens: int | None = Field(2048, ge=16)
+    """The most tokens one answer may have (``null``: the engine's limit). Small models that loop fill the window."""
     agent: AgentSettings = Field(default_factory=AgentSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)

@@ -32,6 +32,7 @@ def test_defaults_without_files(homes: tuple[Path, Path]) -> None:
     _, workspace = homes
     settings = load_settings(workspace, environ={})
     assert settings.engine == "auto" and settings.agent.max_tool_iterations == 10 and settings.sources == []
+    assert settings.max_tokens == 2048 and settings.agent.named_files == 3 and settings.agent.retry_failed_calls
 
 
 def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
@@ -53,6 +54,9 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
     [
         ("engine: vllm\n", r"key 'engine': Input should be 'auto', 'ollama', 'docker', 'llamacpp' or 'embedded'"),
         ("context_window: 12\n", r"key 'context_window': Input should be greater than or equal to 256"),
+        ("max_tokens: 4\n", r"key 'max_tokens': Input should be greater than or equal to 16"),
+        ("agent:\n  named_files: 99\n", r"key 'agent.named_files': Input should be less than or equal to 10"),
+        ("agent:\n  prompt_search: -1\n", r"key 'agent.prompt_search': Input should be greater than or equal to 0"),
         (
             "agent:\n  max_tool_iteration: 5\n",
             r"key 'agent.max_tool_iteration': Extra inputs are not permitted; remove it",

@@ -224,7 +224,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             tool_timeout=settings.tools.timeout,
             tool_timeouts=settings.tools.timeouts,
             max_tool_output=settings.tools.max_output_chars,
-            settings=ModelSettings(temperature=settings.temperature),
+            settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
         )
         if prompt is not None:
             await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
