@@ -275,3 +275,12 @@ async def test_an_edit_may_start_or_end_inside_a_line(space: Path) -> None:
     assert (space / "limits.py").read_text() == "TIMEOUT = 60  # seconds\nmax = 10\n", "exact, as ever"
     with pytest.raises(ToolError, match="was not found"):  # too short to match part of a line loosely
         await call(space, "edit_file", path="limits.py", old_text="ma = 1", new_text="ma = 2")
+
+
+async def test_a_rename_says_where_the_old_name_still_is(space: Path) -> None:
+    (space / "models.py").write_text("class UserRec:\n    pass\n")
+    (space / "store.py").write_text("from models import UserRec\n\nusers: list[UserRec] = []\n")
+    (space / "other.py").write_text("UserRecord = None  # another name\n")
+    result = await call(space, "edit_file", path="models.py", old_text="class UserRec:", new_text="class UserRecord:")
+    assert result == "Edited models.py. UserRec still appears in: store.py (2)."
+    assert await call(space, "edit_file", path="notes.md", old_text="beta", new_text="BETA") == "Edited notes.md."

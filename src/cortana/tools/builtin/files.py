@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import difflib
 import fnmatch
+import keyword
 import os
 import re
 from pathlib import Path
@@ -296,7 +297,7 @@ def file_tools(space: Workspace) -> list[Tool]:
             handle.write(edited.encode("utf-8"))
         if _parses(target, text):  # a file that was broken before is not this edit's fault
             _check_python(target, edited, done)
-        return done + "."
+        return done + "." + still_named(space, target, old_text, new_text)
 
     return [
         Tool(read_file, read_only=True),
@@ -371,6 +372,44 @@ def _check_python(target: os.PathLike[str], text: str, done: str) -> None:
         ) from None
     except (ValueError, RecursionError, MemoryError):
         return  # null bytes, or nesting too deep for the parser: not something a syntax hint can help with
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+MAX_RENAME_FILES = 2_000
+"""The most workspace files looked at for other uses of a renamed name."""
+
+
+def still_named(space: Workspace, edited: Path, old_text: str, new_text: str) -> str:
+    """After an edit that renamed something, where else the old name still appears (``""``: nowhere, or no rename).
+
+    A rename is an edit whose old_text loses one or two names that new_text does not have, while
+    new_text brings as many new ones. Small models rename in the file they are looking at and stop
+    (the 1.5B model renamed a class in models.py, leaving three files using the old name); a line
+    listing the other files lets it go on.
+    """
+    removed = sorted(
+        name
+        for name in set(_IDENTIFIER.findall(old_text)) - set(_IDENTIFIER.findall(new_text))
+        if not keyword.iskeyword(name)
+    )
+    added = set(_IDENTIFIER.findall(new_text)) - set(_IDENTIFIER.findall(old_text))
+    if not removed or len(removed) > 2 or len(added) != len(removed):
+        return ""
+    pattern = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, removed)) + r")(?![A-Za-z0-9_])")
+    found: dict[str, int] = {}
+    for count, path in enumerate(space.files(space.root)):
+        if count >= MAX_RENAME_FILES or len(found) >= 10:
+            break
+        text = _searchable(space, path, [])
+        if text is None:
+            continue
+        hits = len(pattern.findall(text))
+        if hits:
+            found[space.relative(path)] = hits
+    if not found:
+        return ""
+    where = ", ".join(f"{name} ({hits})" for name, hits in found.items())
+    return f" {' and '.join(removed)} still appear{'s' if len(removed) == 1 else ''} in: {where}."
 
 
 def _gap(text: str) -> str:
