@@ -72,6 +72,13 @@ async def test_yes_to_everything_never_covers_a_protected_path(tmp_path: Path) -
     assert "needs approval and no one can approve it here" in denied and ".git/ is protected" in denied
 
 
+@pytest.mark.parametrize("path", [".", "", "./"])
+async def test_a_write_to_the_workspace_itself_is_a_tool_error_not_a_crash(tmp_path: Path, path: str) -> None:
+    # the 0.5B model called write_file(path=".") during a rename; the gate's scope crashed the whole run
+    results = await run(tmp_path, writes(path), Approver(), allow=("*",))
+    assert len(results) == 1 and results[0].startswith("Error:")
+
+
 async def test_commands_are_remembered_by_program_and_chains_are_asked_every_time(tmp_path: Path) -> None:
     approver = Approver(PermissionDecision.allow(remember=True), PermissionDecision.deny("no"))
     script = [

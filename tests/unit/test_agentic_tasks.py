@@ -158,3 +158,11 @@ def test_a_run_past_its_timeout_is_stopped_and_fails(
     row = tasks_module.run_task(task, "qwen2.5-coder-0.5b", timeout=0.5)
     assert not row["ok"] and row["exit_code"] is None and row["reason"].startswith("timed out after")
     assert row["wall_seconds"] < 30
+
+
+def test_the_halves_are_fixed_and_every_kind_has_development_tasks(tasks_module: Any) -> None:
+    tasks = tasks_module.load_tasks()
+    held_out = sorted(task.id for task in tasks if task.split == "held-out")
+    assert held_out == ["add-is-palindrome", "fix-discount", "fix-page-count", "question-which-file", "rename-calc-total"]
+    assert {task.kind for task in tasks if task.split == "dev"} == set(tasks_module.KINDS)
+    assert [t.split for t in tasks_module.load_tasks(["fix-discount"])] == ["held-out"], "a subset keeps its half"

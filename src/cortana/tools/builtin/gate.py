@@ -60,9 +60,12 @@ def workspace_scope(space: Workspace) -> Callable[[ToolCall, Tool], Scope | None
         )
         if path is not None and not tool.read_only:
             try:
-                folder = space.relative(space.resolve(path).parent)
+                target = space.resolve(path)
             except ToolError:
                 return None
+            if target == space.root:
+                return None  # the workspace itself ("." or ""): no scope; the tool says what is wrong with it
+            folder = space.relative(target.parent)
             if folder == ".":  # the top folder only: an answer here does not reach into every subfolder
                 return Scope(tool.name, "folder:", f"{tool.name} in the workspace's top folder")
             return Scope(tool.name, f"folder:{folder}", f"{tool.name} in {folder}/ and below")
