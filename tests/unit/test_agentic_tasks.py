@@ -163,6 +163,12 @@ def test_a_run_past_its_timeout_is_stopped_and_fails(
 def test_the_halves_are_fixed_and_every_kind_has_development_tasks(tasks_module: Any) -> None:
     tasks = tasks_module.load_tasks()
     held_out = sorted(task.id for task in tasks if task.split == "held-out")
-    assert held_out == ["add-is-palindrome", "fix-discount", "fix-page-count", "question-which-file", "rename-calc-total"]
+    assert held_out == [
+        "add-is-palindrome",
+        "fix-discount",
+        "fix-page-count",
+        "question-which-file",
+        "rename-calc-total",
+    ]
     assert {task.kind for task in tasks if task.split == "dev"} == set(tasks_module.KINDS)
     assert [t.split for t in tasks_module.load_tasks(["fix-discount"])] == ["held-out"], "a subset keeps its half"
