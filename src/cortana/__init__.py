@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from cortana.agent.logger import AgentLogger
     from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
     from cortana.agent.subagents import SubagentManager
+    from cortana.companion.heartbeat import Heartbeat
     from cortana.errors import (
         ConfigError,
         ContextOverflow,
@@ -72,6 +73,7 @@ __all__ = [
     "ContextOverflow",
     "CortanaError",
     "EngineUnavailable",
+    "Heartbeat",
     "InMemoryHistory",
     "KnowledgeGraph",
     "MaxToolIterationsError",
@@ -125,6 +127,7 @@ _LAZY = {
     "ContextOverflow": "cortana.errors",
     "CortanaError": "cortana.errors",
     "EngineUnavailable": "cortana.errors",
+    "Heartbeat": "cortana.companion.heartbeat",
     "InMemoryHistory": "cortana.memory.base",
     "KnowledgeGraph": "cortana.knowledge.graph",
     "NamedFiles": "cortana.knowledge.files",

@@ -30,8 +30,9 @@ ALLOWED: dict[str, set[str]] = {
     "agent": CORE | {"models", "tools", "memory"},
     "mcp": CORE | {"tools"},
     "knowledge": CORE | {"tools", "agent"},
+    "companion": CORE,
     "testing": CORE | {"models"},
-    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge"},
+    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion"},
 }
 """Which parts of the package each part may import (the layers, lowest first)."""
 
