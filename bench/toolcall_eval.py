@@ -269,6 +269,13 @@ def tune_margin(model: str, cases: list[Case], tools: dict[str, dict[str, Any]])
     return best[1]
 
 
+def shipped_margin(model: str) -> float | None:
+    """The check threshold the embedded engine uses for ``model`` (``BundledModel.check_margin``)."""
+    from cortana.models.embedded import BUNDLED_MODELS
+
+    return BUNDLED_MODELS[model].check_margin if model in BUNDLED_MODELS else None
+
+
 def _dev_score(model: str, dev: list[Case], tools: dict[str, dict[str, Any]], margin: float | None) -> int:
     result = score(model, dev, tools, margin)[SHIPPED]["dev"]
     return sum(cell["hits"] for category, cell in result.items() if category != "nofit") + (
@@ -500,7 +507,11 @@ def main() -> None:
         save(RESULTS / f"toolcall_timing_{args.timing}.json", measured)
         return
     recorded = sorted(path.stem for path in OUTPUTS.glob("*.jsonl") if not path.stem.endswith(".guided"))
-    results = [score(model, cases, tools, tune_margin(model, cases, tools)) for model in recorded]
+    results = []
+    for model in recorded:
+        result = score(model, cases, tools, shipped_margin(model))
+        result["margin tuned on dev"] = tune_margin(model, cases, tools)
+        results.append(result)
     splits = {split: sum(case.split == split for case in cases) for split in ("dev", "held-out")}
     print(f"{len(cases)} cases over {len(tools)} tools; dev {splits['dev']}, held-out {splits['held-out']}")
     report(results)

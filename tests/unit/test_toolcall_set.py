@@ -76,7 +76,10 @@ def test_the_check_threshold_is_chosen_on_the_development_half_alone(evaluation:
         assert (evaluation.OUTPUTS / f"{model}.guided.jsonl").exists(), "the guided answers are recorded"
         chosen = evaluation.tune_margin(model, cases, tools)
         assert chosen == evaluation.tune_margin(model, dev, tools)
-        assert BUNDLED_MODELS[model].check_margin == chosen, "the engine ships the threshold the evaluation chose"
+    assert BUNDLED_MODELS["qwen2.5-coder-1.5b"].check_margin == evaluation.tune_margin(
+        "qwen2.5-coder-1.5b", cases, tools
+    ), "the engine ships the threshold the evaluation chose"
+    assert BUNDLED_MODELS["qwen2.5-coder-0.5b"].check_margin is None, "its tuned threshold refuses a plain weather call"
 
 
 def test_guided_scoring_follows_the_free_start(evaluation: Any) -> None:

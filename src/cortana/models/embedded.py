@@ -101,7 +101,9 @@ BUNDLED_MODELS: dict[str, BundledModel] = {
             size=491_400_064,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-            check_margin=-0.172,
+            # The development half's threshold (-0.172) turns away 9 of 17 false calls there but also
+            # "What's the weather in Paris?" -> get_weather(city="Paris"): the model's own yes or no it is.
+            check_margin=None,
         ),
     )
 }
