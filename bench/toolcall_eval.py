@@ -48,7 +48,7 @@ from typing import Any
 from cortana.agent.grounding import conversation_evidence, is_grounded, is_grounded_addition
 from cortana.errors import ToolError
 from cortana.messages import Message, ToolCall
-from cortana.models.base import ToolSpec
+from cortana.models.base import ModelRequest, ModelSettings, ToolSpec
 from cortana.models.toolparse import recover_tool_calls
 from cortana.tools import SchemaTool
 from report import RESULTS, save, table
@@ -348,7 +348,7 @@ async def record(
     model: str, cases: list[Case], tools: dict[str, dict[str, Any]], progress: Callable[[str], None]
 ) -> None:
     """Each case once on the embedded engine (temperature 0, no recovery): the raw answer, stored."""
-    from cortana.models.base import ModelRequest, ModelSettings, complete
+    from cortana.models.base import complete
     from cortana.models.factory import create_model_client
 
     client = await create_model_client("embedded", model=model, threads=2, recover_text_tool_calls=False)
@@ -359,12 +359,7 @@ async def record(
     try:
         with path.open("a") as out:
             for case in ordered:
-                specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
-                request = ModelRequest(
-                    messages=[Message.system(SYSTEM), Message.user(case.prompt)],
-                    tools=specs,
-                    settings=ModelSettings(temperature=0, seed=42, max_tokens=300),
-                )
+                request = case_request(case, tools)
                 started = time.perf_counter()
                 response = await complete(client, request)
                 row = {
@@ -393,7 +388,6 @@ async def record_guided(
     grammar for the decided tool and, where it differs, for the tool the free answer called (the
     "grammar" setting: the model decides as it does unguided, the grammar writes the call).
     """
-    from cortana.models.base import ModelRequest, ModelSettings
     from cortana.models.factory import create_model_client
     from cortana.models.guided import NO_TOOL
 
@@ -404,12 +398,8 @@ async def record_guided(
     try:
         with open(path, "a") as out:  # noqa: ASYNC230 - one line per case, flushed as it goes
             for case in ordered:
-                specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
-                request = ModelRequest(
-                    messages=[Message.system(SYSTEM), Message.user(case.prompt)],
-                    tools=specs,
-                    settings=ModelSettings(temperature=0, seed=42, max_tokens=300),
-                )
+                request = case_request(case, tools)
+                specs = request.tools
                 started = time.perf_counter()
                 decision = await guided.decide(request)
                 decided_s = time.perf_counter() - started
@@ -454,7 +444,7 @@ async def timing(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]
     Each case is answered both ways in a row, the first way alternating from case to case (the
     second finds the question's prompt cached); the mean of each way is reported.
     """
-    from cortana.models.base import ModelRequest, ModelSettings, complete
+    from cortana.models.base import complete
     from cortana.models.factory import create_model_client
 
     client = await create_model_client("embedded", model=model, threads=2)
@@ -462,12 +452,7 @@ async def timing(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]
     seconds: dict[str, list[float]] = {"guided": [], "chat API": []}
     try:
         for case in picked:
-            specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
-            request = ModelRequest(
-                messages=[Message.system(SYSTEM), Message.user(case.prompt)],
-                tools=specs,
-                settings=ModelSettings(temperature=0, seed=42, max_tokens=300),
-            )
+            request = case_request(case, tools)
             ways = ("guided", "chat API") if len(seconds["guided"]) % 2 == 0 else ("chat API", "guided")
             for way in ways:  # alternating who goes first: the second finds the question's prompt cached
                 client.guided_tool_calls = way == "guided"  # type: ignore[attr-defined]
@@ -481,6 +466,17 @@ async def timing(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]
         "cases": len(picked),
         **{f"{way} mean s": round(sum(values) / len(values), 2) for way, values in seconds.items()},
     }
+
+
+def case_request(case: Case, tools: dict[str, dict[str, Any]]) -> ModelRequest:
+    """What every recording sends for ``case``: the system line, the question and its tools, at temperature 0."""
+
+    specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
+    return ModelRequest(
+        messages=[Message.system(SYSTEM), Message.user(case.prompt)],
+        tools=specs,
+        settings=ModelSettings(temperature=0, seed=42, max_tokens=300),
+    )
 
 
 def _pending(path: Path, cases: list[Case]) -> tuple[Path, list[Case]]:

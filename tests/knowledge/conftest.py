@@ -51,3 +51,21 @@ def fresh(tmp_path: Path) -> Path:
     root = tmp_path / "fresh"
     shutil.copytree(FIXTURE, root)
     return root
+
+
+def sent_by_cortana(scripted_engine, workspace: Path, home: Path, question: str, reply: str) -> str:  # type: ignore[no-untyped-def]
+    """Ask the real ``cortana`` command ``question`` in ``workspace`` (no graph, no recall); the user message sent."""
+    import pexpect
+
+    from tests.integration.test_cli_terminal import PROMPT, spawn_on, text_reply
+
+    (workspace / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply([reply]))
+    child = spawn_on(scripted_engine.url, workspace, home=home)
+    child.sendline(question)
+    child.expect(reply)
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    (request,) = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"]
+    return str(request["messages"][-1]["content"])

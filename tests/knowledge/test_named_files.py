@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pexpect
 import pytest
 
 from cortana import Agent, NamedFiles, ThreadRef
 from cortana.knowledge.files import named_paths
 from cortana.testing import ScriptedModel
-from tests.integration.test_cli_terminal import PROMPT, spawn_on, text_reply
+from tests.knowledge.conftest import sent_by_cortana
 
 THREAD = ThreadRef(thread_id="t")
 
@@ -83,17 +82,6 @@ async def test_the_agent_puts_the_files_in_the_turn_context(project: Path) -> No
 def test_the_cortana_command_shows_the_named_file_to_the_model(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     workspace = tmp_path / "work"
     workspace.mkdir()
-    (workspace / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    scripted_engine.add("POST", "/v1/chat/completions", text_reply(["It subtracts."]))
-    child = spawn_on(scripted_engine.url, workspace, home=tmp_path)
-    child.sendline("What does add in calc.py do?")
-    child.expect("It subtracts.")
-    child.expect_exact(PROMPT)
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    (request,) = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"]
-    assert (
-        "--- calc.py ---\ndef add(a, b):\n    return a - b\n--- end of calc.py ---"
-        in request["messages"][-1]["content"]
-    )
+    sent = sent_by_cortana(scripted_engine, workspace, tmp_path, "What does add in calc.py do?", "It subtracts.")
+    assert "--- calc.py ---\ndef add(a, b):\n    return a - b\n--- end of calc.py ---" in sent

@@ -8,6 +8,7 @@ import pytest
 
 from cortana import PromptSearch, ThreadRef
 from cortana.knowledge.search import search_words
+from tests.knowledge.conftest import sent_by_cortana
 
 THREAD = ThreadRef(thread_id="t")
 
@@ -62,20 +63,8 @@ async def test_the_search_is_bounded_and_skips_what_it_must_not_read(project: Pa
 
 
 def test_the_cortana_command_searches_for_a_question_that_names_no_file(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    import pexpect
-
-    from tests.integration.test_cli_terminal import PROMPT, spawn_on, text_reply
-
     workspace = tmp_path / "work"
     (workspace / "net").mkdir(parents=True)
-    (workspace / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
     (workspace / "net" / "config.py").write_text("MAX_RETRIES = 4\n")
-    scripted_engine.add("POST", "/v1/chat/completions", text_reply(["Four times."]))
-    child = spawn_on(scripted_engine.url, workspace, home=tmp_path)
-    child.sendline("How often does the client retry?")
-    child.expect("Four times.")
-    child.expect_exact(PROMPT)
-    child.sendline("/exit")
-    child.expect(pexpect.EOF)
-    (request,) = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"]
-    assert "net/config.py:1: MAX_RETRIES = 4" in request["messages"][-1]["content"]
+    sent = sent_by_cortana(scripted_engine, workspace, tmp_path, "How often does the client retry?", "Four times.")
+    assert "net/config.py:1: MAX_RETRIES = 4" in sent
