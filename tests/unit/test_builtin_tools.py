@@ -222,6 +222,10 @@ async def test_an_old_text_that_is_the_new_functions_first_line_adds_the_functio
     )
     assert result.startswith("Added count_words() at the end of src/app.py: old_text is not in the file")
     assert (space / "src" / "app.py").read_text().endswith("\n\ndef count_words(text: str) -> dict:\n    return {}\n")
+    with pytest.raises(ToolError, match="was not found"):  # a method does not belong at the end of the file
+        await call(
+            space, "edit_file", path="src/app.py", old_text="    def helper(self):", new_text="    def helper(self):"
+        )
     with pytest.raises(ToolError, match="was not found"):  # main() exists: an edit of it that missed is an error
         await call(
             space, "edit_file", path="src/app.py", old_text="def main() -> None:", new_text="def main() -> None:\n"

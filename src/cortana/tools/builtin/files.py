@@ -431,6 +431,8 @@ def new_definition(target: os.PathLike[str], text: str, old_text: str, new_text:
     if not os.fspath(target).endswith(".py"):
         return None
     wanted = old_text.strip()
+    if old_text.lstrip("\n")[:1].isspace():
+        return None  # an indented def is a method: where it belongs is not the end of the file
     match = _DEFINITION.match(wanted)
     defined = _definitions(text)
     if match is None or defined is None or not new_text.strip().startswith(wanted):
