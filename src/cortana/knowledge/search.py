@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from cortana.agent.extensions import TurnExtension
-from cortana.errors import ToolError
 from cortana.knowledge.files import NamedFiles, named_paths
 from cortana.messages import ThreadRef
+from cortana.tools.builtin.files import searchable_text
 from cortana.tools.builtin.workspace import Workspace
 
 __all__ = ["MAX_FILES", "PromptSearch", "search_words"]
@@ -144,15 +143,5 @@ class PromptSearch(TurnExtension):
         return sorted(best, key=lambda hit: (hit.path, hit.number))
 
     def _text(self, path: Path) -> str | None:
-        try:
-            real = self.space.resolve(os.fspath(path))
-            fd, info = self.space.open_regular(real, os.fspath(path))
-        except ToolError:
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            if info.st_size > MAX_FILE_BYTES:
-                return None
-            data = handle.read(MAX_FILE_BYTES)
-        if b"\x00" in data[:8192]:
-            return None
-        return data.decode("utf-8", errors="replace")
+        text = searchable_text(self.space, path, max_bytes=MAX_FILE_BYTES)
+        return None if text is None or "\x00" in text[:8192] else text

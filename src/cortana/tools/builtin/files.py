@@ -25,7 +25,7 @@ from cortana.errors import ToolError
 from cortana.tools import Tool
 from cortana.tools.builtin.workspace import Workspace
 
-__all__ = ["MAX_OUTPUT_CHARS", "closest_text", "cut", "file_tools", "loose_edit", "new_definition"]
+__all__ = ["MAX_OUTPUT_CHARS", "closest_text", "cut", "file_tools", "loose_edit", "new_definition", "searchable_text"]
 
 MAX_OUTPUT_CHARS = 12_000
 MAX_LINE_CHARS = 2_000
@@ -189,7 +189,7 @@ def file_tools(space: Workspace) -> list[Tool]:
         size = searched = 0
         skipped: list[str] = []
         for file in candidates:
-            text = _searchable(space, file, skipped)
+            text = searchable_text(space, file, skipped)
             if text is None:
                 continue
             searched += len(text)
@@ -400,7 +400,7 @@ def still_named(space: Workspace, edited: Path, old_text: str, new_text: str) ->
     for count, path in enumerate(space.files(space.root)):
         if count >= MAX_RENAME_FILES or len(found) >= 10:
             break
-        text = _searchable(space, path, [])
+        text = searchable_text(space, path)
         if text is None:
             continue
         hits = len(pattern.findall(text))
@@ -580,18 +580,24 @@ def closest_text(text: str, wanted: str) -> str:
     return f"The closest text is at lines {low + 1}-{high} (read_file shows more); copy old_text exactly:\n{shown}"
 
 
-def _searchable(space: Workspace, file: os.PathLike[str], skipped: list[str]) -> str | None:
-    """The text of ``file`` to search, or None (outside the workspace, not a regular file, binary, too big)."""
+def searchable_text(
+    space: Workspace, file: os.PathLike[str], skipped: list[str] | None = None, max_bytes: int = MAX_SEARCH_FILE_BYTES
+) -> str | None:
+    """The UTF-8 text of ``file`` to search, or None (outside the workspace, not a regular file, not UTF-8, too big).
+
+    A file over ``max_bytes`` is named in ``skipped`` (with its size) when a list is given.
+    """
     try:
         real = space.resolve(os.fspath(file))  # a symlink must land inside the workspace
         fd, info = space.open_regular(real, os.fspath(file))
     except ToolError:
         return None  # a link out of the workspace, a pipe, a device: never read
     with os.fdopen(fd, "rb") as handle:
-        if info.st_size > MAX_SEARCH_FILE_BYTES:
-            skipped.append(f"{space.relative(real)} ({info.st_size >> 20} MiB)")
+        if info.st_size > max_bytes:
+            if skipped is not None:
+                skipped.append(f"{space.relative(real)} ({info.st_size >> 20} MiB)")
             return None
-        data = handle.read(MAX_SEARCH_FILE_BYTES + 1)
+        data = handle.read(max_bytes + 1)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
