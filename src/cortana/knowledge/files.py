@@ -30,7 +30,7 @@ from cortana.errors import ToolError
 from cortana.messages import ThreadRef
 from cortana.tools.builtin.workspace import Workspace
 
-__all__ = ["MAX_SCANNED_FILES", "NamedFiles", "named_paths"]
+__all__ = ["MAX_SCANNED_FILES", "NamedFiles", "as_data", "named_paths"]
 
 MAX_SCANNED_FILES = 5_000
 """The most workspace files looked at to find a bare file name (``calc.py``)."""
@@ -40,6 +40,11 @@ _PATH = re.compile(r"(?:\.{1,2}/)?(?:[\w\-.]+/)*[\w\-]+\.[A-Za-z0-9]{1,8}")
 _NOT_FILES = re.compile(r"^(?:\d+(?:\.\d+)*|[a-z]\.[a-z]|e\.g|i\.e|etc)$", re.I)
 """Words shaped like file names that are not: version numbers, abbreviations."""
 _EDGES = "`'\"()[]{}<>,;:!?*"
+
+
+def as_data(text: str) -> str:
+    """Workspace text made safe to stand inside the turn's ``<context>`` block: a ``</context>`` in it is broken."""
+    return text.replace("</context>", "<\\/context>")
 
 
 def named_paths(prompt: str) -> list[str]:
@@ -138,4 +143,4 @@ class NamedFiles(TurnExtension):
                 text[: cut if cut > 0 else self.max_chars]
                 + f"\n[... cut after line {lines}; read_file with start_line={lines + 1} shows the rest]"
             )
-        return text.rstrip("\n").replace("</context>", "<\\/context>")
+        return as_data(text.rstrip("\n"))
