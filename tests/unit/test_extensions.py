@@ -170,3 +170,24 @@ async def test_a_huge_context_block_is_bounded() -> None:
     await Agent(model, extensions=[Dump()]).run("hi")
     sent = model.requests[0].messages[-1].content
     assert len(sent) < extensions.MAX_CONTEXT_CHARS + 200 and "characters left out" in sent
+
+
+async def test_a_turn_may_run_with_other_extensions_and_without_being_remembered() -> None:
+    lookup = Lookup()
+    memory = InMemoryHistory()
+    model = ScriptedModel(["First.", "Checked.", "Second."])
+    agent = Agent(model, memory=memory, extensions=[lookup])
+    await agent.run("about run_stream", thread=T)
+    stored = len(await memory.load_history(T))
+    # a check-in: the history is read, only the given extensions join, nothing is stored
+    result = await agent.run("about run_stream again", thread=T, remember=False, extensions=[Clock()])
+    sent = model.requests[1]
+    assert "about run_stream" in sent.messages[0].content and sent.messages[1].content == "First."
+    assert "Local time: 10:01" in sent.messages[-1].content and "Graph:" not in sent.messages[-1].content
+    assert [t.name for t in sent.tools] == []  # the agent's extension tools are not offered either
+    assert len(await memory.load_history(T)) == stored and result.output == "Checked."
+    await agent.aclose()
+    assert len(lookup.finished) == 1, "after_turn ran for the first turn only"
+    await agent.run("third", thread=T)
+    assert len(await memory.load_history(T)) == stored + 2
+    assert [t.name for t in model.requests[2].tools] == ["find_symbol"]

@@ -234,6 +234,9 @@ class Agent:
         context: str | None = None,
         history: Sequence[Message] | None = None,
         settings: ModelSettings | None = None,
+        remember: bool = True,
+        unattended: bool = False,
+        extensions: Sequence[TurnExtension] | None = None,
     ) -> AsyncIterator[RunEvent]:
         """Run one turn and yield its events as they happen; the last is ``RunFinished``.
 
@@ -244,6 +247,13 @@ class Agent:
                 so the cached prompt prefix stays valid).
             history: earlier messages to send before this turn, for callers without a memory provider.
             settings: generation settings for this run, replacing the agent's.
+            remember: store the turn in memory (default). ``False`` runs it on the thread's history
+                and stores nothing of it: the caller decides afterwards what to keep (a check-in
+                whose reply is ``HEARTBEAT_OK`` leaves no trace).
+            unattended: nobody is there to approve tool calls: the ones the permission gate would
+                ask about are refused, never approved.
+            extensions: this turn's extensions instead of the agent's (``()``: none), e.g. a
+                check-in that wants the local time but not a search of the workspace for its checklist.
         """
         request = TurnRequest(
             prompt,
@@ -251,6 +261,9 @@ class Agent:
             context=context,
             history=history or (),
             settings=settings or self.settings or ModelSettings(),
+            remember=remember,
+            unattended=unattended,
+            extensions=extensions,
         )
         events = run_events(self, request)
         try:
@@ -269,9 +282,21 @@ class Agent:
         context: str | None = None,
         history: Sequence[Message] | None = None,
         settings: ModelSettings | None = None,
+        remember: bool = True,
+        unattended: bool = False,
+        extensions: Sequence[TurnExtension] | None = None,
     ) -> RunResult:
         """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained)."""
-        async for event in self.run_stream(prompt, thread=thread, context=context, history=history, settings=settings):
+        async for event in self.run_stream(
+            prompt,
+            thread=thread,
+            context=context,
+            history=history,
+            settings=settings,
+            remember=remember,
+            unattended=unattended,
+            extensions=extensions,
+        ):
             if isinstance(event, RunFinished):
                 return event.result
         raise AssertionError("run_stream ended without RunFinished")  # pragma: no cover

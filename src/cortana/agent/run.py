@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cortana.agent.compaction import compact, estimate_tokens, measure
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
-from cortana.agent.extensions import extension_tools, gather_context
+from cortana.agent.extensions import TurnExtension, extension_tools, gather_context
 from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
@@ -46,6 +46,9 @@ class TurnRequest:
         context: the caller's per-turn context (last in the ``<context>`` block).
         history: earlier messages to send before this turn (for callers without memory).
         settings: generation settings for the turn's model calls.
+        remember: store the turn in memory; ``False`` reads the history and stores nothing of the turn.
+        unattended: nobody is there to approve tool calls: the ones the gate would ask about are refused.
+        extensions: the turn extensions of this turn instead of the agent's (``None``: the agent's).
     """
 
     prompt: str
@@ -53,6 +56,13 @@ class TurnRequest:
     context: str | None = None
     history: Sequence[Message] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
+    remember: bool = True
+    unattended: bool = False
+    extensions: Sequence[TurnExtension] | None = None
+
+    def turn_extensions(self, agent: Agent) -> Sequence[TurnExtension]:
+        """The extensions this turn runs with."""
+        return agent.extensions if self.extensions is None else self.extensions
 
 
 class Verdict(enum.Enum):
@@ -145,7 +155,7 @@ class Run:
         toolbox = Toolbox([*agent.tools, *tools], [*agent.tool_groups, *groups])
         await toolbox.load_eager()
         user = Message.user(_with_context(request.prompt, [*turn.context, *filter(None, [request.context])]))
-        if memory is not None:
+        if memory is not None and request.remember:
             await memory.append_messages(request.thread, [user])
         system_prompt = agent.system_prompt(has_tools=bool(toolbox.specs()))
         past = [*([Message.system(system_prompt)] if system_prompt else []), *request.history, *turn.history]
@@ -164,7 +174,9 @@ class Run:
             toolbox=toolbox,
             transcript=transcript,
             new_messages=[user],
-            calls=CallRunner(agent, toolbox, RunContext(agent, request.thread, metrics, transcript)),
+            calls=CallRunner(
+                agent, toolbox, RunContext(agent, request.thread, metrics, transcript, unattended=request.unattended)
+            ),
             budget=IterationBudget(agent.max_tool_iterations),
             window=window,
             threshold=compaction_threshold(agent.compaction_threshold) if window else 1.0,
@@ -201,7 +213,7 @@ class Run:
         result = await compact(self.client, self.transcript, keep_from=keep_from, window=self.window)
         self.transcript[:] = result.messages  # in place: tools see the same list through RunContext
         self.metrics.compactions += 1
-        if self.memory is not None:
+        if self.memory is not None and self.request.remember:
             await self.memory.add_summary(self.thread, result.summary, kept=result.kept)
         self.turn_start = len(self.transcript) - result.kept
 
@@ -335,7 +347,7 @@ class Run:
             stop_reason=self.response.finish_reason,
             changed_by=self.calls.changed_by,
         )
-        for extension in self.agent.extensions:
+        for extension in self.request.turn_extensions(self.agent):
             self.agent.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn")
         return result
 
@@ -419,7 +431,7 @@ class Run:
         self.new_messages.extend(messages)
 
     async def _persist(self, *messages: Message) -> None:
-        if self.memory is not None and messages:
+        if self.memory is not None and messages and self.request.remember:
             await self.memory.append_messages(self.thread, messages)
 
 
@@ -435,13 +447,12 @@ async def _gather_turn(agent: Agent, memory: MemoryProvider | None, request: Tur
             return [], None
         return await memory.load_history(thread), await memory.retrieve_context(thread, prompt)
 
-    if agent.extensions:
-        (history, recalled), blocks = await asyncio.gather(
-            from_memory(), gather_context(agent.extensions, thread, prompt)
-        )
+    extensions = request.turn_extensions(agent)
+    if extensions:
+        (history, recalled), blocks = await asyncio.gather(from_memory(), gather_context(extensions, thread, prompt))
     else:  # no task for a lone coroutine: it would only cost time
         (history, recalled), blocks = await from_memory(), []
-    tools = [*(memory.tools(thread) if memory is not None else ()), *extension_tools(agent.extensions, thread)]
+    tools = [*(memory.tools(thread) if memory is not None else ()), *extension_tools(extensions, thread)]
     return Turn(history=history, context=[*filter(None, [recalled]), *blocks], tools=tools)
 
 

@@ -25,6 +25,8 @@ class RunContext:
         metrics: the run's live metrics.
         messages: the run's messages so far (read-only by convention).
         state: a per-run scratch dict shared by all tools of the run.
+        unattended: nobody is there to approve anything (a scheduled check-in): calls the
+            permission gate would ask about are refused.
     """
 
     agent: Agent
@@ -32,3 +34,4 @@ class RunContext:
     metrics: RunMetrics
     messages: list[Message]
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
+    unattended: bool = False

@@ -120,7 +120,8 @@ class PermissionGate:
     3. a remembered "deny always" for the call's scope;
     4. the check's own answer, else the rules', else the tool's ``default_action``
        (MCP tools: ``ask``), else ``read_only_default`` for read-only tools, else ``default``;
-    5. for ``ask``: a remembered "always" for the call's scope, else ``approve(...)``.
+    5. for ``ask``: a remembered "always" for the call's scope, else ``approve(...)``; in an
+       unattended run (``RunContext.unattended``: nobody is there to answer) the call is refused.
 
     Args:
         default: the action for tools no rule names.
@@ -179,6 +180,11 @@ class PermissionGate:
         every_time = decision.every_time
         if remembered is not None and not every_time:
             return remembered
+        if context.unattended:  # an ask with nobody to answer is refused, never approved
+            return PermissionDecision.deny(
+                f"'{tool.name}' needs the user's approval and nobody is there to give it (this turn runs on its own, "
+                "e.g. a scheduled check-in); do not do it now: tell the user what you would like to do"
+            )
         answer = await self._ask(call, tool, decision.reason, None if every_time else scope, asks)
         if answer.remember and scope is not None and (answer.action == "deny" or not every_time):
             self._remembered.append((scope, answer))
