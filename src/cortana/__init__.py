@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from cortana.agent.logger import AgentLogger
     from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
     from cortana.agent.subagents import SubagentManager
+    from cortana.companion.companion import AgentCheckIn, LocalTime, Reflection
     from cortana.companion.heartbeat import Heartbeat
+    from cortana.companion.voice import Voice
     from cortana.errors import (
         ConfigError,
         ContextOverflow,
@@ -65,6 +67,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AgentCheckIn",
     "AgentLogger",
     "AgentOutcome",
     "AgentRunner",
@@ -76,6 +79,7 @@ __all__ = [
     "Heartbeat",
     "InMemoryHistory",
     "KnowledgeGraph",
+    "LocalTime",
     "MaxToolIterationsError",
     "MemoryProvider",
     "Message",
@@ -92,6 +96,7 @@ __all__ = [
     "PermissionDenied",
     "PermissionGate",
     "PromptSearch",
+    "Reflection",
     "RunContext",
     "RunEvent",
     "RunFinished",
@@ -112,6 +117,7 @@ __all__ = [
     "TurnExtension",
     "Usage",
     "UserError",
+    "Voice",
     "__version__",
     "create_model_client",
     "tool",
@@ -127,7 +133,11 @@ _LAZY = {
     "ContextOverflow": "cortana.errors",
     "CortanaError": "cortana.errors",
     "EngineUnavailable": "cortana.errors",
+    "AgentCheckIn": "cortana.companion.companion",
     "Heartbeat": "cortana.companion.heartbeat",
+    "LocalTime": "cortana.companion.companion",
+    "Reflection": "cortana.companion.companion",
+    "Voice": "cortana.companion.voice",
     "InMemoryHistory": "cortana.memory.base",
     "KnowledgeGraph": "cortana.knowledge.graph",
     "NamedFiles": "cortana.knowledge.files",

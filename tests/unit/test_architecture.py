@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "agent": CORE | {"models", "tools", "memory"},
     "mcp": CORE | {"tools"},
     "knowledge": CORE | {"tools", "agent"},
-    "companion": CORE,
+    "companion": CORE | {"models", "tools", "memory", "agent"},
     "testing": CORE | {"models"},
     "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion"},
 }

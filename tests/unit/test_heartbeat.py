@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from cortana import ConfigError, Heartbeat
+from cortana import ConfigError, Heartbeat, UserError
 from cortana.companion import ActiveHours, ManualClock, away_text, is_heartbeat_ok
 
 LISBON = timezone(timedelta(hours=0))
@@ -170,3 +170,131 @@ def test_away_time_in_words() -> None:
         "1 day",
         "3 days",
     ]
+
+
+class SlowAgent(Agent):
+    """A check-in that waits on the clock before it answers, as a model call takes time."""
+
+    def __init__(self, clock: ManualClock, seconds: float, *answers: str) -> None:
+        super().__init__(clock, *answers)
+        self.seconds = seconds
+
+    async def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        self.times.append(self.clock.now())
+        await self.clock.sleep(self.seconds)
+        return self.answers[0]
+
+
+async def test_interrupting_a_check_in_runs_the_same_beat_at_the_next_free_moment() -> None:
+    clock = ManualClock(at(9))
+    agent = SlowAgent(clock, 2 * MINUTE, "Your meeting starts at ten.")
+    shown: list[str] = []
+    busy = False
+    heartbeat = Heartbeat(
+        agent,
+        interval_seconds=30 * MINUTE,
+        is_busy=lambda: busy,
+        on_message=shown.append,
+        retry_seconds=MINUTE,
+        clock=clock,
+    )
+    async with heartbeat:
+        await clock.advance(31 * MINUTE)  # the beat at 9:30 is under way
+        assert heartbeat.checking_in
+        busy = True  # the user sends a line: the turn starts and the check-in makes way
+        assert heartbeat.interrupt()
+        await clock.advance(0)
+        assert not heartbeat.checking_in and shown == []
+        assert heartbeat.history[-1].interrupted and heartbeat.unanswered == 0
+        await clock.advance(10 * MINUTE)  # the turn runs: the beat waits
+        assert len(agent.times) == 1
+        busy = False
+        await clock.advance(4 * MINUTE)
+    assert agent.times[0] == at(9, 30) and at(9, 41) <= agent.times[1] <= at(9, 42)
+    assert shown == ["Your meeting starts at ten."]
+    assert not heartbeat.interrupt()  # nothing under way: nothing to interrupt
+
+
+class Reflector:
+    def __init__(self, clock: ManualClock, note: str | None = "updated", fail: bool = False) -> None:
+        self.clock, self.note, self.fail = clock, note, fail
+        self.times: list[datetime] = []
+
+    async def __call__(self) -> str | None:
+        self.times.append(self.clock.now())
+        if self.fail:
+            raise RuntimeError("the engine went away")
+        return self.note
+
+
+async def test_reflection_runs_on_its_own_schedule_at_any_hour_and_says_nothing() -> None:
+    clock = ManualClock(at(20))
+    agent, reflect, shown = Agent(clock), Reflector(clock), []
+    heartbeat = Heartbeat(
+        agent,
+        interval_seconds=HOUR,
+        active_hours="08:00-22:00",
+        on_message=shown.append,
+        reflect=reflect,
+        reflect_seconds=6 * HOUR,
+        last_reflected=at(17),
+        clock=clock,
+    )
+    assert heartbeat.next_reflection == at(23)
+    assert "next reflection 23:00" in heartbeat.status()
+    async with heartbeat:
+        await clock.advance(11 * HOUR)  # to 07:00 the next day
+    assert reflect.times == [at(23), at(5, day=2)]  # outside the active hours: reflection is silent
+    assert [t.hour for t in agent.times] == [21]  # beats only inside them
+    assert shown == [] and heartbeat.last_reflected == at(5, day=2)
+    assert [beat.kind for beat in heartbeat.history] == ["checklist", "reflect", "reflect"]
+
+
+async def test_reflection_waits_while_busy_goes_on_after_max_unanswered_and_survives_failures() -> None:
+    clock = ManualClock(at(9))
+    agent, reflect = Agent(clock, "Hello!"), Reflector(clock, fail=True)
+    busy = True
+    heartbeat = Heartbeat(
+        agent,
+        interval_seconds=HOUR,
+        is_busy=lambda: busy,
+        max_unanswered=1,
+        reflect=reflect,
+        reflect_seconds=2 * HOUR,
+        retry_seconds=MINUTE,
+        clock=clock,
+    )
+    assert heartbeat.next_reflection == at(10)  # never reflected: one interval after the start
+    async with heartbeat:
+        await clock.advance(90 * MINUTE)
+        assert reflect.times == []  # busy all along
+        busy = False
+        await clock.advance(MINUTE)  # the beat (10:00) and the reflection (10:00) run now
+        await clock.advance(4 * HOUR)
+    assert heartbeat.unanswered == 1 and len(agent.times) == 1  # quiet after one unanswered check-in
+    assert len(reflect.times) == 3 and reflect.times[1] - reflect.times[0] == timedelta(hours=2)
+    assert all(beat.failed for beat in heartbeat.history if beat.kind == "reflect")
+
+
+def test_reflect_seconds_must_be_positive() -> None:
+    with pytest.raises(UserError, match="reflect_seconds"):
+        Heartbeat(Agent(ManualClock(at(9))), reflect=Reflector(ManualClock(at(9))), reflect_seconds=0)
+
+
+async def test_no_idle_check_in_at_the_very_start_however_long_the_user_was_away() -> None:
+    clock = ManualClock(at(9))
+    agent = Agent(clock)
+    heartbeat = Heartbeat(
+        agent,
+        interval_seconds=30 * MINUTE,
+        idle_checkin_seconds=4 * HOUR,
+        last_heard=at(9) - timedelta(days=2),
+        clock=clock,
+    )
+    async with heartbeat:
+        await clock.advance(29 * MINUTE)
+        assert agent.prompts == []
+        await clock.advance(2 * MINUTE)
+    assert agent.times == [at(9, 30), at(9, 30)]
+    assert "HEARTBEAT_OK" in agent.prompts[0] and "2 days" in agent.prompts[1]

@@ -1,9 +1,13 @@
-"""The companion: the agent that speaks first.
+"""The companion: the agent that speaks first, knows the time, and reflects.
 
 companion/heartbeat.py   Heartbeat: checklist beats every interval, idle check-ins with backoff,
-                         active hours, busy skips; ManualClock for tests
+                         reflection, active hours, busy skips, interrupts; ManualClock for tests
+companion/companion.py   LocalTime (the time and the time away in each turn), AgentCheckIn (a
+                         check-in turn that leaves no trace when nothing is due), Reflection
+companion/voice.py       Voice: replies spoken through a local TTS engine (espeak-ng)
 """
 
+from cortana.companion.companion import AgentCheckIn, LocalTime, Reflection, last_reflected, local_time_text
 from cortana.companion.heartbeat import (
     HEARTBEAT_OK,
     ActiveHours,
@@ -15,15 +19,23 @@ from cortana.companion.heartbeat import (
     away_text,
     is_heartbeat_ok,
 )
+from cortana.companion.voice import Voice, speakable_text
 
 __all__ = [
     "HEARTBEAT_OK",
     "ActiveHours",
+    "AgentCheckIn",
     "Beat",
     "Clock",
     "Heartbeat",
+    "LocalTime",
     "ManualClock",
+    "Reflection",
     "SystemClock",
+    "Voice",
     "away_text",
     "is_heartbeat_ok",
+    "last_reflected",
+    "local_time_text",
+    "speakable_text",
 ]

@@ -5,14 +5,18 @@ the checklist (``personality/HEARTBEAT.md``, or the shipped one). A reply that
 is just ``HEARTBEAT_OK`` is dropped; anything else goes to ``on_message``. After
 ``idle_checkin_seconds`` without hearing from the user it checks in on its own,
 waits three times longer after each check-in nobody answered, and stops at
-``max_unanswered`` until :meth:`Heartbeat.user_spoke` is called.
+``max_unanswered`` until :meth:`Heartbeat.user_spoke` is called. Every
+``reflect_seconds`` it runs ``reflect`` (review recent conversations into
+working memory), silently.
 
 A beat is never run over the user: while ``is_busy()`` is true (a turn running,
 input queued, a prompt half-typed, an approval open) it waits, polling every
 ``retry_seconds``, and runs at the first free moment; a beat still waiting when
 the next one falls due is the same beat, not two. Outside ``active_hours``
 (local time, ``"08:00-22:00"``, or across midnight ``"22:00-06:00"``) nothing
-runs. A beat that raises is logged and the next one happens all the same.
+runs. The user comes first: :meth:`Heartbeat.interrupt` cancels a check-in under
+way (the user started a turn) and the beat runs again at the next free moment.
+A beat that raises is logged and the next one happens all the same.
 
 Time comes from a :class:`Clock`; :class:`ManualClock` lets tests move it
 instead of sleeping.
@@ -186,15 +190,19 @@ class Beat:
 
     Attributes:
         at: when it ran.
-        kind: ``"checklist"`` (every interval) or ``"idle"`` (the user has been away).
-        reply: what the check-in answered (``""`` when it raised).
+        kind: ``"checklist"`` (every interval), ``"idle"`` (the user has been away) or ``"reflect"``.
+        reply: what the check-in answered (``""`` when it raised or was interrupted; a reflection's note).
         delivered: whether the reply went to ``on_message`` (not ``HEARTBEAT_OK``, not an error).
+        interrupted: the user started a turn while it ran; it runs again at the next free moment.
+        failed: it raised (the error is in the log).
     """
 
     at: datetime
     kind: str
     reply: str
     delivered: bool
+    interrupted: bool = False
+    failed: bool = False
 
 
 class Heartbeat:
@@ -210,7 +218,13 @@ class Heartbeat:
         idle_checkin_seconds: check in after this long without hearing from the user; ``None``: never.
         max_unanswered: stop speaking first after this many messages nobody answered.
         retry_seconds: how often a beat that is waiting for a free moment looks again.
-        last_heard: when the user last spoke (e.g. read from memory); default: the start.
+        last_heard: when the user last spoke (e.g. read from memory); default: the start. An idle
+            check-in never falls due within the first interval (or idle wait, if shorter) after the start.
+        reflect: ``async () -> note | None``: review recent conversations (into working memory);
+            runs every ``reflect_seconds`` at a free moment, at any hour, and says nothing.
+        reflect_seconds: time between reflections; ``None``: never.
+        last_reflected: when the last reflection ran (e.g. from an earlier session); default:
+            none yet, so the first one falls due one interval after the start.
         clock: where time comes from (tests pass a :class:`ManualClock`).
     """
 
@@ -227,6 +241,9 @@ class Heartbeat:
         max_unanswered: int = 2,
         retry_seconds: float = 15.0,
         last_heard: datetime | None = None,
+        reflect: Callable[[], Awaitable[str | None]] | None = None,
+        reflect_seconds: float | None = None,
+        last_reflected: datetime | None = None,
         clock: Clock | None = None,
     ) -> None:
         if not interval_seconds > 0 or not retry_seconds > 0:
@@ -235,6 +252,8 @@ class Heartbeat:
             )
         if idle_checkin_seconds is not None and not idle_checkin_seconds > 0:
             raise UserError(f"idle_checkin_seconds must be positive or None, got {idle_checkin_seconds}.")
+        if reflect_seconds is not None and not reflect_seconds > 0:
+            raise UserError(f"reflect_seconds must be positive or None, got {reflect_seconds}.")
         if max_unanswered < 1:
             raise UserError(f"max_unanswered must be at least 1, got {max_unanswered}.")
         self.check_in = check_in
@@ -250,12 +269,22 @@ class Heartbeat:
         now = self.clock.now()
         self.last_heard = last_heard or now
         self.next_beat = now + self.interval
+        self.reflect = reflect
+        self.reflect_every = timedelta(seconds=reflect_seconds) if reflect_seconds and reflect else None
+        self.last_reflected = last_reflected
+        self.next_reflection: datetime | None = None
+        """When the next reflection falls due; ``None`` without ``reflect``."""
+        if self.reflect_every is not None:
+            self.next_reflection = (last_reflected + self.reflect_every) if last_reflected else now + self.interval
         self.unanswered = 0
         self.history: list[Beat] = []
         """The beats that ran, oldest first (bounded to the last 100)."""
         self._last_checkin: datetime | None = None
-        self._idle_not_before: datetime | None = None
+        # Not in the first interval: whoever just started the heartbeat is there, however long ago
+        # the user last wrote (the per-turn time line says how long they were away).
+        self._idle_not_before: datetime | None = now + min(self.interval, self.idle) if self.idle else None
         self._task: asyncio.Task[None] | None = None
+        self._current: asyncio.Future[str | None] | None = None
         self._wake = asyncio.Event()
 
     # -- control ----------------------------------------------------------------------------------
@@ -289,6 +318,22 @@ class Heartbeat:
         """Whether the heartbeat is started."""
         return self._task is not None and not self._task.done()
 
+    @property
+    def checking_in(self) -> bool:
+        """Whether a check-in (or a reflection) is running now."""
+        return self._current is not None and not self._current.done()
+
+    def interrupt(self) -> bool:
+        """Cancel the check-in or reflection under way, if any: the user comes first.
+
+        The beat is not lost: it runs again at the next free moment. Returns whether one was running.
+        """
+        if not self.checking_in:
+            return False
+        assert self._current is not None
+        self._current.cancel()
+        return True
+
     def user_spoke(self, at: datetime | None = None) -> None:
         """The user said something: the unanswered count starts again, and so does the idle wait."""
         self.last_heard = at or self.clock.now()
@@ -309,8 +354,8 @@ class Heartbeat:
             due = self._last_checkin + self.idle * (3**self.unanswered)
         return max(due, self._idle_not_before) if self._idle_not_before else due
 
-    def next_due(self) -> tuple[datetime, str] | None:
-        """The next beat: when, and which kind; ``None`` while nothing may be said (max_unanswered reached)."""
+    def next_beat_due(self) -> tuple[datetime, str] | None:
+        """The next beat that may speak: when, and which kind; ``None`` while max_unanswered is reached."""
         if self.unanswered >= self.max_unanswered:
             return None
         due = [(self.next_beat, "checklist")]
@@ -319,12 +364,22 @@ class Heartbeat:
             due.append((idle, "idle"))
         return min(due, key=lambda item: item[0])
 
+    def next_due(self) -> tuple[datetime, str] | None:
+        """The next thing to run (a beat, or a reflection): when, and which kind; ``None`` for nothing."""
+        due = [item for item in (self.next_beat_due(),) if item is not None]
+        if self.next_reflection is not None:
+            due.append((self.next_reflection, "reflect"))
+        return min(due, key=lambda item: item[0]) if due else None
+
     def status(self) -> str:
-        """One line for people: the next beat, the active hours and the unanswered count."""
-        due = self.next_due()
-        when = f"next {due[1]} beat at {due[0]:%H:%M}" if due else "quiet until you speak"
+        """One line for people: the next beat, the active hours, the unanswered count, the next reflection."""
+        due = self.next_beat_due()
+        when = f"next {due[1]} beat at {_when(due[0], self.clock.now())}" if due else "quiet until you speak"
         hours = f"active {self.active_hours}" if self.active_hours else "any hour"
-        return f"{when}; {hours}; {self.unanswered}/{self.max_unanswered} unanswered"
+        line = f"{when}; {hours}; {self.unanswered}/{self.max_unanswered} unanswered"
+        if self.next_reflection is not None:
+            line += f"; next reflection {_when(self.next_reflection, self.clock.now())}"
+        return line
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -339,11 +394,9 @@ class Heartbeat:
             if when > now:
                 await self._nap((when - now).total_seconds())
                 continue  # the schedule may have changed while asleep (the user spoke)
-            if self.active_hours and not self.active_hours.contains(now):
-                opens = self.active_hours.next_start(now)
-                self._defer(kind, opens)
-                await self.clock.sleep((opens - now).total_seconds())
-                continue
+            if kind != "reflect" and self.active_hours and not self.active_hours.contains(now):
+                self._defer(kind, self.active_hours.next_start(now))
+                continue  # the schedule now says when: a reflection due meanwhile still runs
             if self.is_busy():
                 await self.clock.sleep(self.retry.total_seconds())  # the same beat, at the next free moment
                 continue
@@ -370,19 +423,40 @@ class Heartbeat:
 
     async def _beat(self, kind: str) -> None:
         started = self.clock.now()
-        if kind == "checklist":
+        saved = (self.next_beat, self._last_checkin, self._idle_not_before, self.next_reflection)
+        if kind == "reflect":
+            assert self.reflect is not None and self.reflect_every is not None
+            self.next_reflection = started + self.reflect_every
+            work: Awaitable[str | None] = self.reflect()
+        elif kind == "checklist":
             self.next_beat = started + self.interval
-            prompt = self.checklist
+            work = self.check_in(self.checklist)
         else:
             self._last_checkin, self._idle_not_before = started, None
-            prompt = prompt_text("heartbeat_idle").format(away=away_text((started - self.last_heard).total_seconds()))
+            away = away_text((started - self.last_heard).total_seconds())
+            work = self.check_in(prompt_text("heartbeat_idle").format(away=away))
+        self._current = asyncio.ensure_future(work)
         try:
-            reply = (await self.check_in(prompt)).strip()
+            reply = ((await self._current) or "").strip()
         except asyncio.CancelledError:
-            raise
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the heartbeat is stopping
+            # interrupt(): the user started a turn. The same beat runs at the next free moment.
+            self.next_beat, self._last_checkin, self._idle_not_before, self.next_reflection = saved
+            self._record(Beat(started, kind, "", delivered=False, interrupted=True))
+            return
         except Exception:
-            log.exception("the heartbeat's check-in failed; the next beat goes on")
-            self._record(Beat(started, kind, "", delivered=False))
+            log.exception(
+                "the heartbeat's %s failed; the next beat goes on", "reflection" if kind == "reflect" else "check-in"
+            )
+            self._record(Beat(started, kind, "", delivered=False, failed=True))
+            return
+        finally:
+            self._current = None
+        if kind == "reflect":
+            self.last_reflected = started
+            self._record(Beat(started, kind, reply, delivered=False))
             return
         if is_heartbeat_ok(reply) or not reply:
             self._record(Beat(started, kind, reply, delivered=False))
@@ -402,3 +476,12 @@ class Heartbeat:
     def _record(self, beat: Beat) -> None:
         self.history.append(beat)
         del self.history[:-100]
+
+
+def _when(moment: datetime, now: datetime) -> str:
+    """``14:30`` today, else ``Wed 14:30`` within a week, else the date."""
+    if moment.date() == now.date():
+        return f"{moment:%H:%M}"
+    if abs((moment - now).days) < 6:
+        return f"{moment:%a %H:%M}"
+    return f"{moment:%Y-%m-%d %H:%M}"

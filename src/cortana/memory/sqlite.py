@@ -197,6 +197,25 @@ class SQLiteMemory:
         )
         return [(ThreadRef(resource_id=resource_id, thread_id=row[0]), row[1]) for row in rows]
 
+    async def last_user_message_at(
+        self, resource_id: str, *, skip_names: Sequence[str] = ("heartbeat",)
+    ) -> float | None:
+        """When the user last wrote in any thread of ``resource_id`` (a Unix time), or ``None``.
+
+        Messages named in ``skip_names`` do not count: the stand-ins a check-in stores are not the user's.
+        """
+        marks = ", ".join("?" for _ in skip_names) or "NULL"
+
+        def last(connection: sqlite3.Connection) -> float | None:
+            row = connection.execute(
+                "SELECT created_at FROM messages WHERE resource_id = ? AND role = 'user' AND kind = 'message' "
+                f"AND COALESCE(json_extract(body, '$.name'), '') NOT IN ({marks}) ORDER BY id DESC LIMIT 1",
+                (resource_id, *skip_names),
+            ).fetchone()
+            return float(row[0]) if row else None
+
+        return await self.store.read(last)
+
     async def messages(self, thread: ThreadRef) -> list[StoredMessage]:
         """Every stored message of the thread, summaries and compacted ones included, oldest first."""
         return await self.store.read(

@@ -1,0 +1,318 @@
+"""The companion: the local time in every turn, check-ins that leave no trace, and reflection.
+
+- :class:`LocalTime` is a turn extension: every turn's ``<context>`` says the local
+  time and how long the user was away since their previous message (read from
+  memory, so it counts across sessions). It never touches the system prompt, so
+  the prefix the engine has cached stays byte-identical.
+- :class:`AgentCheckIn` is the heartbeat's ``check_in`` for an agent: one turn on
+  the user's conversation that nobody attends (a call the permission gate would
+  ask about is refused) and that is stored only when it is a message, so a
+  ``HEARTBEAT_OK`` leaves nothing behind.
+- :class:`Reflection` is the heartbeat's ``reflect``: it reviews the
+  conversations since the last reflection and writes a short section of working
+  memory (open threads, what it is curious about, how to be with the user),
+  replacing the previous one and leaving the rest of working memory as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from cortana.agent.compaction import render_transcript
+from cortana.agent.extensions import TurnExtension
+from cortana.companion.heartbeat import Clock, SystemClock, away_text, is_heartbeat_ok
+from cortana.memory.base import resolve_memory
+from cortana.messages import Message, RunResult, ThreadRef
+from cortana.models.base import ModelRequest, ModelSettings, complete
+from cortana.prompts import prompt_text, strip_turn_context
+
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+    from cortana.memory.sqlite import StoredMessage
+
+__all__ = [
+    "CHECK_IN_NOTE",
+    "REFLECTION_HEADING",
+    "AgentCheckIn",
+    "LocalTime",
+    "Reflection",
+    "last_reflected",
+    "local_time_text",
+]
+
+CHECK_IN_NOTE = "(A scheduled check-in: the user said nothing; you wrote to them first.)"
+"""What a delivered check-in stores in the user's place, so the conversation reads as it happened."""
+CHECK_IN_NAME = "heartbeat"
+"""The ``name`` of that stand-in message: it is not the user's (the time away does not count it)."""
+REFLECTION_HEADING = "## Reflection"
+REFLECTION_LISTS = ("Open threads", "Curious about", "How to be with the user")
+MAX_ITEMS = 5
+MAX_ITEM_CHARS = 200
+MAX_CONVERSATION_CHARS = 12_000
+"""The most conversation text one reflection reads (the newest part): a small model's window is small."""
+
+
+class LastHeard(Protocol):
+    """Where the time of the user's previous message comes from (``SQLiteMemory`` has it)."""
+
+    async def last_user_message_at(self, resource_id: str) -> float | None:
+        """A Unix time, or ``None`` when the user never wrote."""
+        ...
+
+
+def local_time_text(now: datetime, previous: datetime | None) -> str:
+    """The companion's lines: the local time, and how long since the user's previous message."""
+    offset = now.strftime("%z")
+    zone = f"UTC{offset[:3]}:{offset[3:]}" if offset else "local"
+    lines = [f"Local time: {now:%A} {now.day} {now:%B %Y, %H:%M} ({zone})."]
+    if previous is None:
+        lines.append("This is the first message from the user.")
+    else:
+        away = (now - previous).total_seconds()
+        when = (
+            f"{previous:%H:%M}"
+            if previous.date() == now.date()
+            else f"{previous:%A} {previous.day} {previous:%B, %H:%M}"
+        )
+        lines.append(f"The user's previous message was {away_text(away)} ago ({when}).")
+    return "\n".join(lines)
+
+
+class LocalTime(TurnExtension):
+    """A turn extension: the local time and the time away in each turn's ``<context>``.
+
+    Args:
+        memory: where the user's previous message time is read (``SQLiteMemory``).
+        clock: the local time (tests pass a ``ManualClock``).
+    """
+
+    name = "local_time"
+
+    def __init__(self, memory: LastHeard, *, clock: Clock | None = None) -> None:
+        self.memory = memory
+        self.clock: Clock = clock or SystemClock()
+
+    async def last_heard(self, resource_id: str) -> datetime | None:
+        """When the user last wrote (local time), from memory."""
+        at = await self.memory.last_user_message_at(resource_id)
+        now = self.clock.now()
+        return datetime.fromtimestamp(at, tz=now.tzinfo) if at is not None else None
+
+    async def context(self, thread: ThreadRef, prompt: str) -> str | None:
+        """The lines for this turn (gathered before the turn's own message is stored)."""
+        return local_time_text(self.clock.now(), await self.last_heard(thread.resource_id))
+
+
+class AgentCheckIn:
+    """The heartbeat's ``check_in`` for ``agent``: a turn on the user's thread, kept only if it says something.
+
+    Args:
+        agent: the agent (its memory, tools and permission gate).
+        thread: the user's conversation, or a function returning it (it changes with ``/clear``).
+        extensions: the turn extensions of a check-in (default: none; pass :class:`LocalTime`
+            so it knows the time). The agent's own are left out: a search of the workspace for
+            the checklist's words would only add noise.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        thread: ThreadRef | Callable[[], ThreadRef],
+        *,
+        extensions: Sequence[TurnExtension] = (),
+    ) -> None:
+        self.agent = agent
+        self._thread = thread
+        self.extensions = tuple(extensions)
+        self.last_result: RunResult | None = None
+        """The latest check-in's run (its metrics, its tool calls)."""
+
+    @property
+    def thread(self) -> ThreadRef:
+        """The thread the next check-in runs on."""
+        return self._thread() if callable(self._thread) else self._thread
+
+    async def __call__(self, prompt: str) -> str:
+        """Run one check-in with ``prompt``; store it on the thread unless it is ``HEARTBEAT_OK``."""
+        thread = self.thread
+        result = await self.agent.run(
+            prompt, thread=thread, remember=False, unattended=True, extensions=self.extensions
+        )
+        self.last_result = result
+        reply = result.output.strip()
+        if reply and not is_heartbeat_ok(reply):
+            memory = await resolve_memory(self.agent.memory, thread)
+            if memory is not None:
+                note = Message(role="user", name=CHECK_IN_NAME, content=CHECK_IN_NOTE)
+                await memory.append_messages(thread, [note, *result.new_messages[1:]])
+        return reply
+
+
+class ReflectionMemory(Protocol):
+    """What a reflection reads and writes (``SQLiteMemory`` has it)."""
+
+    async def threads(self, resource_id: str) -> list[tuple[ThreadRef, float]]:
+        """The resource's threads, newest first, with their update time."""
+        ...
+
+    async def messages(self, thread: ThreadRef) -> list[StoredMessage]:
+        """Every stored message of a thread, oldest first."""
+        ...
+
+    async def get_working_memory(self, thread: ThreadRef) -> str:
+        """The working memory seen in ``thread``."""
+        ...
+
+    async def set_working_memory(self, thread: ThreadRef, content: str) -> None:
+        """Replace the working memory seen in ``thread``."""
+        ...
+
+
+_STAMP = re.compile(rf"^{re.escape(REFLECTION_HEADING)} \((\d{{4}}-\d\d-\d\d \d\d:\d\d)\)\s*$", re.MULTILINE)
+
+
+def last_reflected(working_memory: str, clock: Clock | None = None) -> datetime | None:
+    """When the reflection section of ``working_memory`` was written (its heading says), or ``None``."""
+    match = _STAMP.search(working_memory)
+    if match is None:
+        return None
+    now = (clock or SystemClock()).now()
+    try:
+        return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M").replace(tzinfo=now.tzinfo)
+    except ValueError:
+        return None
+
+
+class Reflection:
+    """The heartbeat's ``reflect``: conversations since the last reflection, reviewed into working memory.
+
+    Args:
+        agent: whose engine writes the reflection (one plain model call, no tools).
+        memory: the conversations and the working memory.
+        thread: where working memory is read and written (its resource's threads are reviewed);
+            a function returning it, when it changes.
+        clock: the local time (for the section's heading).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        memory: ReflectionMemory,
+        thread: ThreadRef | Callable[[], ThreadRef],
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.agent = agent
+        self.memory = memory
+        self._thread = thread
+        self.clock: Clock = clock or SystemClock()
+        self.reviewed_to: float | None = None
+        """The time of the newest message reviewed in this process (the section's heading, to the
+        minute, says it across sessions)."""
+
+    @property
+    def thread(self) -> ThreadRef:
+        """The thread whose working memory the next reflection writes."""
+        return self._thread() if callable(self._thread) else self._thread
+
+    async def __call__(self) -> str | None:
+        """Reflect once; returns a note of what it did (``None`` when there was nothing new)."""
+        thread = self.thread
+        notes = await self.memory.get_working_memory(thread)
+        stamp = last_reflected(notes, self.clock)
+        since = self.reviewed_to if self.reviewed_to is not None else stamp.timestamp() if stamp else 0.0
+        conversation, newest = await self._recent(thread.resource_id, since)
+        if not conversation:
+            return None
+        prompt = prompt_text("reflection").format(
+            notes=_without_reflection(notes).strip() or "(none yet)", conversations=conversation
+        )
+        client = await self.agent.client()
+        response = await complete(
+            client,
+            ModelRequest(messages=[Message.user(prompt)], settings=ModelSettings(temperature=0.2, max_tokens=400)),
+        )
+        section = reflection_section(response.message.content, self.clock.now())
+        if section is None:
+            return "the model's reflection had none of the lists; working memory is unchanged"
+        await self.memory.set_working_memory(thread, _with_reflection(notes, section))
+        self.reviewed_to = newest
+        return section
+
+    async def _recent(self, resource_id: str, since: float) -> tuple[str, float]:
+        """The resource's messages after ``since`` as text (newest last, at most ``MAX_CONVERSATION_CHARS``),
+        and the time of the newest."""
+        parts: list[str] = []
+        used, newest = 0, since
+        for thread, updated in await self.memory.threads(resource_id):
+            if updated <= since or used >= MAX_CONVERSATION_CHARS:
+                break
+            stored = [
+                s
+                for s in await self.memory.messages(thread)
+                if s.created_at > since and s.kind == "message" and s.message.role in ("user", "assistant")
+            ]
+            shown = [
+                Message(role=s.message.role, content=strip_turn_context(s.message.content).strip(), name=s.message.name)
+                for s in stored
+                if s.message.content.strip() and s.message.name != CHECK_IN_NAME
+            ]
+            text = render_transcript(shown)
+            if not text:
+                continue
+            newest = max(newest, max(s.created_at for s in stored))
+            text = text[-(MAX_CONVERSATION_CHARS - used) :]
+            parts.append(text)
+            used += len(text)
+        return "\n\n---\n\n".join(reversed(parts)), newest
+
+
+def reflection_section(reply: str, now: datetime) -> str | None:
+    """The working-memory section from the model's reply: the three lists, bounded; ``None`` without them."""
+    lists: dict[str, list[str]] = {name: [] for name in REFLECTION_LISTS}
+    current: str | None = None
+    found = False
+    for raw in reply.splitlines():
+        line = raw.strip()
+        title = line.strip("*#_ ").rstrip(":").strip("*_ ").lower()
+        heading = next((name for name in REFLECTION_LISTS if title == name.lower()), None)
+        if heading is not None:
+            current, found = heading, True
+            continue
+        if current is None or not line.startswith(("-", "•", "* ")):
+            continue
+        item = " ".join(line.lstrip("-•* ").replace("**", "").replace("__", "").split())
+        if item and item.lower().rstrip(".") != "none" and len(lists[current]) < MAX_ITEMS:
+            lists[current].append(item[:MAX_ITEM_CHARS])
+    if not found:
+        return None
+    lines = [f"{REFLECTION_HEADING} ({now:%Y-%m-%d %H:%M})"]
+    for name, items in lists.items():
+        lines.append(f"{name}:")
+        lines.extend(f"- {item}" for item in items or ["none"])
+    return "\n".join(lines)
+
+
+def _reflection_span(notes: str) -> tuple[int, int] | None:
+    """Where the reflection section is in ``notes``: from its heading to the next ``## `` heading or the end."""
+    match = _STAMP.search(notes)
+    if match is None:
+        return None
+    following = re.compile(r"^## ", re.MULTILINE).search(notes, match.end())
+    return match.start(), following.start() if following else len(notes)
+
+
+def _without_reflection(notes: str) -> str:
+    span = _reflection_span(notes)
+    return notes if span is None else notes[: span[0]] + notes[span[1] :]
+
+
+def _with_reflection(notes: str, section: str) -> str:
+    """``notes`` with its reflection section replaced by ``section`` (added at the end when there was none)."""
+    span = _reflection_span(notes)
+    if span is None:
+        return f"{notes.rstrip()}\n\n{section}\n".lstrip()
+    return f"{notes[: span[0]]}{section}\n{notes[span[1] :]}".rstrip() + "\n"
