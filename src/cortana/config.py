@@ -310,6 +310,8 @@ class AgentSettings(_Section):
     """How many workspace lines with a message's distinctive words join its context when it names no file (0: none)."""
     retry_failed_calls: bool = True
     """Ask the model once to correct a failed call when it stops in prose right after it."""
+    local_time: bool = True
+    """Each turn's context says the local time and how long since the user's previous message."""
 
 
 class ToolSettings(_Section):
@@ -366,6 +368,49 @@ class GraphifySettings(_Section):
         return patterns
 
 
+_ACTIVE_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+
+
+class HeartbeatSettings(_Section):
+    """``heartbeat:`` the assistant speaks first: check-ins, idle check-ins and reflection (interactive only)."""
+
+    enabled: bool = True
+    interval_minutes: float = Field(30, gt=0, le=24 * 60)
+    """Minutes between checklist beats (``personality/HEARTBEAT.md``)."""
+    active_hours: str | None = "08:00-22:00"
+    """Local hours check-ins may run in (``"22:00-06:00"`` crosses midnight); ``null``: any hour."""
+    idle_checkin_hours: float | None = Field(4, gt=0)
+    """Check in after this long without hearing from the user (then 3x longer each time); ``null``: never."""
+    max_unanswered: int = Field(2, ge=1, le=100)
+    """Stop speaking first after this many check-ins nobody answered, until the user speaks."""
+    reflect_hours: float | None = Field(24, gt=0)
+    """Review recent conversations into working memory this often; ``null``: never."""
+
+    @field_validator("active_hours")
+    @classmethod
+    def _hours(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        match = _ACTIVE_HOURS.match(value)
+        parts = [int(part) for part in match.groups()] if match else []
+        if not match or parts[0] > 23 or parts[2] > 23 or parts[1] > 59 or parts[3] > 59 or parts[:2] == parts[2:]:
+            raise ValueError(
+                "must be a range of local times like '08:00-22:00' (or '22:00-06:00' across midnight), "
+                "or null for any hour"
+            )
+        return value
+
+
+class VoiceSettings(_Section):
+    """``voice:`` replies read aloud through espeak-ng (``voice: true`` is short for ``enabled: true``)."""
+
+    enabled: bool = False
+    rate: int = Field(175, ge=80, le=450)
+    """Words a minute."""
+    voice: str | None = Field(None, pattern=r"^[A-Za-z0-9_+-]{1,40}$")
+    """An espeak-ng voice (``en``, ``en-us``, ``de``...; ``espeak-ng --voices`` lists them); ``null``: its default."""
+
+
 class MCPSettings(_Section):
     """``mcp:`` servers whose tools the assistant may load."""
 
@@ -391,10 +436,17 @@ class Settings(_Section):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     mcp: MCPSettings = Field(default_factory=MCPSettings)
     graphify: GraphifySettings = Field(default_factory=GraphifySettings)
+    heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
     sources: list[str] = Field(default_factory=list, exclude=True)
     """The files and variables these settings came from (for ``cortana doctor``)."""
     untrusted: TrustRequest | None = Field(None, exclude=True)
     """What the workspace's cortana.yml asked for and did not get: its folder is not trusted."""
+
+    @field_validator("voice", mode="before")
+    @classmethod
+    def _voice_switch(cls, value: Any) -> Any:
+        return {"enabled": value} if isinstance(value, bool) else value
 
 
 def load_settings(workspace: Path, environ: Environ | None = None, *, trust: TrustDecider | None = None) -> Settings:

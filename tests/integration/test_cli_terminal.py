@@ -21,13 +21,15 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def spawn_on(url: str, workspace: Path, term: str = "dumb", key: str = "", home: Path | None = None) -> pexpect.spawn:
+def spawn_on(
+    url: str, workspace: Path, term: str = "dumb", key: str = "", home: Path | None = None, args: tuple[str, ...] = ()
+) -> pexpect.spawn:
     """``cortana`` in a pty on the engine at ``url``; HOME is the workspace unless ``home`` is given."""
     env = {"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(home or workspace), "NO_COLOR": "1"}
     env["CORTANA_API_KEY"] = key
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url],
+        ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url, *args],
         cwd=str(workspace),
         encoding="utf-8",
         timeout=60,

@@ -39,6 +39,7 @@ SPEC_NAMES = [
     "AgentLogger",
     "create_model_client",
     "KnowledgeGraph",
+    "Heartbeat",
 ]
 """Every name the page uses whose feature exists (the page's "Core objects" and its examples)."""
 
@@ -150,3 +151,72 @@ def test_the_compaction_example_sets_the_window_and_the_threshold(tmp_path: Path
     assert report["context window"] == "32,768 tokens", "the embedded engine was started with the window asked for"
     assert report["compaction"] == "at 85% of the window (27,852 tokens)"
     assert "$OLLAMA_CONTEXT_WINDOW" in report["config"]
+
+
+HEARTBEAT = textwrap.dedent(
+    """
+    from cortana import Heartbeat
+
+    heartbeat = Heartbeat(
+        check_in,                        # async (prompt) -> reply text
+        interval_seconds=30 * 60,
+        active_hours="08:00-22:00",
+        is_busy=lambda: ui.turn_running,
+        on_message=show_to_user,
+    )
+    await heartbeat.start()
+    """
+)
+
+
+async def test_the_heartbeat_example_runs_a_check_in_on_the_embedded_engine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The page's example with a real check-in (an agent's turn on the embedded engine) and a real memory.
+
+    The example's interval is 30 minutes; the test runs one beat at once through the check-in it
+    wired up, and checks that the heartbeat it started keeps that schedule.
+    """
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from cortana import AgentCheckIn, LocalTime, ThreadRef
+    from cortana.companion import is_heartbeat_ok
+    from cortana.memory.sqlite import SQLiteMemory
+
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"CORTANA_ENGINE": "embedded", "CORTANA_MODEL": TEST_MODEL, "CORTANA_THREADS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    thread = ThreadRef(resource_id="me", thread_id="main")
+    await memory.set_working_memory(thread, "- Reminder: call Sam about the invoice at 15:00 today.")
+    agent = Agent(memory=memory, settings=ModelSettings(temperature=0, seed=3, max_tokens=80))
+    check_in = AgentCheckIn(agent, thread, extensions=[LocalTime(memory)])
+    shown: list[str] = []
+    ui = SimpleNamespace(turn_running=False)
+    code = "async def example():\n" + textwrap.indent(HEARTBEAT, "    ") + "    return heartbeat\n"
+    namespace: dict[str, Any] = {"check_in": check_in, "ui": ui, "show_to_user": shown.append}
+    exec(code, namespace)  # the page's code, as written, inside a coroutine for its awaits
+    heartbeat = await namespace["example"]()
+    try:
+        assert heartbeat.running and str(heartbeat.active_hours) == "08:00-22:00"
+        due = heartbeat.next_due()
+        assert due is not None and due[1] == "checklist"
+        assert timedelta(minutes=29) < due[0] - heartbeat.clock.now() <= timedelta(minutes=30)
+        ui.turn_running = True
+        assert heartbeat.is_busy()
+        reply = await heartbeat.check_in(heartbeat.checklist)  # one beat now, on the real engine
+        assert reply.strip()
+        stored = [s.message for s in await memory.messages(thread)]
+        if is_heartbeat_ok(reply):
+            assert stored == [], "a HEARTBEAT_OK leaves no trace"
+        else:
+            assert (stored[0].role, stored[0].name) == ("user", "heartbeat")
+            assert stored[-1].content.strip() == reply
+        sent = check_in.last_result.new_messages[0].content if check_in.last_result else ""
+        assert "Local time:" in sent and "This is the first message from the user." in sent
+    finally:
+        await heartbeat.aclose()
+        await agent.aclose()
+        memory.close()
+    assert not heartbeat.running

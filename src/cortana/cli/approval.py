@@ -22,7 +22,7 @@ from cortana.messages import ToolCall
 from cortana.tools import Tool
 from cortana.tools.permissions import PermissionDecision, Scope
 
-__all__ = ["describe_call", "terminal_approver"]
+__all__ = ["TerminalApprover", "describe_call", "terminal_approver"]
 
 WHOLE_CHARS = 4_000
 """An argument up to this long is shown whole."""
@@ -66,22 +66,40 @@ def _choices(scope: Scope | None) -> str:
     return f"  allow? [y]es once / {always} / [n]o / [d]eny always: "
 
 
-def terminal_approver(console: Console, read: Callable[[str], str] = input) -> Any:
-    """Ask on the terminal. ``read`` reads one answer (``input`` by default, run off the event loop)."""
+class TerminalApprover:
+    """Asks on the terminal. ``read`` reads one answer (``input`` by default, run off the event loop).
 
-    async def approve(call: ToolCall, tool: Tool, reason: str | None, scope: Scope | None) -> PermissionDecision:
+    ``open`` is true while a question waits for its answer: the heartbeat does not speak over it.
+    """
+
+    def __init__(self, console: Console, read: Callable[[str], str] = input) -> None:
+        self.console = console
+        self.read = read
+        self.open = False
+
+    async def __call__(self, call: ToolCall, tool: Tool, reason: str | None, scope: Scope | None) -> PermissionDecision:
+        self.open = True
+        try:
+            return await self._ask(call, tool, reason, scope)
+        finally:
+            self.open = False
+
+    async def _ask(self, call: ToolCall, tool: Tool, reason: str | None, scope: Scope | None) -> PermissionDecision:
         loop = asyncio.get_running_loop()
-        console.print(describe_call(call, tool), soft_wrap=False)
+        self.console.print(describe_call(call, tool), soft_wrap=False)
         if reason:
-            console.print(Text(f"  ({printable(reason)})", style="dim"))
-        answer = (await loop.run_in_executor(None, read, _choices(scope))).strip().lower()
+            self.console.print(Text(f"  ({printable(reason)})", style="dim"))
+        answer = (await loop.run_in_executor(None, self.read, _choices(scope))).strip().lower()
         if answer in ("y", "yes"):
             return PermissionDecision.allow()
         if answer in ("a", "always"):
             return PermissionDecision.allow(remember=scope is not None)  # no scope: this once
         if answer in ("d", "deny"):
             return PermissionDecision.deny("the user denies this for the session", remember=True)
-        why = (await loop.run_in_executor(None, read, "  reason (optional): ")).strip()
+        why = (await loop.run_in_executor(None, self.read, "  reason (optional): ")).strip()
         return PermissionDecision.deny(why or "the user declined")
 
-    return approve
+
+def terminal_approver(console: Console, read: Callable[[str], str] = input) -> TerminalApprover:
+    """Ask on the terminal (see :class:`TerminalApprover`)."""
+    return TerminalApprover(console, read)

@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow writes, edits and commands without asking (never protected paths); with `trust`: trust at once",
     )
+    parser.add_argument(
+        "--no-heartbeat", action="store_true", help="no check-ins in this session (cortana.yml: heartbeat.enabled)"
+    )
+    parser.add_argument("--voice", action="store_true", help="read replies aloud (espeak-ng; cortana.yml: voice)")
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
     return parser
 

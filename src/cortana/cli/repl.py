@@ -6,12 +6,20 @@
   Ctrl-D or ``/exit`` leaves.
 - ``!command`` runs in the workspace shell; the command and its output join the
   conversation, so the next prompt can refer to them.
+- The heartbeat (``heartbeat:`` in cortana.yml, off with ``--no-heartbeat``) checks in
+  while the user is idle; a check-in that says something is printed above the prompt,
+  with what the user was typing left as it was. It never runs while a turn runs, input
+  is waiting, the prompt holds half-typed text or an approval question is open, and a
+  line sent while one runs interrupts it. ``/heartbeat`` shows its schedule.
+- ``/voice on|off`` reads replies and check-ins aloud (espeak-ng); a new turn stops it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import difflib
+import select
 import signal
 import subprocess
 import sys
@@ -26,6 +34,7 @@ except ImportError:  # not a POSIX system: no terminal modes to fix
     termios = None  # type: ignore[assignment]
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
@@ -36,8 +45,14 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from cortana.agent.agent import Agent
-from cortana.agent.events import ModelCallFinished, TextDelta
+from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
+from cortana.cli.approval import TerminalApprover
 from cortana.cli.display import describe_client
+from cortana.companion.companion import AgentCheckIn, LocalTime, Reflection, last_reflected
+from cortana.companion.heartbeat import Beat, Heartbeat
+from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
+from cortana.companion.voice import Voice
+from cortana.config import HeartbeatSettings
 from cortana.display import printable
 from cortana.errors import UserError
 from cortana.knowledge.graph import KnowledgeGraph
@@ -59,9 +74,22 @@ COMMANDS = {
     "/tools": "list the tools the assistant can use",
     "/memory": "show the working memory",
     "/graph": "show the code graph's state; /graph rebuild rebuilds it now",
+    "/heartbeat": "show when the assistant checks in next, its active hours and unanswered check-ins",
+    "/voice": "read replies aloud: /voice on, /voice off",
     "/exit": "leave (Ctrl-D works too)",
 }
 SHELL_OUTPUT_LIMIT = 8000
+
+
+def _input_waiting() -> bool:
+    """Whether the user typed ahead: bytes wait on a terminal's input that nobody has read yet."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        readable, _, _ = select.select([sys.stdin], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return bool(readable)
 
 
 def _signals_from_keyboard() -> Callable[[], None]:
@@ -81,6 +109,17 @@ def _signals_from_keyboard() -> Callable[[], None]:
     wanted[3] |= termios.ISIG
     termios.tcsetattr(descriptor, termios.TCSANOW, wanted)
     return lambda: termios.tcsetattr(descriptor, termios.TCSANOW, saved)
+
+
+def _outcome(beat: Beat) -> str:
+    """What became of a beat, for ``/heartbeat``."""
+    if beat.interrupted:
+        return "interrupted (it runs again at the next free moment)"
+    if beat.failed:
+        return "failed (.cortana/cortana.log says why)"
+    if beat.kind == "reflect":
+        return "working memory updated" if beat.reply else "nothing new to reflect on"
+    return "shown" if beat.delivered else "nothing due (HEARTBEAT_OK)"
 
 
 class _Completer(Completer):
@@ -113,8 +152,21 @@ class Repl:
         console: Console,
         *,
         graph: KnowledgeGraph | None = None,
+        heartbeat: HeartbeatSettings | None = None,
+        checklist: str | None = None,
+        local_time: LocalTime | None = None,
+        voice: Voice | None = None,
+        approver: TerminalApprover | None = None,
     ) -> None:
         self.agent = agent
+        self.heartbeat_settings = heartbeat
+        self.checklist = checklist
+        self.local_time = local_time
+        self.voice = voice or Voice()
+        self.approver = approver
+        self.heartbeat: Heartbeat | None = None
+        self._session: PromptSession[str] | None = None
+        self._busy = False
         self.graph = graph
         self._graph_state: str | None = None
         self.memory = memory
@@ -133,6 +185,8 @@ class Repl:
             "/tools": self._tools,
             "/memory": self._memory,
             "/graph": self._graph,
+            "/heartbeat": self._heartbeat,
+            "/voice": self._voice,
             "/exit": self._exit,
         }
 
@@ -148,6 +202,7 @@ class Repl:
         session: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)), completer=_Completer(), key_bindings=bindings, multiline=False
         )
+        self._session = session
         self.console.print("[dim]/help for commands · !cmd runs a shell command · Ctrl-C cancels · Ctrl-D leaves[/dim]")
         if self.graph is not None:
             if self.graph.graph_file.exists():
@@ -156,6 +211,15 @@ class Repl:
                 self.console.print("[dim]Building the code graph of this folder in the background (graphify)…[/dim]")
                 self._graph_state = "building"
             self.graph.start()
+        self.heartbeat = await self._start_heartbeat()
+        try:
+            return await self._read(session)
+        finally:
+            if self.heartbeat is not None:
+                await self.heartbeat.stop()
+            await self.voice.aclose()
+
+    async def _read(self, session: PromptSession[str]) -> int:
         while True:
             self._note_graph_change()
             try:
@@ -167,11 +231,72 @@ class Repl:
             line = line.strip()
             if not line:
                 continue
+            self._busy = True
             try:
+                await self._make_way(line)
                 if not await self._handle(line):
                     return 0
             except Exception as exc:  # whatever a model, a tool or a stored message holds, the session goes on
                 self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
+            finally:
+                self._busy = False
+
+    # -- the heartbeat and the voice ----------------------------------------------------------
+
+    def busy(self) -> bool:
+        """Whether a check-in must wait: a turn runs, input waits, the prompt holds text, an approval is open."""
+        half_typed = self._session is not None and bool(self._session.default_buffer.text)
+        approving = self.approver is not None and self.approver.open
+        return self._busy or half_typed or approving or _input_waiting()
+
+    async def _make_way(self, line: str) -> None:
+        """The user comes first: a check-in under way and speech stop; a message resets the heartbeat's waits."""
+        if self.heartbeat is not None:
+            self.heartbeat.interrupt()
+            if not line.startswith("/"):
+                self.heartbeat.user_spoke()
+        await self.voice.stop()
+
+    async def _start_heartbeat(self) -> Heartbeat | None:
+        settings = self.heartbeat_settings
+        if settings is None or not settings.enabled:
+            return None
+        quiet = copy.copy(self.agent)  # the same engine, tools, memory and gate, without the turn log's lines
+        quiet.logger = None
+        check_in = AgentCheckIn(
+            quiet, lambda: self.thread, extensions=[self.local_time] if self.local_time is not None else ()
+        )
+        reflection = Reflection(quiet, self.memory, lambda: self.thread) if settings.reflect_hours else None
+        last_heard = await self.local_time.last_heard(self.thread.resource_id) if self.local_time else None
+        heartbeat = Heartbeat(
+            check_in,
+            interval_seconds=settings.interval_minutes * 60,
+            active_hours=settings.active_hours,
+            is_busy=self.busy,
+            on_message=self._show_check_in,
+            checklist=self.checklist,
+            idle_checkin_seconds=settings.idle_checkin_hours * 3600 if settings.idle_checkin_hours else None,
+            max_unanswered=settings.max_unanswered,
+            last_heard=last_heard,
+            reflect=reflection,
+            reflect_seconds=settings.reflect_hours * 3600 if settings.reflect_hours else None,
+            last_reflected=last_reflected(await self.memory.get_working_memory(self.thread)),
+        )
+        await heartbeat.start()
+        return heartbeat
+
+    async def _show_check_in(self, text: str) -> None:
+        """Print a check-in above the prompt, leaving what the user typed as it was; speak it when voice is on."""
+
+        def show() -> None:
+            self.console.print(Text("cortana checks in:", style="dim"))
+            self.out.print(Markdown(printable(text)))
+
+        if self._session is not None and self._session.app.is_running:
+            await run_in_terminal(show)
+        else:
+            show()
+        await self.voice.speak(text)
 
     async def _handle(self, line: str) -> bool:
         """Act on one line; False to leave."""
@@ -204,6 +329,8 @@ class Repl:
         live: Live | None = None
         try:
             async for event in self.agent.run_stream(prompt, thread=self.thread):
+                if isinstance(event, RunFinished):
+                    await self.voice.speak(event.result.output)
                 if isinstance(event, TextDelta) and event.text:
                     text += printable(event.text)
                     if live is None:
@@ -272,7 +399,7 @@ class Repl:
         self._listed = [thread for thread, _ in await self.memory.threads("cli")]
         for number, thread in enumerate(self._listed, start=1):
             stored = await self.memory.messages(thread)
-            first = next((s.message.content for s in stored if s.message.role == "user"), "")
+            first = next((s.message.content for s in stored if s.message.role == "user" and not s.message.name), "")
             current = " (current)" if thread == self.thread else ""
             shown = strip_turn_context(first).strip().splitlines()
             title = printable(shown[0][:70]) if shown else "(empty)"
@@ -370,6 +497,30 @@ class Repl:
             lines.append(f"last error: {status.last_error[-600:]}")
         for line in lines:
             self.out.print(Text(printable(line)), highlight=False)
+        return True
+
+    async def _heartbeat(self, _: str) -> bool:
+        if self.heartbeat is None:
+            why = "--no-heartbeat" if self.heartbeat_settings is None else "heartbeat.enabled: false in cortana.yml"
+            self.out.print(Text(f"The heartbeat is off ({why})."), highlight=False)
+            return True
+        self.out.print(Text(printable(self.heartbeat.status())), highlight=False)
+        for beat in self.heartbeat.history[-3:]:
+            self.out.print(Text(f"  {beat.at:%H:%M} {beat.kind}: {_outcome(beat)}"), highlight=False)
+        return True
+
+    async def _voice(self, argument: str) -> bool:
+        if argument not in ("", "on", "off"):
+            self.console.print("Usage: /voice, /voice on, or /voice off.")
+            return True
+        if argument == "on" and not self.voice.available:
+            self.out.print(Text(f"No text-to-speech engine was found; {VOICE_INSTALL_HINT}."), highlight=False)
+            return True
+        if argument:
+            self.voice.enabled = argument == "on"
+            if not self.voice.enabled:
+                await self.voice.stop()
+        self.out.print(Text(printable(f"voice: {self.voice.describe()}")), highlight=False)
         return True
 
     async def _exit(self, _: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import sys
 import uuid
 from pathlib import Path
@@ -20,11 +21,14 @@ from rich.console import Console
 from rich.text import Text
 
 from cortana.agent.agent import Agent
-from cortana.agent.events import ModelCallFinished, TextDelta
+from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
 from cortana.agent.extensions import TurnExtension
 from cortana.agent.logger import AgentLogger
-from cortana.cli.approval import terminal_approver
+from cortana.cli.approval import TerminalApprover, terminal_approver
 from cortana.cli.display import describe_client
+from cortana.companion.companion import LocalTime
+from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
+from cortana.companion.voice import Voice, find_tts
 from cortana.config import (
     Settings,
     compaction_threshold,
@@ -52,6 +56,7 @@ from cortana.trust import TrustDecider, TrustRequest
 
 __all__ = [
     "assistant_instructions",
+    "heartbeat_checklist",
     "run_command",
     "run_session",
     "settings_for",
@@ -124,6 +129,39 @@ def assistant_instructions(workspace: Path) -> str:
     return prompt_text("assistant")
 
 
+def heartbeat_checklist(workspace: Path) -> str:
+    """``personality/HEARTBEAT.md`` of the workspace when it exists, else the shipped checklist."""
+    own = workspace / "personality" / "HEARTBEAT.md"
+    if own.is_file():
+        return own.read_text(encoding="utf-8").strip()
+    return prompt_text("heartbeat")
+
+
+def heartbeat_doctor_line(workspace: Path, settings: Settings) -> str:
+    """What ``cortana doctor`` says about the heartbeat."""
+    beat = settings.heartbeat
+    if not beat.enabled:
+        return "off (heartbeat.enabled: false in cortana.yml)"
+    own = workspace / "personality" / "HEARTBEAT.md"
+    parts = [
+        f"every {beat.interval_minutes:g} min",
+        f"active {beat.active_hours}" if beat.active_hours else "any hour",
+        f"idle check-in after {beat.idle_checkin_hours:g} h" if beat.idle_checkin_hours else "no idle check-ins",
+        f"reflection every {beat.reflect_hours:g} h" if beat.reflect_hours else "no reflection",
+        f"checklist {own}" if own.is_file() else "the shipped checklist",
+    ]
+    return ", ".join(parts) + " (interactive sessions; --no-heartbeat turns it off)"
+
+
+def voice_doctor_line(settings: Settings) -> str:
+    """What ``cortana doctor`` says about the voice."""
+    program = find_tts()
+    if program is None:
+        return f"missing: {VOICE_INSTALL_HINT}"
+    state = "on" if settings.voice.enabled else "off (/voice on, --voice or voice: true)"
+    return f"{state}; {program}"
+
+
 async def _client(args: argparse.Namespace, settings: Settings, console: Console) -> ModelClient:
     """The engine: the command line's choices first, then ``settings`` (cortana.yml and the environment)."""
     with console.status("Starting the engine…", spinner="dots"):
@@ -137,15 +175,11 @@ async def _client(args: argparse.Namespace, settings: Settings, console: Console
         )
 
 
-def _gate(workspace: Path, settings: Settings, args: argparse.Namespace, console: Console) -> PermissionGate:
+def _gate(
+    workspace: Path, settings: Settings, args: argparse.Namespace, approver: TerminalApprover | None
+) -> PermissionGate:
     allow = (*settings.permissions.allow, *(("*",) if args.yes else ()))
-    interactive = sys.stdin.isatty()
-    return workspace_gate(
-        workspace,
-        approve=terminal_approver(console) if interactive else None,
-        allow=allow,
-        deny=tuple(settings.permissions.deny),
-    )
+    return workspace_gate(workspace, approve=approver, allow=allow, deny=tuple(settings.permissions.deny))
 
 
 def trust_decider(console: Console, interactive: bool) -> TrustDecider:
@@ -185,6 +219,23 @@ def settings_for(workspace: Path, console: Console) -> Settings:
     return settings
 
 
+LOG_FILE = "cortana.log"
+"""The interactive session's log, in the workspace's ``.cortana``: warnings printed to the terminal would
+land in the middle of what the user is typing (a failed check-in, a voice with no audio device)."""
+
+
+def log_to_file(workspace: Path) -> Path:
+    """Send Cortana's log records (warnings and up) to ``.cortana/cortana.log`` instead of the terminal."""
+    path = private_folder(workspace / ".cortana") / LOG_FILE
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("cortana")
+    logger.addHandler(handler)
+    logger.propagate = False
+    return path
+
+
 async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     """Connect to the engine and answer ``prompt``, or converse until end of input."""
     workspace = Path.cwd()
@@ -199,6 +250,11 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             console.print(f"code graph: off (graphify is not installed: {INSTALL_HINT})", style="dim", markup=False)
         graph = None
     agent: Agent | None = None
+    approver = terminal_approver(console) if sys.stdin.isatty() else None
+    local_time = LocalTime(memory) if settings.agent.local_time else None
+    voice = Voice(rate=settings.voice.rate, voice=settings.voice.voice, enabled=settings.voice.enabled or args.voice)
+    if (settings.voice.enabled or args.voice) and not voice.available:
+        console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
     try:
         console.print(describe_client(client), style="dim", highlight=False, markup=False)
         agent = Agent(
@@ -213,9 +269,9 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             ],
             memory=memory,
             knowledge_graph=graph,
-            extensions=workspace_context(workspace, settings),
+            extensions=[*workspace_context(workspace, settings), *([local_time] if local_time else [])],
             context_window=args.context_window or settings.context_window,
-            permissions=_gate(workspace, settings, args, console),
+            permissions=_gate(workspace, settings, args, approver),
             logger=AgentLogger(console),
             max_tool_iterations=settings.agent.max_tool_iterations,
             max_parallel_tools=settings.agent.max_parallel_tools,
@@ -227,11 +283,26 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
         )
         if prompt is not None:
-            await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
+            answer = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
+            await voice.speak(answer)
+            await voice.wait(timeout=120)  # a one-shot answer is heard before the command exits
             return 0
         from cortana.cli.repl import Repl  # prompt_toolkit is only needed for an interactive session
 
-        return await Repl(agent, memory, workspace, console, graph=graph).run()
+        log_to_file(workspace)
+        repl = Repl(
+            agent,
+            memory,
+            workspace,
+            console,
+            graph=graph,
+            heartbeat=None if args.no_heartbeat else settings.heartbeat,
+            checklist=heartbeat_checklist(workspace),
+            local_time=local_time,
+            voice=voice,
+            approver=approver,
+        )
+        return await repl.run()
     finally:
         if agent is not None:
             await agent.aclose(timeout=5)  # work after the last reply (a graph rebuild), briefly
@@ -282,6 +353,8 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
             ("memory", str(memory.path)),
             ("recall", memory.recall_status),
             ("code graph", graph_doctor_line(workspace, settings)),
+            ("heartbeat", heartbeat_doctor_line(workspace, settings)),
+            ("voice", voice_doctor_line(settings)),
         ]
         memory.close()
         for part, module, extra in (
@@ -300,11 +373,17 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
         await client.aclose()
 
 
-async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> None:
-    """Stream the answer to stdout: as it is into a pipe, with control characters shown on a terminal."""
+async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> str:
+    """Stream the answer to stdout: as it is into a pipe, with control characters shown on a terminal.
+
+    Returns the answer.
+    """
     last = "\n"
     shown = printable if sys.stdout.isatty() else str
+    answer = ""
     async for event in agent.run_stream(prompt, thread=thread):
+        if isinstance(event, RunFinished):
+            answer = event.result.output
         if isinstance(event, TextDelta) and event.text:
             sys.stdout.write(shown(event.text))
             sys.stdout.flush()
@@ -313,6 +392,7 @@ async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> None:
             sys.stdout.write("\n")  # end the answer's line before tool rows and the summary
             sys.stdout.flush()
             last = "\n"
+    return answer
 
 
 def trust_folder(args: argparse.Namespace) -> int:
