@@ -64,7 +64,9 @@ def test_recovering_calls_from_any_text_never_raises(text: str) -> None:
 
 
 def characters(text: str) -> Counter[str]:
-    return Counter(text.replace(" ", "").replace("\n", ""))
+    """The text's characters less whitespace: where a call is cut out, the spaces, newlines or
+    carriage returns around it may go with it."""
+    return Counter("".join(text.split()))
 
 
 @RUNS
