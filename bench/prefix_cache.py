@@ -10,9 +10,11 @@ re-processed tokens stay within 5% of the new tokens.
 
 ``--via extension`` gives the time line through a ``TurnExtension`` instead of
 the ``context=`` argument: the same bytes must reach the engine, so the
-numbers must not change.
+numbers must not change. ``--via local_time`` uses the companion's own
+``LocalTime`` extension (the time and the time away, read from memory, as the
+``cortana`` command sends them), on a clock moving 47 minutes a turn.
 
-    python bench/prefix_cache.py [--model qwen2.5-coder-0.5b] [--turns 10] [--via context|extension]
+    python bench/prefix_cache.py [--model qwen2.5-coder-0.5b] [--turns 10] [--via context|extension|local_time]
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import argparse
 import asyncio
 import sys
 import tempfile
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cortana import Agent, ModelCallFinished, RunFinished, TurnExtension
+from cortana import Agent, LocalTime, ModelCallFinished, RunFinished, TurnExtension
+from cortana.companion import ManualClock
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import ThreadRef
@@ -90,11 +94,16 @@ async def session(
     rows: list[dict[str, float | int]] = []
     with tempfile.TemporaryDirectory() as folder:
         memory = SQLiteMemory(Path(folder) / "memory.db", recall=Recall(E5Embedder(), top_k=2))
+        clock = ManualClock(datetime(2026, 5, 1, 9, 0, tzinfo=timezone(timedelta(hours=1))))
+        extensions: dict[str, list[TurnExtension]] = {
+            "extension": [Clock()],
+            "local_time": [LocalTime(memory, clock=clock)],
+        }
         agent = Agent(
             client,
             instructions="You are a helpful travel assistant. Answer in at most three sentences.",
             memory=memory,
-            extensions=[Clock()] if via == "extension" else [],
+            extensions=extensions.get(via, []),
             settings=ModelSettings(temperature=0, seed=1, max_tokens=120),
         )
         thread = ThreadRef(resource_id="maya", thread_id="lisbon")
@@ -102,6 +111,7 @@ async def session(
         try:
             for turn, prompt in enumerate(PROMPTS[:turns], start=1):
                 context = time_line(turn) if via == "context" else None
+                await clock.advance(47 * 60)
                 async for event in agent.run_stream(prompt, thread=thread, context=context):
                     if isinstance(event, ModelCallFinished):
                         usage = event.response.usage
@@ -133,7 +143,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--via", choices=["context", "extension"], default="context")
+    parser.add_argument("--via", choices=["context", "extension", "local_time"], default="context")
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "prefix_cache.json")
     args = parser.parse_args()
     outputs: dict[int, str] = {}
