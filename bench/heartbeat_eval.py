@@ -11,10 +11,20 @@ working memory, a short earlier conversation and a local time:
   not dropped and name the item (one of its words).
 
 The check-in runs as the ``cortana`` command runs it: the assistant's
-instructions and built-in tools, the workspace's memory, the local-time line,
-``AgentCheckIn`` (unattended, not remembered unless it speaks). Every second
-scenario of a kind, in SHA-256 order of its id, is held out: the checklist was
-worded on the development half only; both halves are reported.
+instructions and built-in tools, the workspace's memory, ``companion_check_in``
+(the local time, the "Due soon" list, unattended, not remembered unless it
+speaks).
+
+The development set is 80 scenarios: the 40 in this file, written by the same
+hand as ``companion/due.py``, and ``bench/heartbeat_set/dev_2.json``, written
+by a separate session as a held-out set and scored once as one (1.5B model:
+quiet 18/20, due 13/20); its misses were then studied and the time parser
+extended (hours without am/pm, "half past three", "at 11", weekdays, moved
+dates, called-off reminders, the assistant's promises), so it counts as
+development data from then on. The held-out set
+(``bench/heartbeat_set/held_out.json``, 40 scenarios) was written after that by
+another separate session that saw neither the code nor the other sets; nothing
+was changed after scoring it.
 
     python bench/heartbeat_eval.py [--model qwen2.5-coder-1.5b] [--split dev|held-out] [--only ID,...]
 """
@@ -23,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
+import json
 import sys
 import tempfile
 import time
@@ -31,9 +41,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from cortana import Agent, AgentCheckIn, LocalTime, ThreadRef
+from cortana import Agent, ThreadRef
 from cortana.cli.session import assistant_instructions, heartbeat_checklist
-from cortana.companion import ManualClock, is_heartbeat_ok
+from cortana.companion import ManualClock, companion_check_in, is_heartbeat_ok
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import Message
 from cortana.models.base import ModelSettings
@@ -42,6 +52,7 @@ from cortana.tools.builtin import builtin_tools, workspace_gate
 from report import save
 
 RESULTS = Path(__file__).resolve().parent / "results"
+SETS = Path(__file__).resolve().parent / "heartbeat_set"
 ZONE = timezone(timedelta(hours=1))
 SPLITS = ("dev", "held-out")
 
@@ -54,6 +65,7 @@ class Scenario:
     memory: str  # working memory
     chat: tuple[tuple[str, str], ...] = ()  # earlier (user, assistant) exchanges
     words: tuple[str, ...] = ()  # for "due": a reply that names the item holds one of these
+    split: str = "dev"
 
 
 S = Scenario
@@ -215,12 +227,31 @@ SCENARIOS = [
 ]
 
 
+def load_set(name: str, split: str) -> list[Scenario]:
+    """Scenarios from ``bench/heartbeat_set/<name>.json``, each of ``split``."""
+    rows = json.loads((SETS / f"{name}.json").read_text(encoding="utf-8"))
+    return [
+        Scenario(
+            id=row["id"],
+            kind=row["kind"],
+            now=row["now"],
+            memory=row["memory"],
+            chat=tuple((user, assistant) for user, assistant in row["chat"]),
+            words=tuple(word.lower() for word in row["words"]),
+            split=split,
+        )
+        for row in rows
+    ]
+
+
+def all_scenarios() -> list[Scenario]:
+    """The development scenarios (this file's and dev_2.json), then the held-out ones."""
+    return [*SCENARIOS, *load_set("dev_2", "dev"), *load_set("held_out", "held-out")]
+
+
 def split_of(scenario: Scenario) -> str:
-    """Every second scenario of a kind in SHA-256 order of its id is held out (fixed)."""
-    ids = sorted(
-        (s.id for s in SCENARIOS if s.kind == scenario.kind), key=lambda i: hashlib.sha256(i.encode()).hexdigest()
-    )
-    return "held-out" if ids.index(scenario.id) % 2 else "dev"
+    """``dev`` or ``held-out``."""
+    return scenario.split
 
 
 def score(scenario: Scenario, reply: str) -> bool:
@@ -242,6 +273,8 @@ async def run_one(client: object, scenario: Scenario, root: Path) -> dict[str, o
         for user, assistant in scenario.chat:
             await memory.append_messages(thread, [Message.user(user), Message.assistant(assistant)])
         now = datetime.strptime(scenario.now, "%Y-%m-%d %H:%M").replace(tzinfo=ZONE)
+        said = (now - timedelta(hours=1)).timestamp()  # the chat was earlier that day, not when the bench runs
+        await memory.store.write(lambda c: c.execute("UPDATE messages SET created_at = ?", (said,)))
         clock = ManualClock(now)
         agent = Agent(
             client,  # type: ignore[arg-type]
@@ -252,7 +285,7 @@ async def run_one(client: object, scenario: Scenario, root: Path) -> dict[str, o
             permissions=workspace_gate(workspace),
             settings=ModelSettings(temperature=0.2, max_tokens=256),
         )
-        check_in = AgentCheckIn(agent, thread, extensions=[LocalTime(memory, clock=clock)])
+        check_in = companion_check_in(agent, memory, thread, clock=clock)
         started = time.perf_counter()
         reply = await check_in(heartbeat_checklist(workspace))
         seconds = time.perf_counter() - started
@@ -285,7 +318,7 @@ def summary(rows: list[dict[str, object]]) -> dict[str, dict[str, str]]:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    chosen = [s for s in SCENARIOS if (not args.split or split_of(s) == args.split)]
+    chosen = [s for s in all_scenarios() if (not args.split or split_of(s) == args.split)]
     if args.only:
         wanted = args.only.split(",")
         chosen = [s for s in chosen if s.id in wanted]

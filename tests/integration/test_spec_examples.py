@@ -214,7 +214,7 @@ async def test_the_heartbeat_example_runs_a_check_in_on_the_embedded_engine(
             assert (stored[0].role, stored[0].name) == ("user", "heartbeat")
             assert stored[-1].content.strip() == reply
         sent = check_in.last_result.new_messages[0].content if check_in.last_result else ""
-        assert "Local time:" in sent and "This is the first message from the user." in sent
+        assert "Local time:" in sent and "the user writes for the first time." in sent
     finally:
         await heartbeat.aclose()
         await agent.aclose()

@@ -44,16 +44,16 @@ def memory(tmp_path: Path) -> SQLiteMemory:
 @pytest.mark.parametrize(
     ("previous", "words"),
     [
-        (at(14, 48), "The user's previous message was 12 minutes ago (14:48)."),
-        (at(9), "The user's previous message was 6 hours ago (09:00)."),
-        (at(15) - timedelta(days=3), "3 days ago (Saturday 28 November, 15:00)."),
-        (None, "This is the first message from the user."),
+        (at(14, 48), ""),  # a reply 12 minutes on: nobody was away
+        (at(13, 30), "; the user last wrote 1 hour ago (13:30)."),
+        (at(9), "; the user last wrote 6 hours ago (09:00)."),
+        (at(15) - timedelta(days=3), "; the user last wrote 3 days ago (Saturday 28 November, 15:00)."),
+        (None, "; the user writes for the first time."),
     ],
 )
 def test_the_time_line_says_the_local_time_and_the_time_away(previous: datetime | None, words: str) -> None:
     text = local_time_text(at(15), previous)
-    assert text.startswith("Local time: Tuesday 1 December 2026, 15:00 (UTC+01:00).")
-    assert words in text
+    assert text == "Local time: Tuesday 1 December 2026, 15:00 (UTC+01:00)" + (words or ".")
 
 
 async def test_the_time_away_is_read_from_memory_across_sessions_and_joins_the_context(memory: SQLiteMemory) -> None:
@@ -61,13 +61,13 @@ async def test_the_time_away_is_read_from_memory_across_sessions_and_joins_the_c
     model = ScriptedModel(["Hi.", "Hello again."])
     first = Agent(model, memory=memory, extensions=[LocalTime(memory, clock=clock)])
     await first.run("hello", thread=THREAD)
-    assert "This is the first message from the user." in model.requests[0].messages[-1].content
+    assert "the user writes for the first time." in model.requests[0].messages[-1].content
     # a later session, in a new thread of the same resource, three hours on
     await clock.advance(3 * 3600 + 60)
     second = Agent(model, memory=memory, extensions=[LocalTime(memory, clock=clock)])
     await second.run("me again", thread=ThreadRef(resource_id="cli", thread_id="two"))
     sent = model.requests[1].messages[-1].content
-    assert "The user's previous message was 3 hours ago" in sent and sent.endswith("me again")
+    assert "the user last wrote 3 hours ago" in sent and sent.endswith("me again")
     assert model.requests[1].messages[0].role != "system" or "Local time" not in model.requests[1].messages[0].content
 
 
@@ -189,3 +189,55 @@ def test_a_reflection_reply_without_the_lists_changes_nothing_and_items_are_boun
     assert section is not None
     items = [line for line in section.splitlines() if line.startswith("- item")]
     assert len(items) == 5 and all(len(line) <= 202 for line in items)
+
+
+def test_a_first_list_under_another_heading_counts_and_copied_hints_and_known_notes_are_left_out() -> None:
+    reply = (
+        "# Notes\n- The user works on a Python project.\n- Fix the flaky test before Friday.\n\n"
+        "# Curious about\n- (something you would like to ask the user about next time)\n- How Miso the cat is.\n"
+        "# How to be with the user\n- Short answers.\n# Extra\n- not ours"
+    )
+    section = reflection_section(reply, at(9), known="# Notes\n- The user works on a Python project.")
+    assert section is not None
+    assert section.splitlines()[1:] == [
+        "Open threads:",
+        "- Fix the flaky test before Friday.",
+        "Curious about:",
+        "- How Miso the cat is.",
+        "How to be with the user:",
+        "- Short answers.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ('{\n  "name": "Is a reminder due?",\n  "arguments": {}\n}', "a tool call written as text"),
+        ("(The model gave no answer. This turn ran 5 tool call(s): unknown_tool ×3.)", "no answer"),
+        ("Yes, I have the tool results you need above.", "its prompt read back"),
+        ("The user asked: Go through this checklist using what you know about the user", "its prompt read back"),
+        ("Your call with Sam starts in ten minutes.", None),
+    ],
+)
+def test_replies_that_are_no_message_are_told_apart(reply: str, why: str | None) -> None:
+    from cortana.companion.companion import _loop_prompts, not_a_message
+    from cortana.prompts import prompt_text
+
+    assert not_a_message(reply, [prompt_text("heartbeat"), *_loop_prompts()]) == why
+
+
+def test_a_reminder_that_names_its_item_is_a_message_whatever_else_it_copies() -> None:
+    from cortana.companion.companion import not_a_message
+    from cortana.prompts import prompt_text
+
+    reply = "Reminder: the vet appointment at 17:50. Due soon, from your notes and the user's messages say is due now."
+    prompts = [prompt_text("heartbeat_due")]
+    assert not_a_message(reply, prompts) == "its prompt read back"
+    assert not_a_message(reply, prompts, items=["Vet appointment for the cat at 17:50 today"]) is None
+
+
+async def test_a_check_in_that_is_no_message_is_dropped_and_leaves_no_trace(memory: SQLiteMemory) -> None:
+    model = ScriptedModel(['{"name": "check_in", "arguments": {"due": "no"}}'])
+    check_in = AgentCheckIn(Agent(model, memory=memory), THREAD)
+    assert await check_in("checklist") == "HEARTBEAT_OK"
+    assert await memory.messages(THREAD) == []

@@ -63,6 +63,15 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
         ),
         ("memory:\n  working_memory: always\n", r"key 'memory.working_memory'.*'resource', 'thread' or 'off'"),
         ("mcp:\n  servers:\n    - name: x\n", r"key 'mcp.servers.0'.*exactly one of command"),
+        (
+            "heartbeat:\n  active_hours: 8-22\n",
+            r"key 'heartbeat.active_hours': Value error, must be a range of local times like '08:00-22:00'",
+        ),
+        ("heartbeat:\n  active_hours: '09:00-09:00'\n", r"key 'heartbeat.active_hours'.*or null for any hour"),
+        ("heartbeat:\n  interval_minutes: 0\n", r"key 'heartbeat.interval_minutes': Input should be greater than 0"),
+        ("heartbeat:\n  max_unanswered: 0\n", r"key 'heartbeat.max_unanswered': Input should be greater than"),
+        ("voice:\n  rate: 5\n", r"key 'voice.rate': Input should be greater than or equal to 80"),
+        ("voice:\n  voice: 'en; rm -rf'\n", r"key 'voice.voice': String should match pattern"),
         ("engine: [a\n", r"is not valid YAML at line 2, column 1"),
         ("- just\n- a list\n", r"must be a mapping"),
     ],
@@ -154,3 +163,42 @@ def test_every_variable_is_documented() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     missing = [name for name in ENVIRONMENT_VARIABLES if f"`{name}`" not in guide]
     assert not missing, f"docs/cli.md does not list {missing}"
+
+
+def test_heartbeat_and_voice_settings(homes: tuple[Path, Path]) -> None:
+    _, workspace = homes
+    (workspace / "cortana.yml").write_text(
+        "heartbeat:\n  interval_minutes: 15\n  active_hours: '22:00-06:00'\n  idle_checkin_hours: null\nvoice: true\n"
+    )
+    settings = load_settings(workspace, environ={})
+    beat = settings.heartbeat
+    assert (beat.enabled, beat.interval_minutes, beat.active_hours, beat.idle_checkin_hours) == (
+        True,
+        15,
+        "22:00-06:00",
+        None,
+    )
+    assert (beat.max_unanswered, beat.reflect_hours) == (2, 24)
+    assert settings.voice.enabled and settings.voice.rate == 175 and settings.agent.local_time
+
+
+def test_doctor_says_what_the_heartbeat_and_the_voice_will_do(homes: tuple[Path, Path]) -> None:
+    from cortana.cli.session import heartbeat_checklist, heartbeat_doctor_line, voice_doctor_line
+    from cortana.prompts import prompt_text
+
+    _, workspace = homes
+    settings = load_settings(workspace, environ={})
+    line = heartbeat_doctor_line(workspace, settings)
+    assert line.startswith("every 30 min, active 08:00-22:00, idle check-in after 4 h, reflection every 24 h")
+    assert "the shipped checklist" in line and "--no-heartbeat" in line
+    assert heartbeat_checklist(workspace) == prompt_text("heartbeat")
+    (workspace / "personality").mkdir()
+    (workspace / "personality" / "HEARTBEAT.md").write_text("My checklist. Reply HEARTBEAT_OK when nothing is due.")
+    assert f"checklist {workspace / 'personality' / 'HEARTBEAT.md'}" in heartbeat_doctor_line(workspace, settings)
+    assert heartbeat_checklist(workspace) == "My checklist. Reply HEARTBEAT_OK when nothing is due."
+    settings.heartbeat.enabled = False
+    assert heartbeat_doctor_line(workspace, settings) == "off (heartbeat.enabled: false in cortana.yml)"
+    voice = voice_doctor_line(settings)
+    assert voice.startswith("off (/voice on, --voice or voice: true); ") or voice.startswith(
+        "missing: install espeak-ng"
+    )

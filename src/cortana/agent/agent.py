@@ -237,6 +237,7 @@ class Agent:
         remember: bool = True,
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
+        use_tools: bool = True,
     ) -> AsyncIterator[RunEvent]:
         """Run one turn and yield its events as they happen; the last is ``RunFinished``.
 
@@ -254,6 +255,7 @@ class Agent:
                 ask about are refused, never approved.
             extensions: this turn's extensions instead of the agent's (``()``: none), e.g. a
                 check-in that wants the local time but not a search of the workspace for its checklist.
+            use_tools: offer the tools; ``False``: the model answers in text (a reminder needs no tools).
         """
         request = TurnRequest(
             prompt,
@@ -264,6 +266,7 @@ class Agent:
             remember=remember,
             unattended=unattended,
             extensions=extensions,
+            use_tools=use_tools,
         )
         events = run_events(self, request)
         try:
@@ -285,6 +288,7 @@ class Agent:
         remember: bool = True,
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
+        use_tools: bool = True,
     ) -> RunResult:
         """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained)."""
         async for event in self.run_stream(
@@ -296,6 +300,7 @@ class Agent:
             remember=remember,
             unattended=unattended,
             extensions=extensions,
+            use_tools=use_tools,
         ):
             if isinstance(event, RunFinished):
                 return event.result

@@ -49,6 +49,7 @@ class TurnRequest:
         remember: store the turn in memory; ``False`` reads the history and stores nothing of the turn.
         unattended: nobody is there to approve tool calls: the ones the gate would ask about are refused.
         extensions: the turn extensions of this turn instead of the agent's (``None``: the agent's).
+        use_tools: offer tools to the model; ``False``: it answers in text.
     """
 
     prompt: str
@@ -59,6 +60,7 @@ class TurnRequest:
     remember: bool = True
     unattended: bool = False
     extensions: Sequence[TurnExtension] | None = None
+    use_tools: bool = True
 
     def turn_extensions(self, agent: Agent) -> Sequence[TurnExtension]:
         """The extensions this turn runs with."""
@@ -182,6 +184,7 @@ class Run:
             threshold=compaction_threshold(agent.compaction_threshold) if window else 1.0,
             turn_start=len(past),
             metrics=metrics,
+            withhold_tools=not request.use_tools,
             started=started,
         )
 

@@ -48,7 +48,7 @@ from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
 from cortana.cli.approval import TerminalApprover
 from cortana.cli.display import describe_client
-from cortana.companion.companion import AgentCheckIn, LocalTime, Reflection, last_reflected
+from cortana.companion.companion import LocalTime, Reflection, companion_check_in, last_reflected
 from cortana.companion.heartbeat import Beat, Heartbeat
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.companion.voice import Voice
@@ -263,9 +263,7 @@ class Repl:
             return None
         quiet = copy.copy(self.agent)  # the same engine, tools, memory and gate, without the turn log's lines
         quiet.logger = None
-        check_in = AgentCheckIn(
-            quiet, lambda: self.thread, extensions=[self.local_time] if self.local_time is not None else ()
-        )
+        check_in = companion_check_in(quiet, self.memory, lambda: self.thread)
         reflection = Reflection(quiet, self.memory, lambda: self.thread) if settings.reflect_hours else None
         last_heard = await self.local_time.last_heard(self.thread.resource_id) if self.local_time else None
         heartbeat = Heartbeat(

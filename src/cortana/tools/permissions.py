@@ -183,7 +183,7 @@ class PermissionGate:
         if context.unattended:  # an ask with nobody to answer is refused, never approved
             return PermissionDecision.deny(
                 f"'{tool.name}' needs the user's approval and nobody is there to give it (this turn runs on its own, "
-                "e.g. a scheduled check-in); do not do it now: tell the user what you would like to do"
+                "e.g. a scheduled check-in); do not do it now. If the user should know, say it in your message"
             )
         answer = await self._ask(call, tool, decision.reason, None if every_time else scope, asks)
         if answer.remember and scope is not None and (answer.action == "deny" or not every_time):
