@@ -61,3 +61,30 @@ async def test_an_engine_killed_mid_stream_in_a_tool_loop_loses_nothing_and_the_
         memory.close()
     assert result.output.strip() and result.metrics.model_calls >= 1
     assert result.metrics.prompt_tokens > 0, "the new turn was read with the stored history"
+
+
+async def test_a_cut_off_tool_call_in_the_history_does_not_end_the_next_request(
+    engine_url: str, engine_key: str
+) -> None:
+    """A call whose arguments were cut at the token limit stays in the history as the model wrote it;
+    llama.cpp's server parses every call there, and answered HTTP 500 to this one before it was wrapped."""
+    from cortana.messages import Message, ToolCall
+    from cortana.models.base import ModelRequest, complete
+    from cortana.models.llamacpp import LlamaCppClient
+
+    client = await LlamaCppClient(base_url=engine_url, api_key=engine_key).connect()
+    try:
+        cut = ToolCall(id="c1", name="write_file", raw_arguments='{"path": "note.txt", "content": "Take the pizza o')
+        history = [
+            Message.user("Write a note about the pizza."),
+            Message(role="assistant", tool_calls=[cut]),
+            Message(role="tool", tool_call_id="c1", name="write_file", is_error=True, content="Arguments not JSON."),
+            Message.user("Just tell me in one word: what food was it?"),
+        ]
+        assert await client.count_tokens(history, []) > 20
+        reply = await complete(
+            client, ModelRequest(messages=history, settings=ModelSettings(temperature=0, max_tokens=10))
+        )
+        assert reply.message.content.strip()
+    finally:
+        await client.aclose()

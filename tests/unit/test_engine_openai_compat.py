@@ -228,3 +228,26 @@ async def test_an_engine_that_keeps_dropping_connections_is_reported_unavailable
         await collect(client, ModelRequest([Message.user("Why is the sky blue?")]))
     assert len(wire.requests) == 2  # one retry, not a loop
     await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("raw", "sent"),
+    [
+        ('{"path": "a.txt", "content": "It\'s time to take the pizza', '{"unparsed_arguments": '),  # cut off
+        ('{"city": "Paris"}', '{"city": "Paris"}'),
+        ("[1, 2]", '{"unparsed_arguments": "[1, 2]"}'),
+    ],
+)
+def test_arguments_that_are_not_a_json_object_are_sent_as_one(raw: str, sent: str) -> None:
+    """llama.cpp answers HTTP 500 to a history holding a call whose arguments it cannot parse."""
+    import json
+
+    from cortana.messages import ToolCall
+    from cortana.models.openai_compat import to_openai_messages
+
+    call = ToolCall(id="c1", name="write_file", raw_arguments=raw)
+    (message,) = to_openai_messages([Message(role="assistant", tool_calls=[call])])
+    text = message["tool_calls"][0]["function"]["arguments"]
+    assert text.startswith(sent) and isinstance(json.loads(text), dict)
+    if "unparsed" in sent:
+        assert json.loads(text)["unparsed_arguments"] == raw, "the model still sees what it wrote"

@@ -14,12 +14,30 @@ from contextlib import aclosing
 from typing import Any, ClassVar
 
 from cortana.errors import ContextOverflow, ModelError, ModelNotFound
-from cortana.messages import Message, StopReason, Usage
+from cortana.messages import Message, StopReason, ToolCall, Usage
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelEvent, ModelRequest
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
+
+
+def _arguments_text(call: ToolCall) -> str:
+    """A call's arguments as the JSON object text the chat format carries.
+
+    Arguments the model wrote that are not a JSON object (cut off at the token limit, say) are
+    sent wrapped as one: llama.cpp's server parses every call in the history and answers HTTP 500
+    to one it cannot, which would end the turn instead of letting the model correct the call.
+    """
+    if call.raw_arguments is None or call.arguments:
+        return json.dumps(call.arguments, ensure_ascii=False)
+    try:
+        parsed = json.loads(call.raw_arguments)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return call.raw_arguments
+    return json.dumps({"unparsed_arguments": call.raw_arguments}, ensure_ascii=False)
 
 
 def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -39,9 +57,7 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
                             "type": "function",
                             "function": {
                                 "name": call.name,
-                                "arguments": call.raw_arguments
-                                if call.raw_arguments is not None and not call.arguments
-                                else json.dumps(call.arguments, ensure_ascii=False),
+                                "arguments": _arguments_text(call),
                             },
                         }
                         for call in message.tool_calls
