@@ -33,7 +33,7 @@ def _arguments_text(call: ToolCall) -> str:
         return json.dumps(call.arguments, ensure_ascii=False)
     try:
         parsed = json.loads(call.raw_arguments)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past Python's limit: sent as text, like broken JSON
         parsed = None
     if isinstance(parsed, dict):
         return call.raw_arguments
