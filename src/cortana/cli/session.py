@@ -227,10 +227,12 @@ land in the middle of what the user is typing (a failed check-in, a voice with n
 def log_to_file(workspace: Path) -> Path:
     """Send Cortana's log records (warnings and up) to ``.cortana/cortana.log`` instead of the terminal."""
     path = private_folder(workspace / ".cortana") / LOG_FILE
+    logger = logging.getLogger("cortana")
+    if any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
+        return path  # a second session in the same process: the handler is there already
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.WARNING)
-    logger = logging.getLogger("cortana")
     logger.addHandler(handler)
     logger.propagate = False
     return path

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from cortana.agent.compaction import render_transcript
 from cortana.agent.extensions import TurnExtension
 from cortana.companion.due import DueMemory, DueSoon
-from cortana.companion.heartbeat import HEARTBEAT_OK, Clock, SystemClock, away_text, is_heartbeat_ok
+from cortana.companion.heartbeat import CHECK_IN_NAME, HEARTBEAT_OK, Clock, SystemClock, away_text, is_heartbeat_ok
 from cortana.memory.base import resolve_memory
 from cortana.messages import Message, RunResult, ThreadRef
 from cortana.models.base import ModelRequest, ModelSettings, complete
@@ -57,8 +57,6 @@ def _loop_prompts() -> list[str]:
 
 CHECK_IN_NOTE = "(A scheduled check-in: the user said nothing; you wrote to them first.)"
 """What a delivered check-in stores in the user's place, so the conversation reads as it happened."""
-CHECK_IN_NAME = "heartbeat"
-"""The ``name`` of that stand-in message: it is not the user's (the time away does not count it)."""
 REFLECTION_HEADING = "## Reflection"
 REFLECTION_LISTS = ("Open threads", "Curious about", "How to be with the user")
 AWAY_AFTER = timedelta(hours=1)

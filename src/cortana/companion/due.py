@@ -26,7 +26,7 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from cortana.agent.extensions import TurnExtension
-from cortana.companion.heartbeat import Clock, SystemClock
+from cortana.companion.heartbeat import CHECK_IN_NAME, Clock, SystemClock
 from cortana.prompts import strip_turn_context
 
 if TYPE_CHECKING:
@@ -360,7 +360,7 @@ class DueSoon(TurnExtension):
             and stored.message.role in ("user", "assistant")
             and not stored.message.name
             and not stored.message.tool_calls
-            and not (index and stored_messages[index - 1].message.name == "heartbeat")  # a check-in's own words
+            and not (index and stored_messages[index - 1].message.name == CHECK_IN_NAME)  # a check-in's own words
         ][-self.recent :]
         found.extend(
             due_in_conversation(
