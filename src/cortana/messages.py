@@ -191,6 +191,7 @@ class RunResult(BaseModel):
         changed_by: the names of the tools that ran in this turn and are not read-only (writes,
             edits, commands, outside servers' tools), in the order they ran: what may have
             changed the workspace. Empty when the turn only read.
+        prompt: the user's message as the caller gave it (``new_messages[0]`` also holds the turn's context).
     """
 
     output: str
@@ -199,3 +200,4 @@ class RunResult(BaseModel):
     thread: ThreadRef
     stop_reason: StopReason = "stop"
     changed_by: list[str] = Field(default_factory=list)
+    prompt: str = ""

@@ -31,8 +31,9 @@ ALLOWED: dict[str, set[str]] = {
     "mcp": CORE | {"tools"},
     "knowledge": CORE | {"tools", "agent"},
     "companion": CORE | {"models", "tools", "memory", "agent"},
+    "learning": CORE | {"models", "tools", "memory", "agent"},
     "testing": CORE | {"models"},
-    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion"},
+    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning"},
 }
 """Which parts of the package each part may import (the layers, lowest first)."""
 

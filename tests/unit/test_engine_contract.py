@@ -137,3 +137,28 @@ def test_llamacpp_sends_think_as_the_templates_switch() -> None:
     request = ModelRequest([Message.user("hi")], settings=ModelSettings(think=False))
     assert client.request_body(request)["chat_template_kwargs"] == {"enable_thinking": False}
     assert "chat_template_kwargs" not in client.request_body(ModelRequest([Message.user("hi")]))
+
+
+async def test_a_think_level_reaches_ollama_as_its_level(wire: WireServer) -> None:
+    wire.add("POST", "/api/show", show(["completion", "tools", "thinking"]))
+    wire.add("POST", "/api/chat", Reply.fixture("ollama/chat_plain_stream"))
+    async with OllamaClient("gpt-oss:20b", base_url=wire.start()) as client:
+        await client.connect()
+        await Agent(client, settings=ModelSettings(think="low")).run("hello")
+    assert wire.bodies("/api/chat")[0]["think"] == "low"
+
+
+def test_llamacpp_caps_thinking_for_a_level_and_keeps_it_on() -> None:
+    client = LlamaCppClient(base_url="http://127.0.0.1:9")
+    body = client.request_body(ModelRequest([Message.user("hi")], settings=ModelSettings(think="low")))
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert body["thinking_budget_tokens"] == 512
+    assert "reasoning_effort" not in body
+    high = client.request_body(ModelRequest([Message.user("hi")], settings=ModelSettings(think="high")))
+    assert "thinking_budget_tokens" not in high
+
+
+def test_openai_style_servers_get_a_level_as_reasoning_effort() -> None:
+    client = DockerModelRunnerClient(base_url="http://127.0.0.1:9")
+    body = client.request_body(ModelRequest([Message.user("hi")], settings=ModelSettings(think="medium")))
+    assert body["reasoning_effort"] == "medium"

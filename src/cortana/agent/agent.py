@@ -7,7 +7,7 @@ import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 from cortana.agent.compaction import compact
 from cortana.agent.events import EventHandler, RunEvent, RunFinished
@@ -24,7 +24,20 @@ from cortana.prompts import prompt_text
 from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.permissions import PermissionGate
 
-__all__ = ["Agent", "EventHandler"]
+__all__ = ["Agent", "BindsToAgent", "EventHandler"]
+
+
+class BindsToAgent(Protocol):
+    """Something that joins an agent's turns as an extension bound to that agent (``Experience``).
+
+    It needs the agent itself, not just the turn: its engine for work after the reply, and whether a
+    turn is running (``Agent.running_turns``) so that work yields the engine to the user.
+    """
+
+    def bind(self, agent: Agent) -> TurnExtension:
+        """The turn extension that serves ``agent``."""
+        ...
+
 
 _NO_TIMEOUTS: Mapping[str, float] = MappingProxyType({})
 MANUAL_COMPACTION_WINDOW = 4096
@@ -57,6 +70,9 @@ class Agent:
         knowledge_graph: a ``KnowledgeGraph`` of the code the agent works on; joins the turn
             first among the extensions (lookups of the names a prompt mentions, graph tools,
             rebuilds after edits).
+        experience: an ``Experience``: recipes distilled from earlier runs join the turns of similar
+            prompts, and runs with three or more tool calls are distilled after the reply. Joins the
+            turn last among the extensions.
         context_window: the context length to plan for (never more than the engine serves);
             wins over ``OLLAMA_CONTEXT_WINDOW``/``OLLAMA_CONTEXT_LENGTH``.
         compaction_threshold: the fraction of the window at which the conversation is
@@ -91,9 +107,11 @@ class Agent:
     __slots__ = (
         "_background",
         "_model",
+        "_running",
         "check_grounding",
         "compaction_threshold",
         "context_window",
+        "experience",
         "extensions",
         "instructions",
         "knowledge_graph",
@@ -130,6 +148,7 @@ class Agent:
         memory: MemoryProvider | MemoryResolver | None = None,
         extensions: Sequence[TurnExtension] = (),
         knowledge_graph: TurnExtension | None = None,
+        experience: BindsToAgent | None = None,
         context_window: int | None = None,
         compaction_threshold: float | None = None,
         permissions: PermissionGate | None = None,
@@ -166,6 +185,9 @@ class Agent:
         self.extensions = tuple(extensions)  # the empty tuple is shared: an agent without any allocates nothing
         if knowledge_graph is not None:
             self.extensions = (knowledge_graph, *self.extensions)
+        self.experience = experience
+        if experience is not None:
+            self.extensions = (*self.extensions, experience.bind(self))
         self.context_window = context_window
         self.compaction_threshold = compaction_threshold
         self.permissions = permissions
@@ -179,6 +201,12 @@ class Agent:
         self.tool_timeouts = dict(tool_timeouts) if tool_timeouts else _NO_TIMEOUTS
         self.max_tool_output = max_tool_output
         self._background: BackgroundWork | None = None
+        self._running = 0
+
+    @property
+    def running_turns(self) -> int:
+        """How many turns of this agent are running now (work after a reply waits for none to be)."""
+        return self._running
 
     def system_prompt(self, *, has_tools: bool) -> str:
         """The system prompt sent first in every request (byte-identical across turns)."""
@@ -269,12 +297,14 @@ class Agent:
             use_tools=use_tools,
         )
         events = run_events(self, request)
+        self._running += 1
         try:
             async for event in events:
                 if self.logger is not None:
                     self.logger.handle(event)
                 yield event
         finally:
+            self._running -= 1
             await events.aclose()
 
     async def run(

@@ -7,6 +7,8 @@ places, so they meet one protocol::
 
     context(thread, prompt) -> str | None   a block for the <context> of this turn's user message
     tools(thread) -> tools and groups       offered to the model for this turn
+    turn_settings(thread, settings)         this turn's generation settings, after every context block
+                                            (experience lowers thinking for trusted recipes)
     after_turn(result)                      background work once the reply is out
 
 Context blocks go, in the order the extensions were given, into the
@@ -27,6 +29,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
 from cortana.messages import RunResult, ThreadRef
+from cortana.models.base import ModelSettings
 from cortana.tools import Tool, ToolGroup, bound_output
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "TurnExtension",
     "extension_tools",
     "gather_context",
+    "turn_settings",
 ]
 
 log = logging.getLogger("cortana.extensions")
@@ -66,6 +70,10 @@ class TurnExtension(Protocol):
         """Tools (and tool groups) the model may use in this thread."""
         return ()
 
+    def turn_settings(self, thread: ThreadRef, settings: ModelSettings) -> ModelSettings:
+        """This turn's generation settings, called once every extension's context is in; unchanged by default."""
+        return settings
+
     async def after_turn(self, result: RunResult) -> None:
         """Work after a completed turn (in the background: the reply is already out)."""
         return None
@@ -91,6 +99,16 @@ async def _context_of(extension: TurnExtension, thread: ThreadRef, prompt: str) 
     except Exception:
         log.exception("extension %r failed to give its context; the turn goes on without it", extension.name)
     return None
+
+
+def turn_settings(extensions: Sequence[TurnExtension], thread: ThreadRef, settings: ModelSettings) -> ModelSettings:
+    """``settings`` as each extension adjusts them, in the extensions' order; an extension that raises is skipped."""
+    for extension in extensions:
+        try:
+            settings = extension.turn_settings(thread, settings)
+        except Exception:
+            log.exception("extension %r failed to adjust the settings; the turn goes on without it", extension.name)
+    return settings
 
 
 def extension_tools(extensions: Sequence[TurnExtension], thread: ThreadRef) -> list[Tool | ToolGroup]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cortana.agent.compaction import compact, estimate_tokens, measure
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
-from cortana.agent.extensions import TurnExtension, extension_tools, gather_context
+from cortana.agent.extensions import TurnExtension, extension_tools, gather_context, turn_settings
 from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
@@ -122,7 +122,8 @@ class Run:
     client: ModelClient
     request: TurnRequest
     settings: ModelSettings
-    """The request's settings, less what this engine cannot take (``think`` for a model that does not think)."""
+    """The request's settings as the extensions adjust them, less what this engine cannot take (``think`` for a
+    model that does not think)."""
     memory: MemoryProvider | None
     toolbox: Toolbox
     transcript: list[Message]
@@ -164,7 +165,7 @@ class Run:
         transcript = [*past, user]
         metrics = RunMetrics()
         window = effective_context_window(agent.context_window, client.context_window)
-        settings = request.settings
+        settings = turn_settings(request.turn_extensions(agent), request.thread, request.settings)
         if settings.think is not None and not client.supports_thinking:
             settings = replace(settings, think=None)
         return cls(
@@ -349,6 +350,7 @@ class Run:
             thread=self.thread,
             stop_reason=self.response.finish_reason,
             changed_by=self.calls.changed_by,
+            prompt=self.request.prompt,
         )
         for extension in self.request.turn_extensions(self.agent):
             self.agent.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn")

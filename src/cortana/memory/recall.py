@@ -97,9 +97,15 @@ class E5Embedder:
 
 
 class EngineEmbedder:
-    """The engine's embedding endpoint (Ollama ``/api/embed``, OpenAI-style ``/embeddings``)."""
+    """The engine's embedding endpoint (Ollama ``/api/embed``, OpenAI-style ``/embeddings``).
 
-    def __init__(self, client: ModelClient) -> None:
+    Args:
+        client: the engine.
+        model: the embedding model to ask for (e.g. Ollama's ``mxbai-embed-large:335m``); default the
+            client's own model.
+    """
+
+    def __init__(self, client: ModelClient, model: str | None = None) -> None:
         if not client.supports_embeddings:
             raise ConfigError(
                 f"{client.engine} cannot embed text; use E5Embedder() (cortana[recall]) or an engine with "
@@ -107,14 +113,15 @@ class EngineEmbedder:
                 key="memory.recall.embedder",
             )
         self.client = client
-        self.name = f"engine:{client.model}"
+        self.model = model
+        self.name = f"engine:{model or client.model}"
 
     async def embed_query(self, text: str) -> list[float]:
-        [vector] = await self.client.embed([text])
+        [vector] = await self.client.embed([text], model=self.model)
         return vector
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
-        return await self.client.embed(texts)
+        return await self.client.embed(texts, model=self.model)
 
 
 def _pack(vector: Sequence[float]) -> bytes:

@@ -113,6 +113,8 @@ class SQLiteStore:
             where one is installed.
         on_open: called with the new connection once it is configured and migrated
             (recall loads its extension here).
+        schema: the migrations applied when the file opens: memory's core schema by default; a
+            feature with a file of its own (experience's ``experience.db``) passes its own.
     """
 
     def __init__(
@@ -121,8 +123,10 @@ class SQLiteStore:
         *,
         load_extensions: bool = False,
         on_open: Sequence[Callable[[Any], None]] = (),
+        schema: Sequence[Migration] = MIGRATIONS,
     ) -> None:
         self.path = Path(path)
+        self.schema = list(schema)
         self.load_extensions = load_extensions
         self.on_open = list(on_open)
         self._lock = threading.Lock()
@@ -143,7 +147,7 @@ class SQLiteStore:
             _retry_while_locked(lambda: connection.execute("PRAGMA journal_mode = WAL"), driver.OperationalError)
             connection.execute("PRAGMA synchronous = NORMAL")
             self._driver = driver
-            self.migrate(connection, MIGRATIONS)
+            self.migrate(connection, self.schema)
             for hook in self.on_open:
                 hook(connection)
             self._connection = connection

@@ -12,18 +12,20 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Self
+from typing import Any, Literal, Protocol, Self
 
 from cortana.errors import ModelError
 from cortana.messages import Message, StopReason, Usage
 
 __all__ = [
+    "THINKING_BUDGETS",
     "ModelClient",
     "ModelEvent",
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
     "TextDelta",
+    "ThinkLevel",
     "ThinkingDelta",
     "ToolSpec",
     "complete",
@@ -52,6 +54,14 @@ def loose_name(name: str) -> str:
     return re.sub(r"[._\-\s]+", "_", name.strip()).lower()
 
 
+ThinkLevel = Literal["low", "medium", "high"]
+"""How much a thinking model may think. Ollama takes the level as it is (its ``think`` levels);
+llama.cpp caps the reasoning with ``thinking_budget_tokens`` (:data:`THINKING_BUDGETS`); OpenAI-style
+servers get ``reasoning_effort``."""
+THINKING_BUDGETS: dict[str, int] = {"low": 512, "medium": 2048, "high": -1}
+"""Reasoning tokens per think level on llama.cpp (-1: no cap)."""
+
+
 @dataclass(slots=True)
 class ModelSettings:
     """Generation settings passed through to the engine; ``None`` keeps the engine's default.
@@ -61,8 +71,10 @@ class ModelSettings:
         max_tokens: the most tokens to generate for one answer.
         seed: a fixed seed, for repeatable answers where the engine supports it.
         tool_choice: ``"auto"``, ``"required"``, ``"none"`` or the name of one tool to force.
-        think: turn a thinking model's reasoning on or off; sent only to engines whose
-            client reports :attr:`ModelClient.supports_thinking`.
+        think: turn a thinking model's reasoning on or off, or ask for less or more of it
+            (``"low"``, ``"medium"``, ``"high"``: each engine maps a level to its own control, see
+            :data:`ThinkLevel`); sent only to engines whose client reports
+            :attr:`ModelClient.supports_thinking`, so it does nothing for models that do not think.
         extra: engine-specific fields, sent as they are.
     """
 
@@ -70,7 +82,7 @@ class ModelSettings:
     max_tokens: int | None = None
     seed: int | None = None
     tool_choice: str | None = None
-    think: bool | None = None
+    think: bool | ThinkLevel | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -193,8 +205,11 @@ class ModelClient(Protocol):
         """Serve the rest of the session with ``model`` (see :attr:`can_switch_model`)."""
         raise self._unsupported("switch models")
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        """Embedding vectors for ``texts``, one per text (see :attr:`supports_embeddings`)."""
+    async def embed(self, texts: list[str], *, model: str | None = None) -> list[list[float]]:
+        """Embedding vectors for ``texts``, one per text, by ``model`` (default: the client's own).
+
+        See :attr:`supports_embeddings`.
+        """
         raise self._unsupported("embed text; configure an embedder instead")
 
     async def aclose(self) -> None:

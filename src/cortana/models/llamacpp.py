@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from cortana.errors import ModelError
 from cortana.messages import Message
-from cortana.models.base import ModelEvent, ModelRequest, ToolSpec
+from cortana.models.base import THINKING_BUDGETS, ModelEvent, ModelRequest, ToolSpec
 from cortana.models.guided import GuidedCalls, template_supports_guiding
 from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
 
@@ -120,12 +120,20 @@ class LlamaCppClient(OpenAICompatClient):
         return len(tokens["tokens"])
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The OpenAI body, with ``think`` as the template's ``enable_thinking`` switch."""
+        """The OpenAI body, with ``think`` as the template's ``enable_thinking`` switch.
+
+        A level keeps thinking on and caps it with ``thinking_budget_tokens`` (:data:`THINKING_BUDGETS`);
+        llama.cpp has no levels of its own.
+        """
         body = super().request_body(request)
-        if request.settings.think is not None:
+        think = request.settings.think
+        if think is not None:
+            body.pop("reasoning_effort", None)  # the OpenAI field; llama.cpp's own control is the budget
             kwargs = dict(body.get("chat_template_kwargs") or {})
-            kwargs.setdefault("enable_thinking", request.settings.think)
+            kwargs.setdefault("enable_thinking", think is not False)
             body["chat_template_kwargs"] = kwargs
+            if isinstance(think, str) and THINKING_BUDGETS[think] >= 0:
+                body.setdefault("thinking_budget_tokens", THINKING_BUDGETS[think])
         return body
 
     def _health_error(self, status: int, body: str) -> Exception | None:

@@ -21,7 +21,7 @@ from cortana.errors import ContextOverflow, ModelError, ModelNotFound
 from cortana.messages import Message, StopReason, Usage
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import ModelEvent, ModelRequest
+from cortana.models.base import ModelEvent, ModelRequest, ThinkLevel
 
 __all__ = ["DEFAULT_OLLAMA_URL", "MAX_DEFAULT_NUM_CTX", "OllamaClient", "ollama_base_url"]
 
@@ -80,7 +80,8 @@ class OllamaClient(HttpClient):
         context_window: ``num_ctx`` to send (else ``OLLAMA_CONTEXT_WINDOW``/``OLLAMA_CONTEXT_LENGTH``,
             else the Modelfile's, else the trained length capped at 32k).
         keep_alive: how long Ollama keeps the model loaded (``"5m"``, ``-1``...).
-        think: ask thinking models to think (``True``/``False``; ``None``: the model's default).
+        think: ask thinking models to think (``True``/``False``, or a level ``"low"``/``"medium"``/``"high"``
+            for models with levels; ``None``: the model's default).
         recover_text_tool_calls: recover tool calls the model wrote as text.
         transport: an httpx transport, for tests.
     """
@@ -97,7 +98,7 @@ class OllamaClient(HttpClient):
         base_url: str | None = None,
         context_window: int | None = None,
         keep_alive: str | int | None = None,
-        think: bool | None = None,
+        think: bool | ThinkLevel | None = None,
         recover_text_tool_calls: bool = True,
         timeout: float = 600.0,
         max_retries: int = 2,
@@ -155,10 +156,10 @@ class OllamaClient(HttpClient):
             self.model, self._context_window, self.capabilities, self.model_length = previous
             raise
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        """Embeddings from ``/api/embed``, in input order."""
+    async def embed(self, texts: list[str], *, model: str | None = None) -> list[list[float]]:
+        """Embeddings from ``/api/embed``, in input order (``model``: an embedding model, else the chat model)."""
         data = await self.http.request_json(
-            "POST", "/api/embed", json_body={"model": self.model, "input": texts}, on_error=self._error
+            "POST", "/api/embed", json_body={"model": model or self.model, "input": texts}, on_error=self._error
         )
         return [list(map(float, vector)) for vector in data["embeddings"]]
 

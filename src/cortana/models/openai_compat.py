@@ -120,10 +120,13 @@ class OpenAICompatClient(HttpClient):
         data = await self.http.request_json("GET", f"{self.api_path}/models")
         return [item["id"] for item in data.get("data", [])]
 
-    async def embed(self, texts: list[str]) -> list[list[float]]:
-        """Embeddings from ``POST /embeddings``, in input order."""
+    async def embed(self, texts: list[str], *, model: str | None = None) -> list[list[float]]:
+        """Embeddings from ``POST /embeddings``, in input order (``model``: an embedding model, else the chat model)."""
         data = await self.http.request_json(
-            "POST", f"{self.api_path}/embeddings", json_body={"model": self.model, "input": texts}, on_error=self._error
+            "POST",
+            f"{self.api_path}/embeddings",
+            json_body={"model": model or self.model, "input": texts},
+            on_error=self._error,
         )
         items = sorted(data["data"], key=lambda item: item.get("index", 0))
         return [list(map(float, item["embedding"])) for item in items]
@@ -150,6 +153,8 @@ class OpenAICompatClient(HttpClient):
         ):
             if value is not None:
                 body[key] = value
+        if isinstance(settings.think, str):
+            body["reasoning_effort"] = settings.think  # the OpenAI API's level of reasoning
         body.update(settings.extra)
         return body
 
