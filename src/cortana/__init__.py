@@ -54,6 +54,10 @@ if TYPE_CHECKING:
     from cortana.knowledge.files import NamedFiles
     from cortana.knowledge.graph import KnowledgeGraph
     from cortana.knowledge.search import PromptSearch
+    from cortana.learning.experience import Experience, RecipeImpact, RecipeInfo
+    from cortana.learning.recipes import Recipe
+    from cortana.learning.skills import Skill, SkillRegistry
+    from cortana.learning.teach import TeachSession
     from cortana.memory.base import InMemoryHistory, MemoryProvider
     from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
@@ -76,6 +80,7 @@ __all__ = [
     "ContextOverflow",
     "CortanaError",
     "EngineUnavailable",
+    "Experience",
     "Heartbeat",
     "InMemoryHistory",
     "KnowledgeGraph",
@@ -96,6 +101,9 @@ __all__ = [
     "PermissionDenied",
     "PermissionGate",
     "PromptSearch",
+    "Recipe",
+    "RecipeImpact",
+    "RecipeInfo",
     "Reflection",
     "RunContext",
     "RunEvent",
@@ -103,8 +111,11 @@ __all__ = [
     "RunMetrics",
     "RunResult",
     "SchemaTool",
+    "Skill",
+    "SkillRegistry",
     "StreamInterrupted",
     "SubagentManager",
+    "TeachSession",
     "TextDelta",
     "ThinkingDelta",
     "ThreadRef",
@@ -133,6 +144,13 @@ _LAZY = {
     "ContextOverflow": "cortana.errors",
     "CortanaError": "cortana.errors",
     "EngineUnavailable": "cortana.errors",
+    "Experience": "cortana.learning.experience",
+    "RecipeImpact": "cortana.learning.experience",
+    "RecipeInfo": "cortana.learning.experience",
+    "Recipe": "cortana.learning.recipes",
+    "Skill": "cortana.learning.skills",
+    "SkillRegistry": "cortana.learning.skills",
+    "TeachSession": "cortana.learning.teach",
     "AgentCheckIn": "cortana.companion.companion",
     "Heartbeat": "cortana.companion.heartbeat",
     "LocalTime": "cortana.companion.companion",

@@ -1,0 +1,1 @@
+"""Learning: experience recipes, ratings, teach mode and skills."""
