@@ -37,6 +37,8 @@ engine. See :func:`effective_context_window`.
     graphify:
       context: lookup       # lookup | report | both | off
       exclude: [vendor/]
+    learning:
+      trusted_think: low    # low | medium | high | null
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ __all__ = [
     "cache_dir",
     "child_process_environment",
     "compaction_threshold",
+    "editor_command",
     "effective_context_window",
     "engine_url",
     "graphify_out",
@@ -80,6 +83,8 @@ DEFAULT_COMPACTION_THRESHOLD = 0.9
 
 ENVIRONMENT_VARIABLES: dict[str, str] = {
     "CORTANA_ENGINE": "the engine (cortana.yml `engine`)",
+    "VISUAL": "the editor /teach opens a skill draft in (else EDITOR)",
+    "EDITOR": "the editor /teach opens a skill draft in, when VISUAL is unset",
     "CORTANA_MODEL": "the model (cortana.yml `model`)",
     "CORTANA_BASE_URL": "the engine's address (cortana.yml `base_url`)",
     "CORTANA_API_KEY": "the key a llama.cpp server or Docker Model Runner wants (cortana.yml `api_key`)",
@@ -242,6 +247,12 @@ def prompts_dir(environ: Environ | None = None) -> Path | None:
     """``CORTANA_PROMPTS_DIR``: a folder of prompt files that override the shipped ones."""
     raw = _environ(environ).get("CORTANA_PROMPTS_DIR", "").strip()
     return Path(raw) if raw else None
+
+
+def editor_command(environ: Environ | None = None) -> str | None:
+    """The user's editor (``$VISUAL``, else ``$EDITOR``), for drafts they want to change; ``None`` when unset."""
+    environ = _environ(environ)
+    return environ.get("VISUAL") or environ.get("EDITOR") or None
 
 
 def user_config_path(environ: Environ | None = None) -> Path:
@@ -411,6 +422,27 @@ class VoiceSettings(_Section):
     """An espeak-ng voice (``en``, ``en-us``, ``de``...; ``espeak-ng --voices`` lists them); ``null``: its default."""
 
 
+class LearningSettings(_Section):
+    """``learning:`` recipes from earlier runs, ratings, and the skills the assistant may load."""
+
+    enabled: bool = True
+    """Record runs, distill recipes after runs with ``min_tool_calls`` tool calls, show matching ones."""
+    embedder: str | None = "mxbai-embed-large:335m"
+    """An embedding model to use on the engine when it has it (Ollama); else the in-process E5 embedder."""
+    threshold: float | None = Field(None, ge=-1, le=1)
+    """The similarity over which a recipe matches a prompt; ``null``: the value measured for the embedder."""
+    max_shown: int = Field(2, ge=0, le=5)
+    """The most recipes one turn shows."""
+    min_tool_calls: int = Field(3, ge=1, le=100)
+    """Distill a run into a recipe when it made at least this many tool calls."""
+    trusted_think: Literal["low", "medium", "high"] | None = "low"
+    """How much a thinking model may think when a recipe it is shown was rated good twice; ``null``: unchanged."""
+    distill_wait_seconds: float = Field(120, ge=0, le=3600)
+    """How long ``cortana "question"`` waits, after the answer, for its run to be distilled before it exits."""
+    skills: bool = True
+    """Offer the ``SKILL.md`` files of the workspace's ``skills/`` and the user's config folder's ``skills/``."""
+
+
 class MCPSettings(_Section):
     """``mcp:`` servers whose tools the assistant may load."""
 
@@ -438,6 +470,7 @@ class Settings(_Section):
     graphify: GraphifySettings = Field(default_factory=GraphifySettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
     sources: list[str] = Field(default_factory=list, exclude=True)
     """The files and variables these settings came from (for ``cortana doctor``)."""
     untrusted: TrustRequest | None = Field(None, exclude=True)

@@ -70,6 +70,12 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
         ("heartbeat:\n  active_hours: '09:00-09:00'\n", r"key 'heartbeat.active_hours'.*or null for any hour"),
         ("heartbeat:\n  interval_minutes: 0\n", r"key 'heartbeat.interval_minutes': Input should be greater than 0"),
         ("heartbeat:\n  max_unanswered: 0\n", r"key 'heartbeat.max_unanswered': Input should be greater than"),
+        (
+            "learning:\n  trusted_think: lots\n",
+            r"key 'learning.trusted_think': Input should be 'low', 'medium' or 'high'",
+        ),
+        ("learning:\n  threshold: 2\n", r"key 'learning.threshold': Input should be less than or equal to 1"),
+        ("learning:\n  recipes: 3\n", r"key 'learning.recipes': Extra inputs are not permitted"),
         ("voice:\n  rate: 5\n", r"key 'voice.rate': Input should be greater than or equal to 80"),
         ("voice:\n  voice: 'en; rm -rf'\n", r"key 'voice.voice': String should match pattern"),
         ("engine: [a\n", r"is not valid YAML at line 2, column 1"),

@@ -12,6 +12,8 @@
   is waiting, the prompt holds half-typed text or an approval question is open, and a
   line sent while one runs interrupts it. ``/heartbeat`` shows its schedule.
 - ``/voice on|off`` reads replies and check-ins aloud (espeak-ng); a new turn stops it.
+- ``/good``, ``/bad``, ``/learned``, ``/teach`` and ``/skills`` are the learning commands
+  (``cli/learning.py``); while teaching, plain lines are notes and ``!`` commands are recorded.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
 from cortana.cli.approval import TerminalApprover
 from cortana.cli.display import describe_client
+from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.companion.companion import LocalTime, Reflection, companion_check_in, last_reflected
 from cortana.companion.heartbeat import Beat, Heartbeat
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
@@ -56,6 +59,8 @@ from cortana.config import HeartbeatSettings
 from cortana.display import printable
 from cortana.errors import UserError
 from cortana.knowledge.graph import KnowledgeGraph
+from cortana.learning.experience import Experience
+from cortana.learning.skills import SkillRegistry
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, ThreadRef
@@ -76,6 +81,7 @@ COMMANDS = {
     "/graph": "show the code graph's state; /graph rebuild rebuilds it now",
     "/heartbeat": "show when the assistant checks in next, its active hours and unanswered check-ins",
     "/voice": "read replies aloud: /voice on, /voice off",
+    **LEARNING_COMMANDS,
     "/exit": "leave (Ctrl-D works too)",
 }
 SHELL_OUTPUT_LIMIT = 8000
@@ -157,6 +163,8 @@ class Repl:
         local_time: LocalTime | None = None,
         voice: Voice | None = None,
         approver: TerminalApprover | None = None,
+        experience: Experience | None = None,
+        skills: SkillRegistry | None = None,
     ) -> None:
         self.agent = agent
         self.heartbeat_settings = heartbeat
@@ -189,6 +197,10 @@ class Repl:
             "/voice": self._voice,
             "/exit": self._exit,
         }
+        self.learning = LearningCommands(
+            agent, experience, skills, workspace, console, self.out, lambda: self.thread, self._ask
+        )
+        self.handlers.update(self.learning.handlers())
 
     async def run(self) -> int:
         """Read and answer until ``/exit`` or end of input."""
@@ -223,7 +235,7 @@ class Repl:
         while True:
             self._note_graph_change()
             try:
-                line = await session.prompt_async("› ")
+                line = await session.prompt_async("teach› " if self.learning.teaching else "› ")
             except KeyboardInterrupt:
                 continue
             except EOFError:
@@ -302,9 +314,18 @@ class Repl:
             return await self._command(line)
         if line.startswith("!"):
             await self._shell(line[1:].strip())
-        else:
+        elif not self.learning.note(line):
             await self._turn(line)
         return True
+
+    async def _ask(self, question: str) -> str:
+        """One answer from the user at the prompt (teach mode's keep, edit or drop)."""
+        if self._session is None:
+            return ""
+        try:
+            return await self._session.prompt_async(question)
+        except (EOFError, KeyboardInterrupt):
+            return "drop"  # leaving, or Ctrl-C: nothing is written without a yes
 
     async def _turn(self, prompt: str) -> None:
         """Run one turn; Ctrl-C cancels it and keeps what was done."""
@@ -352,6 +373,7 @@ class Repl:
             subprocess.run, command, shell=True, cwd=self.workspace, capture_output=True, text=True, errors="replace"
         )
         output = (completed.stdout + completed.stderr).rstrip()
+        self.learning.record_shell(command, completed.returncode, output)
         self.out.print(Text(printable(output)), highlight=False)
         if completed.returncode:
             self.console.print(f"[dim]exit code {completed.returncode}[/dim]")

@@ -42,6 +42,8 @@ from cortana.knowledge.files import NamedFiles
 from cortana.knowledge.graph import KnowledgeGraph
 from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
 from cortana.knowledge.search import PromptSearch
+from cortana.learning.experience import Experience
+from cortana.learning.skills import SkillRegistry
 from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
@@ -62,8 +64,10 @@ __all__ = [
     "settings_for",
     "trust_folder",
     "workspace_context",
+    "workspace_experience",
     "workspace_graph",
     "workspace_memory",
+    "workspace_skills",
 ]
 
 
@@ -80,6 +84,64 @@ def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLit
         working_memory=scope,
         recall=recall,
     )
+
+
+def workspace_experience(workspace: Path, settings: Settings, memory: SQLiteMemory | None = None) -> Experience | None:
+    """The workspace's ``.cortana/experience.db`` as cortana.yml's ``learning:`` says; None when learning is off.
+
+    Without the engine's embedding model, recipes are found with recall's E5 embedder (one model
+    loaded, not two).
+    """
+    learning = settings.learning
+    if not learning.enabled:
+        return None
+    return Experience(
+        private_folder(workspace / ".cortana") / "experience.db",
+        embedder=learning.embedder,
+        fallback=memory.recall.embedder if memory is not None and memory.recall is not None else None,
+        workspace=workspace,
+        threshold=learning.threshold,
+        max_shown=learning.max_shown,
+        min_tool_calls=learning.min_tool_calls,
+        trusted_think=learning.trusted_think,
+    )
+
+
+def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | None:
+    """The skills in the workspace's ``skills/`` and the user's config folder's ``skills/`` (workspace first)."""
+    if not settings.learning.skills:
+        return None
+    return SkillRegistry([workspace / "skills", user_config_path().parent / "skills"])
+
+
+async def learning_doctor_lines(
+    workspace: Path, settings: Settings, client: ModelClient, memory: SQLiteMemory
+) -> list[tuple[str, str]]:
+    """What ``cortana doctor`` says about experience and skills."""
+    experience = workspace_experience(workspace, settings, memory)
+    if experience is None:
+        rows = [("experience", "off (learning.enabled: false in cortana.yml)")]
+    else:
+        try:
+            await experience.resolve_embedder(client)
+            count = len(await experience.recipes())
+            rows = [
+                (
+                    "experience",
+                    f"{experience.path}: {count} recipes, shown over similarity {experience.match_threshold:.2f}",
+                ),
+                ("recipe embedder", experience.embedder_status),
+            ]
+        finally:
+            experience.close()
+    skills = workspace_skills(workspace, settings)
+    if skills is None:
+        rows.append(("skills", "off (learning.skills: false in cortana.yml)"))
+    else:
+        names = ", ".join(skill.name for skill in skills) or "none (skills/NAME/SKILL.md, or /teach)"
+        rows.append(("skills", names))
+        rows += [("skill skipped", f"{problem.path}: {problem.reason}") for problem in skills.problems]
+    return rows
 
 
 def workspace_graph(workspace: Path, settings: Settings) -> KnowledgeGraph | None:
@@ -254,6 +316,8 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     agent: Agent | None = None
     approver = terminal_approver(console) if sys.stdin.isatty() else None
     local_time = LocalTime(memory) if settings.agent.local_time else None
+    experience = workspace_experience(workspace, settings, memory)
+    skills = workspace_skills(workspace, settings)  # a malformed SKILL.md is reported (logged) here, once
     voice = Voice(rate=settings.voice.rate, voice=settings.voice.voice, enabled=settings.voice.enabled or args.voice)
     if (settings.voice.enabled or args.voice) and not voice.available:
         console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
@@ -262,16 +326,20 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
         agent = Agent(
             client,
             name="cortana",
-            instructions=assistant_instructions(workspace),
+            instructions="\n\n".join(
+                part for part in (assistant_instructions(workspace), skills.instructions() if skills else "") if part
+            ),
             tools=[
                 *builtin_tools(
                     workspace, command_timeout=settings.tools.command_timeout, forbidden=[user_config_path().parent]
                 ),
+                *(skills.tools() if skills else ()),
                 *servers.groups(),
             ],
             memory=memory,
             knowledge_graph=graph,
             extensions=[*workspace_context(workspace, settings), *([local_time] if local_time else [])],
+            experience=experience,
             context_window=args.context_window or settings.context_window,
             permissions=_gate(workspace, settings, args, approver),
             logger=AgentLogger(console),
@@ -287,6 +355,10 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
         if prompt is not None:
             answer = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
             await voice.speak(answer)
+            if experience is not None and agent.background.pending:
+                # The answer is out; what it took is worth learning before the process ends.
+                console.print("learning from this answer… (Ctrl-C skips)", style="dim", markup=False)
+                await agent.background.wait(timeout=settings.learning.distill_wait_seconds)
             await voice.wait(timeout=120)  # a one-shot answer is heard before the command exits
             return 0
         from cortana.cli.repl import Repl  # prompt_toolkit is only needed for an interactive session
@@ -303,6 +375,8 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             local_time=local_time,
             voice=voice,
             approver=approver,
+            experience=experience,
+            skills=skills,
         )
         return await repl.run()
     finally:
@@ -312,6 +386,8 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             await graph.aclose(timeout=1)  # graphify writes atomically; the next session refreshes a stale graph
         await servers.aclose()
         memory.close()
+        if experience is not None:
+            experience.close()
         await client.aclose()
 
 
@@ -357,6 +433,7 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
             ("code graph", graph_doctor_line(workspace, settings)),
             ("heartbeat", heartbeat_doctor_line(workspace, settings)),
             ("voice", voice_doctor_line(settings)),
+            *await learning_doctor_lines(workspace, settings, client, memory),
         ]
         memory.close()
         for part, module, extra in (
