@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cortana import Agent, Experience
 from cortana.cli.session import assistant_instructions, workspace_context
 from cortana.config import Settings
-from cortana.learning.experience import ExperienceTurns
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.models.factory import create_model_client
 from cortana.tools.builtin import builtin_tools
@@ -105,17 +104,17 @@ async def one_run(
     except Exception as exc:  # a run that fails counts as wrong, with its reason
         error = f"{type(exc).__name__}: {exc}"
     wall = time.perf_counter() - started
-    shown: list[str] = []
-    distilled = 0.0
+    shown: list[int] = []
+    distilled: list[int] = []
+    distill_seconds = 0.0
     if experience is not None:
-        turns = next(e for e in agent.extensions if isinstance(e, ExperienceTurns))
         before = time.perf_counter()
         await agent.background.wait()
-        distilled = time.perf_counter() - before
+        distill_seconds = time.perf_counter() - before
         last = await experience.last_run()
         if last is not None:
-            shown = [str(r) for r in await experience.rated_recipes(last[0])]
-        del turns
+            shown = await experience.shown_to(last[0])
+            distilled = [r for r in await experience.rated_recipes(last[0]) if r not in shown]
     right = error is None and await asyncio.to_thread(task.check, answer, workspace)
     return {
         "prompt": prompt,
@@ -127,8 +126,9 @@ async def one_run(
         "model_calls": metrics.get("model_calls"),
         "seconds": round(metrics.get("elapsed", wall), 1),
         "prompt_tokens": metrics.get("prompt_tokens"),
-        "recipes": shown,
-        "distill_seconds": round(distilled, 1),
+        "shown": shown,
+        "distilled": distilled,
+        "distill_seconds": round(distill_seconds, 1),
     }
 
 
@@ -145,7 +145,8 @@ async def run_task(client: ModelClient, task: LearningTask, experience: Experien
 
 def _row(run: dict[str, Any]) -> str:
     mark = "right" if run["right"] else "WRONG"
-    extra = f" recipes {','.join(run['recipes'])}" if run["recipes"] else ""
+    extra = f" shown recipe {run['shown']}" if run["shown"] else ""
+    extra += f", distilled into {run['distilled']}" if run["distilled"] else ""
     return f"{mark} {run['tool_calls']} tool calls, {run['model_calls']} model calls, {run['seconds']} s{extra}"
 
 

@@ -125,3 +125,44 @@ def test_skills_are_listed_and_a_broken_one_is_reported_once(scripted_engine, wo
     assert "- release: Cut a release of the project." in system
     tools = [t["function"]["name"] for t in scripted_engine.bodies(CHAT)[0]["tools"]]
     assert "load_skill" in tools
+
+
+def test_a_one_shot_answer_is_distilled_before_the_command_exits(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    scripted_engine.add(
+        "POST",
+        CHAT,
+        tool_reply("read_file", '{"path": "billing.py"}'),
+        tool_reply("read_file", '{"path": "report.py"}'),
+        tool_reply("read_file", '{"path": "config.py"}'),
+        text_reply(["PAYMENT_TERMS is defined in config.py."]),
+        text_reply([RECIPE]),
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1", "TERM": "dumb"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cortana.cli.main",
+            "--engine",
+            "llamacpp",
+            "--base-url",
+            scripted_engine.url,
+            "--yes",
+            "Which module defines PAYMENT_TERMS?",
+        ],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "PAYMENT_TERMS is defined in config.py." in done.stdout
+    assert "learning from this answer" in done.stderr
+    with sqlite3.connect(workspace / ".cortana" / "experience.db") as db:
+        tasks = db.execute("SELECT task FROM recipes").fetchall()
+    assert tasks == [("Find which module defines PAYMENT_TERMS.",)]

@@ -48,7 +48,7 @@ from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.memory.store import private_folder
-from cortana.messages import ThreadRef
+from cortana.messages import RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.models.factory import create_model_client
 from cortana.prompts import prompt_text
@@ -353,9 +353,10 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
         )
         if prompt is not None:
-            answer = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
-            await voice.speak(answer)
-            if experience is not None and agent.background.pending:
+            result = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
+            await voice.speak(result.output if result else "")
+            distilling = result is not None and result.metrics.tool_calls >= settings.learning.min_tool_calls
+            if experience is not None and distilling and agent.background.pending:
                 # The answer is out; what it took is worth learning before the process ends.
                 console.print("learning from this answer… (Ctrl-C skips)", style="dim", markup=False)
                 await agent.background.wait(timeout=settings.learning.distill_wait_seconds)
@@ -452,17 +453,17 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
         await client.aclose()
 
 
-async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> str:
+async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> RunResult | None:
     """Stream the answer to stdout: as it is into a pipe, with control characters shown on a terminal.
 
-    Returns the answer.
+    Returns the run's result.
     """
     last = "\n"
     shown = printable if sys.stdout.isatty() else str
-    answer = ""
+    result: RunResult | None = None
     async for event in agent.run_stream(prompt, thread=thread):
         if isinstance(event, RunFinished):
-            answer = event.result.output
+            result = event.result
         if isinstance(event, TextDelta) and event.text:
             sys.stdout.write(shown(event.text))
             sys.stdout.flush()
@@ -471,7 +472,7 @@ async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> str:
             sys.stdout.write("\n")  # end the answer's line before tool rows and the summary
             sys.stdout.flush()
             last = "\n"
-    return answer
+    return result
 
 
 def trust_folder(args: argparse.Namespace) -> int:

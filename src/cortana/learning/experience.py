@@ -451,6 +451,12 @@ class Experience:
         await self.store.write(insert)
         return run_id
 
+    async def shown_to(self, run_id: int) -> list[int]:
+        """The recipes ``run_id`` was shown, in id order."""
+        sql = "SELECT recipe_id FROM recipe_uses WHERE run_id = ? ORDER BY recipe_id"
+        rows = await self.store.read(lambda db: db.execute(sql, (run_id,)).fetchall())
+        return [int(row[0]) for row in rows]
+
     async def rated_recipes(self, run_id: int) -> list[int]:
         """The recipes a rating of ``run_id`` reaches: the ones it was shown and the one distilled from it."""
         sql = "SELECT recipe_id FROM recipe_uses WHERE run_id = ? UNION SELECT id FROM recipes WHERE source_run_id = ?"
