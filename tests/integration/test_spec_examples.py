@@ -240,7 +240,7 @@ async def test_the_experience_example_records_runs_and_distills_on_the_embedded_
     Whether the small test model makes three tool calls is up to it, so the test distills the run it
     made directly (the call ``after_turn`` makes for runs of three or more) and checks what is stored.
     """
-    from cortana.learning.experience import ExperienceTurns
+    from cortana.learning.turns import ExperienceTurns
 
     monkeypatch.chdir(tmp_path)
     for name, value in {"CORTANA_ENGINE": "embedded", "CORTANA_MODEL": TEST_MODEL, "CORTANA_THREADS": "1"}.items():

