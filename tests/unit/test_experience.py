@@ -473,3 +473,33 @@ async def test_the_engines_embedding_model_is_used_when_the_engine_has_it(tmp_pa
     await experience.add_recipe(Recipe(task="count the TODO comments", steps=("grep_files TODO",)))
     assert engine.embedded_with == ["mxbai-embed-large:335m"]
     assert experience.embedder_status == "scripted model embedding model mxbai-embed-large:335m"
+
+
+def test_a_failed_call_copied_into_the_steps_is_left_out() -> None:
+    from cortana.messages import Message, RunMetrics, RunResult
+
+    bad = tool_call("edit_file", path="rate.txt", old_text="2%", new_text="10%")
+    good = tool_call("read_file", path="discounts.py")
+    result = RunResult(
+        output="Fixed.",
+        new_messages=[
+            Message.user("fix the discount"),
+            Message.assistant(tool_calls=[bad, good]),
+            Message.tool(bad, "Error: no file rate.txt", is_error=True),
+            Message.tool(good, "def bulk_discount_percent(): ..."),
+            Message.assistant("Fixed."),
+        ],
+        metrics=RunMetrics(),
+        thread=ThreadRef(),
+        prompt="fix the discount",
+    )
+    reply = (
+        "TASK: Fix the bulk discount\nSTEPS:\n"
+        '1. `edit_file({"path": "rate.txt", "old_text": "2%", "new_text": "10%"})`\n'
+        "2. read discounts.py and fix bulk_discount_percent\nAVOID:\n- nothing"
+    )
+    recipe = parse_recipe(reply, result)
+    assert recipe.steps == ("read discounts.py and fix bulk_discount_percent",)
+    assert recipe.avoid == (
+        'edit_file({"path": "rate.txt", "old_text": "2%", "new_text": "10%"}): Error: no file rate.txt',
+    )

@@ -157,7 +157,11 @@ def parse_recipe(reply: str, result: RunResult) -> Recipe:
         if current is not None:
             sections[current].append(line)
     task = _bounded(" ".join(sections["task"]), MAX_TASK_CHARS) or _bounded(result.prompt, MAX_TASK_CHARS)
-    steps = _items(sections["steps"], MAX_STEPS) or _calls_that_worked(result)
+    failed = _failed_calls(result)
+    # The 1.5B model copies calls from the trace into STEPS, failed ones included (a fix "edit_file on
+    # invoicing/bulk_discount_rate.txt", a file that does not exist, listed as a step and under AVOID).
+    steps = _items([s for s in sections["steps"] if not any(call in s for call in failed)], MAX_STEPS)
+    steps = steps or _calls_that_worked(result)
     avoid = _items(sections["avoid"], MAX_AVOID) or _calls_that_failed(result)
     return Recipe(
         task=task,
@@ -196,6 +200,11 @@ def _calls_that_worked(result: RunResult) -> tuple[str, ...]:
         if not outcome.is_error and step not in steps:
             steps.append(step)
     return tuple(steps[:MAX_STEPS])
+
+
+def _failed_calls(result: RunResult) -> list[str]:
+    """The text of each call that failed, as :func:`render_trace` shows it (to recognise it copied into STEPS)."""
+    return [_call_text(call) for call, outcome in _pairs(result) if outcome.is_error]
 
 
 def _calls_that_failed(result: RunResult) -> tuple[str, ...]:
