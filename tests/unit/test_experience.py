@@ -503,3 +503,12 @@ def test_a_failed_call_copied_into_the_steps_is_left_out() -> None:
     assert recipe.avoid == (
         'edit_file({"path": "rate.txt", "old_text": "2%", "new_text": "10%"}): Error: no file rate.txt',
     )
+
+
+def test_an_imported_path_out_of_the_workspace_is_never_read(tmp_path: Path, workspace: Path) -> None:
+    from cortana.learning.recipes import FileFingerprint, changed_files
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x")
+    outside = FileFingerprint("../secret.txt", size=1, mtime_ns=secret.stat().st_mtime_ns, sha256=None)
+    assert changed_files(workspace, [outside]) == ["../secret.txt"]  # reported as gone, never looked at

@@ -254,9 +254,22 @@ def relied_on(result: RunResult, workspace: Path) -> list[str]:
     return found[:MAX_FILES]
 
 
+def _inside(workspace: Path, relative: str) -> Path | None:
+    """``workspace / relative`` when it stays inside the workspace (an imported recipe's paths are untrusted)."""
+    try:
+        root = workspace.resolve()
+        path = (root / relative).resolve()
+        path.relative_to(root)
+    except (OSError, ValueError):
+        return None
+    return path
+
+
 def fingerprint(workspace: Path, relative: str) -> FileFingerprint | None:
-    """The file's fingerprint now; ``None`` when it is gone (or is no regular file)."""
-    path = workspace / relative
+    """The file's fingerprint now; ``None`` when it is gone, is no regular file, or lies outside the workspace."""
+    path = _inside(workspace, relative)
+    if path is None:
+        return None
     try:
         stat = path.stat()
         if not path.is_file():
@@ -295,8 +308,11 @@ def changed_files(workspace: Path, files: Sequence[FileFingerprint]) -> list[str
 
 
 def _quick(workspace: Path, before: FileFingerprint) -> FileFingerprint | None:
+    path = _inside(workspace, before.path)
+    if path is None:
+        return None
     try:
-        stat = (workspace / before.path).stat()
+        stat = path.stat()
     except OSError:
         return None
     if stat.st_size == before.size and stat.st_mtime_ns == before.mtime_ns:
