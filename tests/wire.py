@@ -68,6 +68,7 @@ class Recorded:
     path: str
     body: Any
     client_port: int = 0  # one per TCP connection: how many connections the client opened
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -101,7 +102,7 @@ class WireServer:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
-                server.requests.append(Recorded(method, self.path, body, self.client_address[1]))
+                server.requests.append(Recorded(method, self.path, body, self.client_address[1], dict(self.headers)))
                 replies = server.routes.get((method, self.path))
                 if not replies:
                     self.send_response(404)

@@ -68,6 +68,7 @@ __all__ = [
     "graphify_out",
     "load_settings",
     "ollama_host",
+    "openai_server",
     "prefer_passive_openmp",
     "prompts_dir",
     "requested_context_window",
@@ -95,6 +96,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "OLLAMA_HOST": "where Ollama is looked for (host, host:port or URL)",
     "CORTANA_DMR_URL": "where Docker Model Runner is looked for",
     "CORTANA_LLAMACPP_URL": "where a llama.cpp server is looked for",
+    "OPENAI_BASE_URL": "the address of an `engine: openai` server, when cortana.yml has no base_url",
+    "OPENAI_API_KEY": "the key of an `engine: openai` server, when CORTANA_API_KEY is unset",
     "CORTANA_CACHE_DIR": "where bundled models are joined (default $XDG_CACHE_HOME/cortana or ~/.cache/cortana)",
     "CORTANA_PROMPTS_DIR": "a folder of prompt files overriding the shipped ones, one file at a time",
     "GRAPHIFY_OUT": "where graphify writes the code graph, relative to the workspace (default graphify-out)",
@@ -192,6 +195,16 @@ def compaction_threshold(explicit: float | None = None, environ: Environ | None 
 def ollama_host(environ: Environ | None = None) -> str | None:
     """``OLLAMA_HOST`` as set (``host``, ``host:port`` or a URL), or ``None``."""
     return _environ(environ).get("OLLAMA_HOST", "").strip() or None
+
+
+def openai_server(environ: Environ | None = None) -> tuple[str | None, str | None]:
+    """``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``: where an ``engine: openai`` server is, and its key.
+
+    Read only for that engine, after cortana.yml's ``base_url`` and ``CORTANA_API_KEY``: tools
+    that speak to OpenAI-compatible servers use these two names, so a shell set up for them works.
+    """
+    values = _environ(environ)
+    return values.get("OPENAI_BASE_URL", "").strip() or None, values.get("OPENAI_API_KEY", "").strip() or None
 
 
 def engine_url(engine: Literal["docker", "llamacpp"], environ: Environ | None = None) -> str | None:
@@ -452,7 +465,7 @@ class MCPSettings(_Section):
 class Settings(_Section):
     """Everything cortana.yml can say."""
 
-    engine: Literal["auto", "ollama", "docker", "llamacpp", "embedded"] = "auto"
+    engine: Literal["auto", "ollama", "docker", "llamacpp", "embedded", "openai"] = "auto"
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = Field(None, repr=False)

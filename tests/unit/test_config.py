@@ -52,7 +52,10 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("engine: vllm\n", r"key 'engine': Input should be 'auto', 'ollama', 'docker', 'llamacpp' or 'embedded'"),
+        (
+            "engine: vllm\n",
+            r"key 'engine': Input should be 'auto', 'ollama', 'docker', 'llamacpp', 'embedded' or 'openai'",
+        ),
         ("context_window: 12\n", r"key 'context_window': Input should be greater than or equal to 256"),
         ("max_tokens: 4\n", r"key 'max_tokens': Input should be greater than or equal to 16"),
         ("agent:\n  named_files: 99\n", r"key 'agent.named_files': Input should be less than or equal to 10"),

@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("prompt", nargs="*", help="answer this once and exit (otherwise: interactive)")
     parser.add_argument(
         "--engine",
-        choices=["auto", "ollama", "docker", "llamacpp", "embedded"],
+        choices=["auto", "ollama", "docker", "llamacpp", "embedded", "openai"],
         help="which engine to use (default: cortana.yml, else the first running one, else the embedded engine)",
     )
     parser.add_argument("--model", help="model name on the engine, or a .gguf path for the embedded engine")

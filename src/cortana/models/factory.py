@@ -17,18 +17,19 @@ from typing import Any, Literal
 
 import httpx
 
-from cortana.config import Settings, engine_url, load_settings
+from cortana.config import Settings, engine_url, load_settings, openai_server
 from cortana.errors import EngineUnavailable, ModelError, UserError
 from cortana.models.base import ModelClient
 from cortana.models.docker import DEFAULT_DMR_URL, DockerModelRunnerClient
 from cortana.models.embedded import EmbeddedClient
 from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL, LlamaCppClient
 from cortana.models.ollama import OllamaClient, ollama_base_url
+from cortana.models.openai_server import OpenAIServerClient
 
 __all__ = ["ENGINES", "EngineName", "create_model_client", "default_url", "probe_engines"]
 
-EngineName = Literal["auto", "ollama", "docker", "llamacpp", "embedded"]
-ENGINES: tuple[str, ...] = ("auto", "ollama", "docker", "llamacpp", "embedded")
+EngineName = Literal["auto", "ollama", "docker", "llamacpp", "embedded", "openai"]
+ENGINES: tuple[str, ...] = ("auto", "ollama", "docker", "llamacpp", "embedded", "openai")
 
 
 async def create_model_client(
@@ -52,7 +53,8 @@ async def create_model_client(
     ``CORTANA_MODEL``, ``OLLAMA_CONTEXT_WINDOW``...; see ``cortana.config``).
 
     Args:
-        engine: ``ollama``, ``docker``, ``llamacpp``, ``embedded``, or ``auto`` to probe.
+        engine: ``ollama``, ``docker``, ``llamacpp``, ``embedded``, ``openai`` (any OpenAI-compatible server at
+            ``base_url``: vLLM, SGLang, LM Studio...; never probed), or ``auto`` to probe.
         model: the model name on that engine; for ``embedded``, a bundled model name or a .gguf path.
         base_url: the engine's address (defaults: each engine's usual port on 127.0.0.1).
         api_key: sent as a bearer token to a llama.cpp server or Docker Model Runner that wants one
@@ -75,7 +77,13 @@ async def create_model_client(
     threads = threads if threads is not None else settings.threads
     parallel = parallel if parallel is not None else settings.parallel
     name = (engine or "auto").lower().replace("_", "").replace("-", "").replace(".", "")
-    aliases = {"dmr": "docker", "dockermodelrunner": "docker", "llamacppserver": "llamacpp", "llama": "llamacpp"}
+    aliases = {
+        "dmr": "docker",
+        "dockermodelrunner": "docker",
+        "llamacppserver": "llamacpp",
+        "llama": "llamacpp",
+        **dict.fromkeys(("vllm", "sglang", "lmstudio", "openaicompatible"), "openai"),
+    }
     name = aliases.get(name, name)
     if name not in ENGINES:
         raise UserError(f"Unknown engine {engine!r}; use one of {', '.join(ENGINES)}.")
@@ -84,6 +92,16 @@ async def create_model_client(
         return await EmbeddedClient.start(
             model, context_window=context_window, threads=threads, parallel=parallel, **common
         )
+    if name == "openai":
+        env_url, env_key = openai_server()
+        server = OpenAIServerClient(
+            model or "",
+            base_url=base_url or env_url or "",
+            api_key=api_key or env_key,
+            context_window=context_window,
+            **common,
+        )
+        return await _connected(server, server.connect)
     keyed = {**common, "api_key": api_key}
     if name != "auto":
         return await _connect(name, model=model, base_url=base_url, context_window=context_window, **keyed)

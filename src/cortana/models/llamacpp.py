@@ -64,7 +64,7 @@ class LlamaCppClient(OpenAICompatClient):
             engine=self.engine,
             max_calls=max_parallel_calls,
             verify_margin=check_margin,
-            on_error=self._error,
+            on_error=self.error_for,
         )
 
     async def connect(self) -> LlamaCppClient:

@@ -126,7 +126,7 @@ class OpenAICompatClient(HttpClient):
             "POST",
             f"{self.api_path}/embeddings",
             json_body={"model": model or self.model, "input": texts},
-            on_error=self._error,
+            on_error=self.error_for,
         )
         items = sorted(data["data"], key=lambda item: item.get("index", 0))
         return [list(map(float, item["embedding"])) for item in items]
@@ -165,7 +165,7 @@ class OpenAICompatClient(HttpClient):
         reported_model: str | None = None
         done = False
         lines = self.http.stream_lines(
-            f"{self.api_path}/chat/completions", self.request_body(request), on_error=self._error
+            f"{self.api_path}/chat/completions", self.request_body(request), on_error=self.error_for
         )
         async with aclosing(lines):
             async for line in lines:
@@ -234,8 +234,8 @@ class OpenAICompatClient(HttpClient):
             cached_tokens=cached,
         )
 
-    def _error(self, status: int, body: str) -> Exception | None:
-        """Map an error answer to our errors; ``None`` for the generic message."""
+    def error_for(self, status: int, body: str) -> Exception | None:
+        """Our error for the server's error answer (``None``: the generic message); adapters add their own cases."""
         text = error_text(body)
         try:
             error = json.loads(body).get("error", {})
