@@ -512,3 +512,18 @@ def test_an_imported_path_out_of_the_workspace_is_never_read(tmp_path: Path, wor
     secret.write_text("x")
     outside = FileFingerprint("../secret.txt", size=1, mtime_ns=secret.stat().st_mtime_ns, sha256=None)
     assert changed_files(workspace, [outside]) == ["../secret.txt"]  # reported as gone, never looked at
+
+
+async def test_the_distilling_call_asks_a_thinking_model_not_to_think_and_sends_no_think_to_others(
+    experience: Experience,
+) -> None:
+    plain = ScriptedModel([*three_calls(), RECIPE_REPLY])
+    agent = agent_with(plain, experience)
+    await agent.run("What is PAYMENT_TERMS and which modules use it?")
+    await agent.background.wait()
+    thinking = ThinkingModel([*three_calls(), RECIPE_REPLY])
+    agent = agent_with(thinking, experience)
+    await agent.run("What is PAYMENT_TERMS and which modules use it?")
+    await agent.background.wait()
+    assert plain.requests[-1].settings.think is None  # Ollama answers HTTP 400 to think for such a model
+    assert thinking.requests[-1].settings.think is False

@@ -151,9 +151,11 @@ class ExperienceTurns(TurnExtension):
     async def distill(self, run_id: int, result: RunResult) -> int:
         """One model call that turns the run's trace into a recipe, stored with the fingerprints of its files."""
         client = await self.agent.client()
+        # A recipe needs no reasoning; but Ollama answers HTTP 400 to `think` for a model that cannot think.
+        think = False if client.supports_thinking else None
         request = ModelRequest(
             messages=[Message.user(distill_prompt(result))],
-            settings=ModelSettings(temperature=0.0, max_tokens=DISTILL_MAX_TOKENS, think=False),
+            settings=ModelSettings(temperature=0.0, max_tokens=DISTILL_MAX_TOKENS, think=think),
         )
         reply = await complete(client, request)
         recipe = parse_recipe(reply.message.content, result)
