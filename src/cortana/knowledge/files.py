@@ -28,6 +28,7 @@ from pathlib import Path
 from cortana.agent.extensions import TurnExtension
 from cortana.errors import ToolError
 from cortana.messages import ThreadRef
+from cortana.prompts import as_data
 from cortana.tools.builtin.workspace import Workspace
 
 __all__ = ["MAX_SCANNED_FILES", "NamedFiles", "as_data", "named_paths"]
@@ -40,11 +41,6 @@ _PATH = re.compile(r"(?:\.{1,2}/)?(?:[\w\-.]+/)*[\w\-]+\.[A-Za-z0-9]{1,8}")
 _NOT_FILES = re.compile(r"^(?:\d+(?:\.\d+)*|[a-z]\.[a-z]|e\.g|i\.e|etc)$", re.I)
 """Words shaped like file names that are not: version numbers, abbreviations."""
 _EDGES = "`'\"()[]{}<>,;:!?*"
-
-
-def as_data(text: str) -> str:
-    """Workspace text made safe to stand inside the turn's ``<context>`` block: a ``</context>`` in it is broken."""
-    return text.replace("</context>", "<\\/context>")
 
 
 def named_paths(prompt: str) -> list[str]:

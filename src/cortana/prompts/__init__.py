@@ -12,7 +12,7 @@ from importlib import resources
 
 from cortana.config import prompts_dir
 
-__all__ = ["prompt_text", "strip_turn_context"]
+__all__ = ["as_data", "prompt_text", "strip_turn_context"]
 
 
 @functools.cache
@@ -27,6 +27,11 @@ def prompt_text(name: str) -> str:
 
 
 _CONTEXT_BLOCK = re.compile(r"\A<context>\n.*?\n</context>\n\n", re.S)
+
+
+def as_data(text: str) -> str:
+    """Untrusted text made safe to stand inside the turn's ``<context>`` block: a ``</context>`` in it is broken."""
+    return text.replace("</context>", "<\\/context>")
 
 
 def strip_turn_context(content: str) -> str:
