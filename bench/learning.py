@@ -62,15 +62,15 @@ def fresh_copy(task: LearningTask, root: Path, label: str) -> Path:
     return destination
 
 
-CONTEXT = True
-"""``--context off``: without the files a prompt names and the lines its words are on, so the model has to
-search (the 1.5B model answers from those lines with 0-1 tool calls, which leaves nothing to distill)."""
+def make_agent(client: ModelClient, workspace: Path, experience: Experience | None, context: bool) -> Agent:
+    """The agent the ``cortana`` command would run in ``workspace`` (no memory: each run is a new thread).
 
-
-def make_agent(client: ModelClient, workspace: Path, experience: Experience | None) -> Agent:
-    """The agent the ``cortana`` command would run in ``workspace`` (no memory: each run is a new thread)."""
+    ``context=False`` (``--context off``): without the files a prompt names and the lines its words are on,
+    so the model has to search (the 1.5B model answers from those lines with 0-1 tool calls, which leaves
+    nothing to distill).
+    """
     settings = Settings()
-    if not CONTEXT:
+    if not context:
         settings.agent.named_files = 0
         settings.agent.prompt_search = 0
     return Agent(
@@ -87,12 +87,17 @@ def make_agent(client: ModelClient, workspace: Path, experience: Experience | No
 
 
 async def one_run(
-    client: ModelClient, task: LearningTask, prompt: str, workspace: Path, experience: Experience | None
+    client: ModelClient,
+    task: LearningTask,
+    prompt: str,
+    workspace: Path,
+    experience: Experience | None,
+    context: bool,
 ) -> dict[str, Any]:
     """Run ``prompt`` in ``workspace`` and check it; with experience, wait for the distilling after it."""
     if experience is not None:
         experience.workspace = workspace
-    agent = make_agent(client, workspace, experience)
+    agent = make_agent(client, workspace, experience, context)
     started = time.perf_counter()
     error = None
     answer = ""
@@ -132,13 +137,15 @@ async def one_run(
     }
 
 
-async def run_task(client: ModelClient, task: LearningTask, experience: Experience, root: Path) -> dict[str, Any]:
+async def run_task(
+    client: ModelClient, task: LearningTask, experience: Experience, root: Path, context: bool
+) -> dict[str, Any]:
     """The three runs of one task."""
-    first = await one_run(client, task, task.prompts[0], fresh_copy(task, root, "first"), experience)
+    first = await one_run(client, task, task.prompts[0], fresh_copy(task, root, "first"), experience, context)
     print(f"  first:        {_row(first)}", flush=True)
-    second = await one_run(client, task, task.prompts[1], fresh_copy(task, root, "second"), experience)
+    second = await one_run(client, task, task.prompts[1], fresh_copy(task, root, "second"), experience, context)
     print(f"  second (on):  {_row(second)}", flush=True)
-    control = await one_run(client, task, task.prompts[1], fresh_copy(task, root, "control"), None)
+    control = await one_run(client, task, task.prompts[1], fresh_copy(task, root, "control"), None, context)
     print(f"  second (off): {_row(control)}", flush=True)
     return {"task": task.name, "kind": task.kind, "split": split_of(task), "first": first, "on": second, "off": control}
 
@@ -196,8 +203,6 @@ async def main() -> None:
     parser.add_argument("--out", type=Path, help="where to write the JSON results")
     parser.add_argument("--context", choices=["on", "off"], default="on", help="the command's per-turn context")
     args = parser.parse_args()
-    global CONTEXT
-    CONTEXT = args.context == "on"
     tasks = [t for t in TASKS if args.split == "all" or split_of(t) == args.split]
     if args.only:
         wanted = set(args.only.split(","))
@@ -210,7 +215,7 @@ async def main() -> None:
             experience = Experience(root / "experience.db", embedder=None, workspace=root)
             for task in tasks:
                 print(f"{task.name} ({split_of(task)}, {task.kind})", flush=True)
-                rows.append(await run_task(client, task, experience, root))
+                rows.append(await run_task(client, task, experience, root, args.context == "on"))
             recipes = await experience.recipes()
             experience.close()
     finally:

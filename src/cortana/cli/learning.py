@@ -157,10 +157,10 @@ class LearningCommands:
             return True
         now = self.experience.clock()
         for info in infos:
-            await self._show_recipe(info, now)
+            await self._show_recipe(self.experience, info, now)
         return True
 
-    async def _show_recipe(self, info: RecipeInfo, now: float) -> None:
+    async def _show_recipe(self, experience: Experience, info: RecipeInfo, now: float) -> None:
         state = " · hidden (rated bad twice)" if info.hidden else " · trusted" if info.trusted else ""
         task = info.recipe.task if len(info.recipe.task) <= 90 else info.recipe.task[:89] + "…"
         self.out.print(
@@ -172,8 +172,8 @@ class LearningCommands:
             ),
             highlight=False,
         )
-        impact = await self.experience.impact(info.id) if self.experience is not None else None
-        if impact is None or not impact.runs_with:
+        impact = await experience.impact(info.id)
+        if not impact.runs_with:
             return
         self.out.print(
             Text(

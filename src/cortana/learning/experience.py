@@ -220,11 +220,11 @@ class Experience:
             self._status = f"in-process {self._embedder.name} ({why})"
             return self._embedder
 
-    async def embed_query(self, text: str) -> tuple[list[float], str] | None:
-        embedder = self._embedder
-        if embedder is None:
+    async def embed_query(self, text: str) -> list[float] | None:
+        """``text`` as a query vector of the embedder in use; ``None`` before one is chosen or when there is none."""
+        if self._embedder is None:
             return None
-        return await embedder.embed_query(text), embedder.name
+        return await self._embedder.embed_query(text)
 
     # -- reading and writing the file -------------------------------------------------------------
 
@@ -290,9 +290,8 @@ class Experience:
         embedding: list[float] | None = None,
     ) -> int:
         """Store one finished run's metrics and the recipes it was shown; returns the run's id."""
-        if embedding is None and self._embedder is not None:
-            embedded = await self.embed_query(result.prompt)
-            embedding = embedded[0] if embedded else None
+        if embedding is None:
+            embedding = await self.embed_query(result.prompt)
         name = self._embedder.name if self._embedder is not None and embedding is not None else None
         metrics = result.metrics
         now = self.clock()
@@ -384,12 +383,11 @@ class Experience:
 
     async def matches(self, prompt: str) -> list[tuple[RecipeInfo, float]]:
         """The recipes that match ``prompt``: over the threshold, not hidden, best first, at most ``max_shown``."""
-        embedded = await self.embed_query(prompt)
-        if embedded is None:
-            return []
-        return await self.matches_for(embedded[0])
+        query = await self.embed_query(prompt)
+        return [] if query is None else await self.matches_for(query)
 
     async def matches_for(self, query: list[float]) -> list[tuple[RecipeInfo, float]]:
+        """:meth:`matches` for a prompt already embedded (a turn embeds it once, for matching and the run's record)."""
         if self.max_shown == 0 or self._embedder is None:
             return []
         await self._embed_missing()

@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ class Recipe:
     steps: tuple[str, ...]
     avoid: tuple[str, ...] = ()
     files: tuple[FileFingerprint, ...] = ()
-    commands: tuple[str, ...] = field(default=())
+    commands: tuple[str, ...] = ()
 
 
 # -- the trace and the distilling prompt ----------------------------------------------------------

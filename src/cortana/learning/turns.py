@@ -75,11 +75,11 @@ class ExperienceTurns(TurnExtension):
             last = await experience.last_run(thread)
             if last is not None and experience.clock() - last[1] <= CORRECTION_WINDOW_S:
                 await experience.rate("bad", run_id=last[0], source="correction")
-        embedded = await experience.embed_query(prompt)
-        matches = await experience.matches_for(embedded[0]) if embedded else []
+        query = await experience.embed_query(prompt)
+        matches = await experience.matches_for(query) if query is not None else []
         self._shown[thread] = _Shown(
             prompt=prompt,
-            embedding=embedded[0] if embedded else None,
+            embedding=query,
             recipes=[(info.id, similarity) for info, similarity in matches],
             trusted=any(info.trusted for info, _ in matches),
         )
