@@ -33,7 +33,7 @@ from cortana.prompts import prompt_text, strip_turn_context
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
-    from cortana.memory.sqlite import StoredMessage
+    from cortana.memory.stored import StoredMessage
 
 __all__ = [
     "CHECK_IN_NOTE",

@@ -30,7 +30,7 @@ from cortana.companion.heartbeat import CHECK_IN_NAME, Clock, SystemClock
 from cortana.prompts import strip_turn_context
 
 if TYPE_CHECKING:
-    from cortana.memory.sqlite import StoredMessage
+    from cortana.memory.stored import StoredMessage
     from cortana.messages import ThreadRef
 
 __all__ = ["Due", "DueSoon", "due_in_conversation", "due_soon", "due_text"]

@@ -30,9 +30,20 @@ from cortana.messages import Message, ThreadRef
 from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
 
-__all__ = ["E5Embedder", "Embedder", "EngineEmbedder", "Recall", "sqlite_module", "vector_migrations"]
+__all__ = [
+    "E5Embedder",
+    "Embedder",
+    "EngineEmbedder",
+    "Recall",
+    "RecalledMessage",
+    "sqlite_module",
+    "vector_migrations",
+]
 
 RECALL_HEADER = "Recalled from earlier conversations (may be relevant):"
+
+RecalledMessage = tuple[str, str, float, Message]
+"""A recalled message: its thread id, role, creation time and the message."""
 
 
 def vector_migrations(dimensions: int) -> list[Migration]:
@@ -195,11 +206,7 @@ class Recall:
 
     async def index(self, store: SQLiteStore, thread: ThreadRef, stored: list[tuple[int, Message]]) -> None:
         """Embed the user and assistant texts among newly stored messages."""
-        texts = [
-            (message_id, strip_turn_context(m.content) if m.role == "user" else m.content)
-            for message_id, m in stored
-            if m.role in ("user", "assistant") and m.content.strip() and m.name is None
-        ]
+        texts = self.passages(stored)
         if not texts:
             return
         vectors = await self.embedder.embed_passages([text for _, text in texts])
@@ -230,7 +237,7 @@ class Recall:
         table = f"recall_vectors_{dimensions}"
         visible = exclude
 
-        def search(connection: Any) -> list[list[tuple[str, str, float, Message]]]:
+        def search(connection: Any) -> list[list[RecalledMessage]]:
             where, parameters = (
                 "embedding MATCH ? AND k = ? AND resource_id = ?",
                 [query, self.top_k + len(visible), thread.resource_id],
@@ -268,7 +275,22 @@ class Recall:
                     break
             return groups
 
-        groups = await store.read(search)
+        return self.render(await store.read(search))
+
+    @staticmethod
+    def passages(stored: Sequence[tuple[int, Message]]) -> list[tuple[int, str]]:
+        """The (id, text) pairs worth embedding among stored messages: what the user and the model said.
+
+        Tool traffic, named stand-ins and empty messages are left out; a user message loses its turn context.
+        """
+        return [
+            (message_id, strip_turn_context(m.content) if m.role == "user" else m.content)
+            for message_id, m in stored
+            if m.role in ("user", "assistant") and m.content.strip() and m.name is None
+        ]
+
+    def render(self, groups: Sequence[Sequence[RecalledMessage]]) -> str | None:
+        """Recalled hits, each with its neighbours, as the context block shown to the model (None: no hits)."""
         if not groups:
             return None
         lines = [RECALL_HEADER]

@@ -26,38 +26,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from cortana.errors import ToolError
 from cortana.memory.recall import Recall
 from cortana.memory.store import SQLiteStore
+from cortana.memory.stored import (
+    WORKING_MEMORY_HEADER,
+    StoredMemory,
+    StoredMessage,
+    history_skip,
+    trim_cut_tool_results,
+)
 from cortana.messages import Message, ThreadRef
-from cortana.prompts import strip_turn_context
-from cortana.tools import Tool
 
-__all__ = ["SQLiteMemory", "StoredMessage"]
+__all__ = ["WORKING_MEMORY_HEADER", "SQLiteMemory", "StoredMessage"]
 
 DEFAULT_PATH = Path(".cortana") / "memory.db"
-WORKING_MEMORY_HEADER = "Working memory (your notes; update them with update_working_memory):"
-WORKING_MEMORY_SAVED = "Saved to working memory. Do not call update_working_memory again now: reply to the user."
-WORKING_MEMORY_UNCHANGED = "Working memory already says exactly that; nothing changed. Reply to the user now."
-"""Replies of ``update_working_memory`` that tell a small model what to do next: measured, the bundled models
-copied a bare "Working memory updated." into the next update, erasing their notes, and then looped."""
 
 
-class StoredMessage:
-    """A message as stored: its row id, thread, kind and the message itself."""
-
-    __slots__ = ("created_at", "id", "kind", "message", "thread")
-
-    def __init__(self, id: int, thread: ThreadRef, kind: str, message: Message, created_at: float) -> None:
-        self.id = id
-        self.thread = thread
-        self.kind = kind
-        self.message = message
-        self.created_at = created_at
-
-
-class SQLiteMemory:
-    """The default ``MemoryProvider``.
+class SQLiteMemory(StoredMemory):
+    """The default ``MemoryProvider``: one SQLite file.
 
     Args:
         path: the SQLite file (created with its folder).
@@ -74,9 +60,7 @@ class SQLiteMemory:
         working_memory: Literal["resource", "thread"] | None = "resource",
         recall: Recall | None = None,
     ) -> None:
-        self.last_messages = last_messages
-        self.working_memory_scope = working_memory
-        self.recall = recall
+        super().__init__(last_messages=last_messages, working_memory=working_memory, recall=recall)
         self.store = SQLiteStore(
             path, load_extensions=recall is not None, on_open=[recall.attach] if recall is not None else []
         )
@@ -88,70 +72,22 @@ class SQLiteMemory:
         return self.store.path
 
     @property
-    def recall_status(self) -> str:
-        """Whether semantic recall is on, and with what; or why it is off and how to turn it on."""
-        if self.recall is None:
-            return (
-                "off: no embedder configured (SQLiteMemory(recall=Recall(E5Embedder())) turns it on; "
-                "`pip install 'cortana[recall]'` installs what it needs)"
-            )
-        return f"on: {self.recall.embedder.name}, top {self.recall.top_k} per {self.recall.scope}"
+    def location(self) -> str:
+        """The SQLite file's path."""
+        return str(self.store.path)
 
     def close(self) -> None:
         """Close the file."""
         self.store.close()
 
-    # -- MemoryProvider ---------------------------------------------------------------------
-
-    async def load_history(self, thread: ThreadRef) -> list[Message]:
-        """The thread's latest summary (if any) and the last ``last_messages`` messages after it."""
-        return [stored.message for stored in await self.history(thread)]
-
     async def history(self, thread: ThreadRef) -> list[StoredMessage]:
-        """:meth:`load_history` with each message's row id, kind and time."""
+        """The thread's latest summary (if any) and the last ``last_messages`` messages after it."""
         return await self.store.read(lambda c: self._history(c, thread))
 
-    async def retrieve_context(self, thread: ThreadRef, prompt: str) -> str | None:
-        """Working memory (always, when on) and recalled earlier messages relevant to ``prompt``."""
-        parts = []
-        if self.working_memory_scope is not None:
-            text = (await self.get_working_memory(thread)).strip()
-            if text:  # empty, it would only be noise a small model repeats back
-                parts.append(f"{WORKING_MEMORY_HEADER}\n{text}")
-        if self.recall is not None:
-            visible = {stored.id for stored in await self.history(thread)}
-            recalled = await self.recall.retrieve(self.store, thread, prompt, exclude=visible)
-            if recalled:
-                parts.append(recalled)
-        return "\n\n".join(parts) or None
-
-    def tools(self, thread: ThreadRef) -> Sequence[Tool]:
-        """``update_working_memory`` when working memory is on."""
-        if self.working_memory_scope is None:
-            return ()
-        memory = self
-
-        async def update_working_memory(content: str) -> str:
-            note = content.strip()
-            if not note or note.startswith(WORKING_MEMORY_SAVED[:24]) or note == WORKING_MEMORY_UNCHANGED:
-                raise ToolError(
-                    "Working memory is unchanged: content must be your notes, not empty and not this tool's reply. "
-                    "Reply to the user now."
-                )
-            if note == (await memory.get_working_memory(thread)).strip():
-                return WORKING_MEMORY_UNCHANGED
-            await memory.set_working_memory(thread, note)
-            return WORKING_MEMORY_SAVED
-
-        return (
-            Tool(
-                update_working_memory,
-                description="Replace your working memory (a Markdown document you always see) with `content`. "
-                "Keep facts about the user and the task that must outlive this conversation; include "
-                "everything still true, since the old text is replaced.",
-                answer_after=True,
-            ),
-        )
+    async def recalled(self, thread: ThreadRef, prompt: str, *, exclude: set[int]) -> str | None:
+        """Earlier messages near ``prompt``, from the sqlite-vec index."""
+        assert self.recall is not None
+        return await self.recall.retrieve(self.store, thread, prompt, exclude=exclude)
 
     async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
         """Store messages as they become final (and queue them for recall)."""
@@ -159,29 +95,20 @@ class SQLiteMemory:
         if self.recall is not None:
             await self.recall.index(self.store, thread, list(zip(ids, messages, strict=True)))
 
-    # -- working memory ---------------------------------------------------------------------
-
-    def _scope(self, thread: ThreadRef) -> str:
-        if self.working_memory_scope == "thread":
-            return f"thread:{thread.resource_id}/{thread.thread_id}"
-        return f"resource:{thread.resource_id}"
-
-    async def get_working_memory(self, thread: ThreadRef) -> str:
-        """The working memory seen in ``thread`` (empty string when none)."""
-        scope = self._scope(thread)
+    async def read_working_memory(self, key: str) -> str:
+        """The working memory stored under ``key``."""
         row = await self.store.read(
-            lambda c: c.execute("SELECT content FROM working_memory WHERE scope = ?", (scope,)).fetchone()
+            lambda c: c.execute("SELECT content FROM working_memory WHERE scope = ?", (key,)).fetchone()
         )
         return str(row[0]) if row else ""
 
-    async def set_working_memory(self, thread: ThreadRef, content: str) -> None:
-        """Replace the working memory seen in ``thread``."""
-        scope = self._scope(thread)
+    async def write_working_memory(self, key: str, content: str) -> None:
+        """Replace the working memory stored under ``key``."""
         await self.store.write(
             lambda c: c.execute(
                 "INSERT INTO working_memory (scope, content, updated_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (scope) DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at",
-                (scope, content, time.time()),
+                (key, content, time.time()),
             )
         )
 
@@ -241,16 +168,6 @@ class SQLiteMemory:
 
         await self.store.write(store)
 
-    async def interrupted_prompt(self, thread: ThreadRef) -> str | None:
-        """The user's message of the thread's last turn if that turn never got its answer."""
-        for stored in reversed(await self.history(thread)):
-            message = stored.message
-            if message.role == "assistant" and not message.tool_calls:
-                return None
-            if message.role == "user" and message.name is None:
-                return strip_turn_context(message.content)
-        return None
-
     # -- SQL ----------------------------------------------------------------------------------
 
     def _insert(
@@ -306,10 +223,7 @@ class SQLiteMemory:
         summary, start = (latest[0], latest[1] or latest[0]) if latest else (None, 0)
         since = "resource_id = ? AND thread_id = ? AND id >= ? AND kind = 'message'"
         total = connection.execute(f"SELECT COUNT(*) FROM messages WHERE {since}", (*key, start)).fetchone()[0]
-        # The window's start moves in steps of half the window, not one message a turn: every
-        # move changes the prompt's prefix and makes the engine re-read the whole history.
-        step = max(self.last_messages // 2, 1)
-        skip = -(-(total - self.last_messages) // step) * step if total > self.last_messages else 0
+        skip = history_skip(total, self.last_messages)
         row = connection.execute(
             f"SELECT id FROM messages WHERE {since} ORDER BY id LIMIT 1 OFFSET ?", (*key, start, skip)
         ).fetchone()
@@ -321,7 +235,5 @@ class SQLiteMemory:
             if first is not None
             else []
         )
-        while recent and recent[0].message.role == "tool":
-            recent.pop(0)  # never begin with results whose call was cut off
         head = self._select(connection, "id = ?", (summary,)) if summary else []
-        return head + recent
+        return head + trim_cut_tool_results(recent)
