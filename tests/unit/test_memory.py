@@ -1,28 +1,28 @@
-"""SQLiteMemory: history, working memory, the resolver, crashes mid-turn, and concurrent writers."""
+"""Memory, on every backend (SQLite and PostgreSQL): history, working memory, the resolver, crashes mid-turn,
+concurrent writers. One suite, parametrized by the ``backend`` fixture (tests/backends.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from cortana import Agent, Message, ModelError, ThreadRef, ToolError
-from cortana.memory.sqlite import WORKING_MEMORY_HEADER, SQLiteMemory
+from cortana.memory.stored import WORKING_MEMORY_HEADER, StoredMemory
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
+from tests.backends import Backend
 
 ME = ThreadRef(resource_id="me", thread_id="t1")
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> SQLiteMemory:
-    store = SQLiteMemory(tmp_path / "memory.db", last_messages=4)
-    yield store  # type: ignore[misc]
-    store.close()
+def memory(backend: Backend) -> StoredMemory:
+    return backend.make(last_messages=4)
 
 
-async def test_history_is_ordered_and_limited_and_its_start_moves_in_steps(memory: SQLiteMemory) -> None:
+async def test_history_is_ordered_and_limited_and_its_start_moves_in_steps(memory: StoredMemory) -> None:
     memory.last_messages = 8
     starts, sizes = [], []
     for i in range(8):
@@ -40,7 +40,7 @@ async def test_history_is_ordered_and_limited_and_its_start_moves_in_steps(memor
     assert await memory.load_history(other) == []
 
 
-async def test_the_cut_never_separates_tool_results_from_their_call(memory: SQLiteMemory) -> None:
+async def test_the_cut_never_separates_tool_results_from_their_call(memory: StoredMemory) -> None:
     memory.last_messages = 3
     call = tool_call("lookup", term="x")
     await memory.append_messages(
@@ -58,7 +58,7 @@ async def test_the_cut_never_separates_tool_results_from_their_call(memory: SQLi
     assert history[0].content == "a"
 
 
-async def test_messages_round_trip_exactly(memory: SQLiteMemory) -> None:
+async def test_messages_round_trip_exactly(memory: StoredMemory) -> None:
     call = tool_call("lookup", term="é")
     sent = [
         Message.user("<context>\nnow\n</context>\n\nhi"),
@@ -69,10 +69,10 @@ async def test_messages_round_trip_exactly(memory: SQLiteMemory) -> None:
     assert [s.message for s in await memory.messages(ME)] == sent
 
 
-async def test_working_memory_scopes(tmp_path: Path) -> None:
-    shared = SQLiteMemory(tmp_path / "a.db")
-    per_thread = SQLiteMemory(tmp_path / "b.db", working_memory="thread")
-    off = SQLiteMemory(tmp_path / "c.db", working_memory=None)
+async def test_working_memory_scopes(backend: Backend) -> None:
+    shared = backend.make("a")
+    per_thread = backend.make("b", working_memory="thread")
+    off = backend.make("c", working_memory=None)
     other = ThreadRef(resource_id="me", thread_id="t2")
     stranger = ThreadRef(resource_id="you", thread_id="t1")
     await shared.set_working_memory(ME, "- name: Ada")
@@ -84,11 +84,9 @@ async def test_working_memory_scopes(tmp_path: Path) -> None:
     assert context == f"{WORKING_MEMORY_HEADER}\n- name: Ada"
     assert await shared.retrieve_context(stranger, "x") is None, "an empty working memory is not shown"
     assert await off.retrieve_context(ME, "x") is None and list(off.tools(ME)) == []
-    for store in (shared, per_thread, off):
-        store.close()
 
 
-async def test_the_model_updates_working_memory_and_a_new_thread_sees_it(memory: SQLiteMemory) -> None:
+async def test_the_model_updates_working_memory_and_a_new_thread_sees_it(memory: StoredMemory) -> None:
     model = ScriptedModel(
         [
             tool_call_response(tool_call("update_working_memory", content="- The user's name is Ada.")),
@@ -104,7 +102,7 @@ async def test_the_model_updates_working_memory_and_a_new_thread_sees_it(memory:
     assert [spec.name for spec in model.requests[0].tools] == ["update_working_memory"]
 
 
-async def test_after_a_note_to_itself_the_model_answers_the_message_as_it_was(memory: SQLiteMemory) -> None:
+async def test_after_a_note_to_itself_the_model_answers_the_message_as_it_was(memory: StoredMemory) -> None:
     """Shown the note's call and result, the bundled models called it again or wrote it out as their answer."""
     note = tool_call("update_working_memory", content="- Maya, Lisbon, May.")
     model = ScriptedModel([tool_call_response(note), "Lisbon in May is lovely."])
@@ -122,7 +120,7 @@ async def test_after_a_note_to_itself_the_model_answers_the_message_as_it_was(me
     "content",
     ["", "   ", "Saved to working memory. Do not call update_working_memory again now: reply to the user."],
 )
-async def test_a_note_that_is_empty_or_the_tools_own_reply_changes_nothing(memory: SQLiteMemory, content: str) -> None:
+async def test_a_note_that_is_empty_or_the_tools_own_reply_changes_nothing(memory: StoredMemory, content: str) -> None:
     await memory.set_working_memory(ME, "- The user's name is Ada.")
     (update,) = memory.tools(ME)
     with pytest.raises(ToolError, match="Working memory is unchanged"):
@@ -131,11 +129,13 @@ async def test_a_note_that_is_empty_or_the_tools_own_reply_changes_nothing(memor
     assert "nothing changed" in await update.invoke({"content": "- The user's name is Ada."})
 
 
-async def test_a_resolver_function_picks_the_provider(tmp_path: Path) -> None:
-    stores: dict[str, SQLiteMemory] = {}
+async def test_a_resolver_function_picks_the_provider(backend: Backend) -> None:
+    stores: dict[str, StoredMemory] = {}
 
-    def per_resource(thread: ThreadRef) -> SQLiteMemory:
-        return stores.setdefault(thread.resource_id, SQLiteMemory(tmp_path / f"{thread.resource_id}.db"))
+    def per_resource(thread: ThreadRef) -> StoredMemory:
+        if thread.resource_id not in stores:
+            stores[thread.resource_id] = backend.make(thread.resource_id)
+        return stores[thread.resource_id]
 
     agent = Agent(ScriptedModel(["a", "b"]), memory=per_resource)
     await agent.run("from ann", thread=ThreadRef(resource_id="ann", thread_id="1"))
@@ -144,11 +144,9 @@ async def test_a_resolver_function_picks_the_provider(tmp_path: Path) -> None:
     bob = [s.message.content for s in await stores["bob"].messages(ThreadRef(resource_id="bob", thread_id="1"))]
     assert bob[0].endswith("from bob") and bob[1] == "b"
     assert await stores["ann"].messages(ThreadRef(resource_id="bob", thread_id="1")) == []
-    for store in stores.values():
-        store.close()
 
 
-async def test_a_crash_mid_turn_keeps_what_happened_and_shows_the_turn_as_interrupted(memory: SQLiteMemory) -> None:
+async def test_a_crash_mid_turn_keeps_what_happened_and_shows_the_turn_as_interrupted(memory: StoredMemory) -> None:
     model = ScriptedModel(
         [
             tool_call_response(tool_call("lookup", term="x")),
@@ -171,7 +169,7 @@ async def test_a_crash_mid_turn_keeps_what_happened_and_shows_the_turn_as_interr
     assert await memory.interrupted_prompt(ME) is None
 
 
-async def test_summaries_start_the_history_and_keep_older_messages(memory: SQLiteMemory) -> None:
+async def test_summaries_start_the_history_and_keep_older_messages(memory: StoredMemory) -> None:
     await memory.append_messages(ME, [Message.user("old"), Message.assistant("old answer")])
     await memory.add_summary(ME, Message.user("Summary: we talked about old things."))
     await memory.append_messages(ME, [Message.user("new")])
@@ -179,7 +177,7 @@ async def test_summaries_start_the_history_and_keep_older_messages(memory: SQLit
     assert len(await memory.messages(ME)) == 4
 
 
-async def test_threads_are_listed_newest_first(memory: SQLiteMemory) -> None:
+async def test_threads_are_listed_newest_first(memory: StoredMemory) -> None:
     await memory.append_messages(ThreadRef(resource_id="me", thread_id="a"), [Message.user("1")])
     await memory.append_messages(ThreadRef(resource_id="me", thread_id="b"), [Message.user("2")])
     assert [t.thread_id for t, _ in await memory.threads("me")] == ["b", "a"]
@@ -187,59 +185,77 @@ async def test_threads_are_listed_newest_first(memory: SQLiteMemory) -> None:
 
 WRITER = """
 import asyncio, sys
-from cortana.memory.sqlite import SQLiteMemory
+from cortana.memory.{module} import {constructor} as Memory
 from cortana.messages import Message, ThreadRef
 
-async def main(path, name, count):
-    memory = SQLiteMemory(path)
+async def main(location, name, count):
+    memory = Memory(location)
     for i in range(count):
-        await memory.append_messages(ThreadRef(resource_id="r", thread_id=name), [Message.user(f"{name}-{i}")])
+        await memory.append_messages(ThreadRef(resource_id="r", thread_id=name), [Message.user(f"{{name}}-{{i}}")])
         if i % 50 == 0:
-            await memory.set_working_memory(ThreadRef(resource_id="r", thread_id=name), f"{name} {i}")
+            await memory.set_working_memory(ThreadRef(resource_id="r", thread_id=name), f"{{name}} {{i}}")
     memory.close()
 
 asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 """
 
 
-def test_two_processes_write_the_same_file_without_loss_or_errors(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
+def subprocess_code(template: str, backend: Backend) -> str:
+    return template.format(module=backend.kind, constructor=backend.constructor)
+
+
+def test_two_processes_write_the_same_memory_without_loss_or_errors(backend: Backend) -> None:
+    location = backend.location("shared")
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, "500"], stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", subprocess_code(WRITER, backend), location, name, "500"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for name in ("heartbeat", "turn")
     ]
     errors = [writer.communicate(timeout=120)[1] for writer in writers]
     assert [writer.returncode for writer in writers] == [0, 0], errors
     assert not any("locked" in error for error in errors)
-    import sqlite3
+    asyncio.run(check_both_writers(backend.make("shared")))
 
-    with sqlite3.connect(path) as check:
-        counts = dict(check.execute("SELECT thread_id, COUNT(*) FROM messages GROUP BY thread_id").fetchall())
-        assert counts == {"heartbeat": 500, "turn": 500}
-        contents = {row[0] for row in check.execute("SELECT body FROM messages")}
-        assert len(contents) == 1000
+
+async def check_both_writers(check: StoredMemory) -> None:
+    for name in ("heartbeat", "turn"):
+        stored = await check.messages(ThreadRef(resource_id="r", thread_id=name))
+        assert [s.message.content for s in stored] == [f"{name}-{i}" for i in range(500)], "none lost, none doubled"
+    shared_note = await check.get_working_memory(ThreadRef(resource_id="r", thread_id="any"))
+    assert shared_note in ("heartbeat 450", "turn 450"), "working memory is the resource's: the last writer's note"
+    assert sorted(t.thread_id for t, _ in await check.threads("r")) == ["heartbeat", "turn"]
 
 
 OPENER = """
-import sys, time
-from cortana.memory.sqlite import SQLiteMemory
+import asyncio, sys, time
+from cortana.memory.{module} import {constructor} as Memory
 start = float(sys.argv[2])
 while time.time() < start:
     pass
-SQLiteMemory(sys.argv[1]).store.connection().close()
+memory = Memory(sys.argv[1])
+asyncio.run(memory.threads("r"))
+memory.close()
 """
 
 
-def test_processes_opening_a_new_file_at_the_same_instant_all_succeed(tmp_path: Path) -> None:
-    # Switching a new file to WAL and creating its schema answer "database is locked" at once (no
-    # busy_timeout wait) when connections meet; before the retry this failed about one round in eight.
+def test_processes_opening_a_new_memory_at_the_same_instant_all_succeed(backend: Backend) -> None:
+    # SQLite: switching a new file to WAL and creating its schema answer "database is locked" at once
+    # (no busy_timeout wait) when connections meet; before the retry this failed about one round in eight.
+    # PostgreSQL: two processes creating the schema at once would collide without the migration lock.
     import time
 
     for round_ in range(4):
         start = time.time() + 0.8
-        path = tmp_path / f"fresh-{round_}.db"
+        location = backend.location(f"fresh-{round_}")
         openers = [
-            subprocess.Popen([sys.executable, "-c", OPENER, str(path), str(start)], stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [sys.executable, "-c", subprocess_code(OPENER, backend), location, str(start)],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for _ in range(6)
         ]
         errors = [opener.communicate(timeout=60)[1] for opener in openers]
