@@ -196,3 +196,14 @@ def test_cortana_yml_selects_it_and_names_the_missing_key(tmp_path: Path, dsn: s
         workspace_memory(tmp_path, Settings.model_validate({"memory": {"backend": "postgres"}}))
     with pytest.raises(Exception, match=r"memory.backend"):
         Settings.model_validate({"memory": {"backend": "mysql"}})
+
+
+async def test_a_user_who_cannot_create_tables_is_told_what_to_grant(postgres_server: Any) -> None:
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    postgres_server.psql(f"CREATE ROLE {role} LOGIN;")
+    dsn = make_conninfo(database(postgres_server), user=role)  # owned by postgres: no CREATE on public for others
+    memory = PostgresMemory(dsn)
+    with pytest.raises(ConfigError) as caught:
+        await memory.append_messages(ME, [Message.user("hello")])
+    assert "key 'memory.dsn'" in str(caught.value) and "GRANT CREATE ON SCHEMA public" in str(caught.value)
+    await memory.aclose()

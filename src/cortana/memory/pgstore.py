@@ -106,8 +106,7 @@ class PostgresStore:
                 try:
                     connection = await self._acquire()
                     if not self._ready:
-                        await self._apply(connection, self.schema)
-                        self._ready = True
+                        await self._create_schema(connection)
                     async with connection.transaction():
                         result = await work(connection)
                 except psycopg.OperationalError as error:  # lost, refused, shut down, deadlock, serialization
@@ -186,6 +185,20 @@ class PostgresStore:
     def _discard(self, connection: AsyncConnection[Any] | None) -> None:
         if connection is not None and not connection.closed:
             connection.pgconn.finish()
+
+    async def _create_schema(self, connection: AsyncConnection[Any]) -> None:
+        """Apply the core schema once per store; a user who may not create tables is told what to grant."""
+        psycopg = psycopg_module()
+        try:
+            await self._apply(connection, self.schema)
+        except psycopg.errors.InsufficientPrivilege as error:
+            raise ConfigError(
+                f"the memory's database user cannot create Cortana's tables in {self.location} "
+                f"({str(error).strip().splitlines()[0]}); run Cortana once as the database's owner, or "
+                "GRANT CREATE ON SCHEMA public TO the user",
+                key="memory.dsn",
+            ) from error
+        self._ready = True
 
     async def _apply(self, connection: AsyncConnection[Any], migrations: Sequence[Migration]) -> list[str]:
         """Apply missing migrations in one transaction, holding the migration lock."""
