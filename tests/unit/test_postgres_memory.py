@@ -207,3 +207,17 @@ async def test_a_user_who_cannot_create_tables_is_told_what_to_grant(postgres_se
         await memory.append_messages(ME, [Message.user("hello")])
     assert "key 'memory.dsn'" in str(caught.value) and "GRANT CREATE ON SCHEMA public" in str(caught.value)
     await memory.aclose()
+
+
+async def test_doctor_says_whether_the_server_answers_and_never_shows_the_password(dsn: str, tmp_path: Path) -> None:
+    from cortana.cli.session import memory_doctor_line
+
+    with_password = make_conninfo(dsn, password="hunter2")
+    alive = PostgresMemory(with_password)
+    await alive.append_messages(ThreadRef(resource_id="cli", thread_id="t"), [Message.user("hi")])
+    line = await memory_doctor_line(alive)
+    assert line.endswith(": reachable, 1 assistant threads") and "hunter2" not in line
+    await alive.aclose()
+    gone = PostgresMemory(f"postgresql://ada:hunter2@/memory?host={tmp_path}", retry_s=30)
+    line = await memory_doctor_line(gone, timeout=0.5)
+    assert line == f"postgresql://ada@{tmp_path}/memory: no answer within 0.5s (is the server running and reachable?)"

@@ -2,7 +2,8 @@
 
 Settings come from cortana.yml and the environment (``cortana.config``); the
 assistant gets the built-in tools confined to the workspace, the configured
-MCP servers, and memory in the workspace's ``.cortana/memory.db``. Writes,
+MCP servers, and memory in the workspace's ``.cortana/memory.db`` (or the PostgreSQL server
+cortana.yml names). Writes,
 edits, commands and MCP calls ask for approval on the terminal (allow once,
 for the session, or deny with a reason), unless cortana.yml allows them or
 ``--yes`` was given; with no terminal to ask on, they are refused.
@@ -11,6 +12,7 @@ for the session, or deny with a reason), unless cortana.yml allows them or
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib.util
 import logging
 import sys
@@ -39,7 +41,7 @@ from cortana.config import (
     user_config_path,
 )
 from cortana.display import printable
-from cortana.errors import ConfigError
+from cortana.errors import ConfigError, CortanaError
 from cortana.knowledge.files import NamedFiles
 from cortana.knowledge.graph import KnowledgeGraph
 from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
@@ -62,6 +64,7 @@ from cortana.trust import TrustDecider, TrustRequest
 __all__ = [
     "assistant_instructions",
     "heartbeat_checklist",
+    "memory_doctor_line",
     "run_command",
     "run_session",
     "settings_for",
@@ -409,6 +412,20 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
         await client.aclose()
 
 
+async def memory_doctor_line(memory: StoredMemory, timeout: float = 5.0) -> str:
+    """Where memory lives; for a server, whether it answers (within ``timeout`` seconds)."""
+    if memory.location.startswith("postgresql://"):
+        try:
+            async with asyncio.timeout(timeout):
+                threads = await memory.threads("cli")
+        except TimeoutError:
+            return f"{memory.location}: no answer within {timeout:g}s (is the server running and reachable?)"
+        except CortanaError as error:
+            return f"{memory.location}: {error}"
+        return f"{memory.location}: reachable, {len(threads)} assistant threads"
+    return memory.location
+
+
 async def run_command(command: str, args: argparse.Namespace) -> int:
     """``cortana doctor`` and ``cortana models``."""
     workspace = Path.cwd()
@@ -446,7 +463,7 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
                 if client.guides_tool_calls
                 else "the engine's, plus calls written as text",
             ),
-            ("memory", memory.location),
+            ("memory", await memory_doctor_line(memory)),
             ("recall", memory.recall_status),
             ("code graph", graph_doctor_line(workspace, settings)),
             ("heartbeat", heartbeat_doctor_line(workspace, settings)),
