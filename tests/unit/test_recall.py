@@ -69,14 +69,13 @@ async def test_messages_already_in_the_history_are_not_repeated(memory: StoredMe
     assert await memory.retrieve_context(A, "What is the name of my dog?") is None  # all 6 are loaded
 
 
-async def test_the_index_is_a_real_knn_index_and_context_blocks_are_not_embedded(memory: StoredMemory) -> None:
+async def test_the_index_holds_codes_or_is_hnsw_and_context_blocks_are_not_embedded(memory: StoredMemory) -> None:
     agent = Agent(ScriptedModel(["Noted."]), memory=memory)
     await agent.run("My favourite colour is teal.", thread=A, context="Local time: 09:00")
     if isinstance(memory, SQLiteMemory):
         connection = memory.store.connection()
-        [(sql,)] = connection.execute("SELECT sql FROM sqlite_master WHERE name = 'recall_vectors_384'").fetchall()
-        assert "USING vec0" in sql and "float[384]" in sql
-        assert connection.execute("SELECT COUNT(*) FROM recall_vectors_384").fetchone()[0] == 2
+        rows = connection.execute("SELECT bits, length(embedding) FROM recall_codes_384").fetchall()
+        assert rows == [(None, 384 * 4)] * 2, "the float32 vector per message; no codes before the file's centre"
     else:
         assert isinstance(memory, PostgresMemory)
 

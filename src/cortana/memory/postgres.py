@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from cortana.errors import ConfigError
@@ -286,14 +286,14 @@ class PostgresMemory(StoredMemory):
 
     # -- semantic recall ----------------------------------------------------------------------
 
-    async def recalled(self, thread: ThreadRef, prompt: str, *, exclude: set[int]) -> str | None:
-        """Earlier messages near ``prompt``: HNSW first, an exact scan of the resource when it finds too few."""
+    async def recalled(self, thread: ThreadRef, query: Awaitable[list[float]], *, exclude: set[int]) -> str | None:
+        """Earlier messages near the prompt: HNSW first, an exact scan of the resource when it finds too few."""
         recall = self.recall
         assert recall is not None
         dimensions = await self._stored_dimensions()
-        if dimensions is None or not prompt.strip():
+        if dimensions is None:
             return None
-        query = _vector(await recall.embedder.embed_query(prompt))
+        vector = _vector(await query)
         table = f"{VECTOR_TABLE_PREFIX}{dimensions}"
         where, scope = "resource_id = %s", [thread.resource_id]
         if recall.scope == "thread":
@@ -305,10 +305,10 @@ class PostgresMemory(StoredMemory):
             # HNSW filters after it searches: ask it for enough candidates that the resource's are among them
             await c.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(4 * wanted, 1000))}")
             nearest = f"SELECT message_id, thread_id FROM {table} WHERE {where} ORDER BY embedding <=> %s::vector"
-            hits = await (await c.execute(f"{nearest} LIMIT %s", (*scope, query, wanted))).fetchall()
+            hits = await (await c.execute(f"{nearest} LIMIT %s", (*scope, vector, wanted))).fetchall()
             if len(hits) < wanted:  # a small resource in a large table: its rows fell outside the graph's reach
                 exact = nearest.replace("ORDER BY embedding <=> %s::vector", "ORDER BY (embedding <=> %s::vector) + 0")
-                hits = await (await c.execute(f"{exact} LIMIT %s", (*scope, query, wanted))).fetchall()
+                hits = await (await c.execute(f"{exact} LIMIT %s", (*scope, vector, wanted))).fetchall()
             groups: list[list[RecalledMessage]] = []
             for message_id, thread_id in hits:
                 if message_id in exclude:

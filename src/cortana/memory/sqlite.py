@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -84,10 +84,10 @@ class SQLiteMemory(StoredMemory):
         """The thread's latest summary (if any) and the last ``last_messages`` messages after it."""
         return await self.store.read(lambda c: self._history(c, thread))
 
-    async def recalled(self, thread: ThreadRef, prompt: str, *, exclude: set[int]) -> str | None:
-        """Earlier messages near ``prompt``, from the sqlite-vec index."""
+    async def recalled(self, thread: ThreadRef, query: Awaitable[list[float]], *, exclude: set[int]) -> str | None:
+        """Earlier messages near the prompt: binary codes in memory, re-ranked exactly (``codes.py``)."""
         assert self.recall is not None
-        return await self.recall.retrieve(self.store, thread, prompt, exclude=exclude)
+        return await self.recall.retrieve(self.store, thread, query, exclude=exclude)
 
     async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
         """Store messages as they become final (and queue them for recall)."""

@@ -12,8 +12,9 @@ subclasses it and implements the abstract storage methods.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Literal
 
 from cortana.errors import ToolError
@@ -136,8 +137,12 @@ class StoredMemory(ABC):
         """Replace the working memory stored under ``key``."""
 
     @abstractmethod
-    async def recalled(self, thread: ThreadRef, prompt: str, *, exclude: set[int]) -> str | None:
-        """Earlier messages near ``prompt`` as a context block (recall is on when this is called)."""
+    async def recalled(self, thread: ThreadRef, query: Awaitable[list[float]], *, exclude: set[int]) -> str | None:
+        """Earlier messages near the prompt as a context block (recall is on when this is called).
+
+        ``query`` gives the prompt's vector: its embedding started before the history was loaded, so the
+        two overlap; a backend with no vectors yet returns ``None`` without awaiting it.
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -150,18 +155,32 @@ class StoredMemory(ABC):
         return [stored.message for stored in await self.history(thread)]
 
     async def retrieve_context(self, thread: ThreadRef, prompt: str) -> str | None:
-        """Working memory (always, when on) and recalled earlier messages relevant to ``prompt``."""
-        parts = []
-        if self.working_memory_scope is not None:
-            text = (await self.get_working_memory(thread)).strip()
-            if text:  # empty, it would only be noise a small model repeats back
-                parts.append(f"{WORKING_MEMORY_HEADER}\n{text}")
-        if self.recall is not None:
-            visible = {stored.id for stored in await self.history(thread)}
-            recalled = await self.recalled(thread, prompt, exclude=visible)
-            if recalled:
-                parts.append(recalled)
-        return "\n\n".join(parts) or None
+        """Working memory (always, when on) and recalled earlier messages relevant to ``prompt``.
+
+        The prompt's embedding starts first and runs while working memory and the history load.
+        """
+        query = (
+            asyncio.ensure_future(self.recall.embedder.embed_query(prompt))
+            if self.recall is not None and prompt.strip()
+            else None
+        )
+        try:
+            parts = []
+            if self.working_memory_scope is not None:
+                text = (await self.get_working_memory(thread)).strip()
+                if text:  # empty, it would only be noise a small model repeats back
+                    parts.append(f"{WORKING_MEMORY_HEADER}\n{text}")
+            if query is not None:
+                visible = {stored.id for stored in await self.history(thread)}
+                recalled = await self.recalled(thread, query, exclude=visible)
+                if recalled:
+                    parts.append(recalled)
+            return "\n\n".join(parts) or None
+        finally:
+            if query is not None and not query.done():
+                query.cancel()
+            elif query is not None and not query.cancelled():
+                query.exception()  # retrieved: a failed embedding the backend never needed is not reported twice
 
     def tools(self, thread: ThreadRef) -> Sequence[Tool]:
         """``update_working_memory`` when working memory is on."""
