@@ -28,6 +28,10 @@ PACKAGES = (
     "langchain-openai",
     "llm",
     "graphifyy",
+    "ray",
+    "psycopg",
+    "pgserver",
+    "numpy",
 )
 """Every package whose version a result records, where installed."""
 

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         StreamInterrupted,
         ToolError,
         UserError,
+        WorkerDiedError,
     )
     from cortana.knowledge.files import NamedFiles
     from cortana.knowledge.graph import KnowledgeGraph
@@ -131,6 +132,7 @@ __all__ = [
     "Usage",
     "UserError",
     "Voice",
+    "WorkerDiedError",
     "__version__",
     "create_model_client",
     "tool",
@@ -198,6 +200,7 @@ _LAZY = {
     "Usage": "cortana.messages",
     "create_model_client": "cortana.models.factory",
     "UserError": "cortana.errors",
+    "WorkerDiedError": "cortana.errors",
     "tool": "cortana.tools.base",
 }
 

@@ -40,6 +40,7 @@ __all__ = [
     "StreamInterrupted",
     "ToolError",
     "UserError",
+    "WorkerDiedError",
 ]
 
 
@@ -71,6 +72,14 @@ class MemoryUnavailable(CortanaError):
 
     Raised instead of losing a write silently: the caller (the agent's run, the assistant) fails
     with it, and the message names the server (never its password) and what to check.
+    """
+
+
+class WorkerDiedError(CortanaError):
+    """The Ray worker process running a task died (killed, out of memory, crashed) before the run finished.
+
+    Only that task fails: ``AgentRunner`` replaces the worker and the rest of the batch runs on.
+    ``__cause__`` is Ray's own error, with the worker's pid, node and exit detail.
     """
 
 

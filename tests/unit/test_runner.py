@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import io
 
 import pytest
@@ -97,3 +98,42 @@ async def test_progress_rows_per_task() -> None:
     rows = sorted(buffer.getvalue().splitlines(), key=lambda row: "second" in row)
     assert rows[0].startswith("✓ first") and "1 model calls" in rows[0]
     assert rows[1].startswith("✗ second") and "ModelError: engine died" in rows[1]
+
+
+async def test_a_factory_is_built_once_and_its_agent_closed_with_the_runner() -> None:
+    built: list[ScriptedModel] = []
+    closed: list[ScriptedModel] = []
+
+    class ClosingModel(ScriptedModel):
+        async def aclose(self) -> None:
+            closed.append(self)
+
+    async def make_agent() -> Agent:
+        await asyncio.sleep(0.01)  # the first tasks all wait on this one build
+        built.append(ClosingModel(["done"] * 4))
+        return Agent(built[-1])
+
+    async with AgentRunner(make_agent, max_concurrency=4) as runner:
+        batch = await runner.run(["a", "b", "c", "d"])
+    assert all(outcome.ok for outcome in batch)
+    assert len(built) == 1 and closed == built
+
+
+async def test_a_timeout_error_of_the_run_itself_is_kept_as_it_is() -> None:
+    failing = Agent(ScriptedModel([ScriptedResponse(error=TimeoutError("engine read timed out"))]))
+    batch = await AgentRunner(failing, timeout=30).run(["q"])
+    assert isinstance(batch[0].error, TimeoutError) and str(batch[0].error) == "engine read timed out"
+
+
+def test_a_factory_must_be_callable() -> None:
+    with pytest.raises(UserError, match="an Agent or a function that builds one"):
+        AgentRunner("not an agent")  # type: ignore[arg-type]
+
+
+def test_the_ray_backend_without_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *rest: None if name == "ray" else find_spec(name, *rest)
+    )
+    with pytest.raises(UserError, match=r"pip install 'cortana\[ray\]'"):
+        AgentRunner(lambda: Agent(ScriptedModel(["hi"])), backend="ray")
