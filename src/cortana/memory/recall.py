@@ -46,8 +46,6 @@ __all__ = [
 ]
 
 RECALL_HEADER = "Recalled from earlier conversations (may be relevant):"
-SHORTLIST = 200
-"""Vectors re-ranked exactly per recall; chosen on the dev half of bench/recall.py's labelled set."""
 
 RecalledMessage = tuple[str, str, float, Message]
 """A recalled message: its thread id, role, creation time and the message."""
@@ -180,7 +178,8 @@ class Recall:
         neighbours: messages shown before and after each hit.
         scope: ``"resource"`` (all threads of the resource) or ``"thread"``.
         max_chars: the longest a recalled message is shown.
-        shortlist: how many vectors, nearest by binary code, are re-ranked by exact cosine (``codes.py``).
+        shortlist: how many vectors, nearest by binary code, are re-ranked by exact cosine (``codes.py``;
+            default: 200, or 1/64 of the resource's vectors when that is more).
     """
 
     def __init__(
@@ -191,9 +190,9 @@ class Recall:
         neighbours: int = 1,
         scope: Literal["resource", "thread"] = "resource",
         max_chars: int = 400,
-        shortlist: int = SHORTLIST,
+        shortlist: int | None = None,
     ) -> None:
-        if shortlist < top_k:
+        if shortlist is not None and shortlist < top_k:
             raise ConfigError(f"shortlist ({shortlist}) must be at least top_k ({top_k})", key="memory.recall_top_k")
         self.embedder = embedder
         self.top_k = top_k
