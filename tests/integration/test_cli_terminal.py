@@ -59,6 +59,10 @@ def test_a_prompt_gets_a_streamed_answer(cortana: pexpect.spawn) -> None:
     cortana.expect("Paris")
     cortana.expect(r"\d+ model calls? · ")  # the summary line after the turn
     cortana.expect_exact(PROMPT)
+    cortana.sendline("/stats")  # where the turn's time went, with the engine's own token counts
+    cortana.expect(r"first token \d+\.\ds · [\d.]+s in all · \d+ model calls? · prompt [\d,]+ tokens \([\d,]+ read")
+    cortana.expect(r"call 1: [\d.]+s \(first token after [\d.]+s, prompt")
+    cortana.expect_exact(PROMPT)
 
 
 def test_shell_output_reaches_the_next_turn(cortana: pexpect.spawn, workspace: Path) -> None:

@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-heartbeat", action="store_true", help="no check-ins in this session (cortana.yml: heartbeat.enabled)"
     )
     parser.add_argument("--voice", action="store_true", help="read replies aloud (espeak-ng; cortana.yml: voice)")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="after each answer, where its time went: first token, prompt tokens read and cached, tokens/s",
+    )
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
     return parser
 

@@ -48,6 +48,7 @@ from rich.text import Text
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
+from cortana.agent.turnstats import TurnStats
 from cortana.cli.approval import TerminalApprover
 from cortana.cli.display import describe_client
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
@@ -81,6 +82,7 @@ COMMANDS = {
     "/graph": "show the code graph's state; /graph rebuild rebuilds it now",
     "/heartbeat": "show when the assistant checks in next, its active hours and unanswered check-ins",
     "/voice": "read replies aloud: /voice on, /voice off",
+    "/stats": "where the last turn's time went: first token, prompt tokens read and cached, tokens/s",
     **LEARNING_COMMANDS,
     "/exit": "leave (Ctrl-D works too)",
 }
@@ -165,8 +167,11 @@ class Repl:
         approver: TerminalApprover | None = None,
         experience: Experience | None = None,
         skills: SkillRegistry | None = None,
+        verbose: bool = False,
     ) -> None:
         self.agent = agent
+        self.verbose = verbose
+        self.last_stats: TurnStats | None = None
         self.heartbeat_settings = heartbeat
         self.checklist = checklist
         self.local_time = local_time
@@ -195,6 +200,7 @@ class Repl:
             "/graph": self._graph,
             "/heartbeat": self._heartbeat,
             "/voice": self._voice,
+            "/stats": self._stats,
             "/exit": self._exit,
         }
         self.learning = LearningCommands(
@@ -330,7 +336,8 @@ class Repl:
     async def _turn(self, prompt: str) -> None:
         """Run one turn; Ctrl-C cancels it and keeps what was done."""
         loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(self._stream(prompt))
+        stats = self.last_stats = TurnStats()
+        task = asyncio.ensure_future(self._stream(prompt, stats))
         loop.add_signal_handler(signal.SIGINT, task.cancel)
         restore = _signals_from_keyboard()
         try:
@@ -342,12 +349,15 @@ class Repl:
         finally:
             restore()
             loop.remove_signal_handler(signal.SIGINT)
+        if self.verbose:
+            self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
 
-    async def _stream(self, prompt: str) -> None:
+    async def _stream(self, prompt: str, stats: TurnStats) -> None:
         text = ""
         live: Live | None = None
         try:
             async for event in self.agent.run_stream(prompt, thread=self.thread):
+                stats.handle(event)
                 if isinstance(event, RunFinished):
                     await self.voice.speak(event.result.output)
                 if isinstance(event, TextDelta) and event.text:
@@ -394,6 +404,14 @@ class Repl:
             self.console.print(Text(printable(f"Unknown command {name}.{hint}")))
             return True
         return await handler(argument.strip())
+
+    async def _stats(self, _: str) -> bool:
+        if self.last_stats is None:
+            self.console.print("No turn yet: /stats shows where the last one's time went.")
+            return True
+        for line in self.last_stats.lines():
+            self.out.print(Text(line), highlight=False, soft_wrap=True)
+        return True
 
     async def _help(self, _: str) -> bool:
         for command, meaning in COMMANDS.items():

@@ -26,6 +26,7 @@ from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
 from cortana.agent.extensions import TurnExtension
 from cortana.agent.logger import AgentLogger
+from cortana.agent.turnstats import TurnStats
 from cortana.cli.approval import TerminalApprover, terminal_approver
 from cortana.cli.display import describe_client
 from cortana.companion.companion import LocalTime
@@ -373,7 +374,10 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
         )
         if prompt is not None:
-            result = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex))
+            stats = TurnStats()
+            result = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex), stats)
+            if args.verbose:
+                console.print(stats.summary(), style="dim", markup=False, highlight=False, soft_wrap=True)
             await voice.speak(result.output if result else "")
             distilling = result is not None and result.metrics.tool_calls >= settings.learning.min_tool_calls
             if experience is not None and distilling and agent.background.pending:
@@ -398,6 +402,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             approver=approver,
             experience=experience,
             skills=skills,
+            verbose=args.verbose,
         )
         return await repl.run()
     finally:
@@ -487,15 +492,16 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
         await client.aclose()
 
 
-async def _answer(agent: Agent, prompt: str, thread: ThreadRef) -> RunResult | None:
+async def _answer(agent: Agent, prompt: str, thread: ThreadRef, stats: TurnStats) -> RunResult | None:
     """Stream the answer to stdout: as it is into a pipe, with control characters shown on a terminal.
 
-    Returns the run's result.
+    Returns the run's result; ``stats`` notes where its time went.
     """
     last = "\n"
     shown = printable if sys.stdout.isatty() else str
     result: RunResult | None = None
     async for event in agent.run_stream(prompt, thread=thread):
+        stats.handle(event)
         if isinstance(event, RunFinished):
             result = event.result
         if isinstance(event, TextDelta) and event.text:
