@@ -65,6 +65,28 @@ def test_a_prompt_gets_a_streamed_answer(cortana: pexpect.spawn) -> None:
     cortana.expect_exact(PROMPT)
 
 
+def test_the_prompt_shows_while_the_embedded_engine_loads_and_a_first_question_is_answered(workspace: Path) -> None:
+    from cortana.config import cache_dir
+    from tests.integration.conftest import TEST_MODEL
+
+    env = {"TERM": "dumb", "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1"}
+    env["CORTANA_CACHE_DIR"] = str(cache_dir())  # the bundled model, joined already
+    args = ["-m", "cortana.cli.main", "--engine", "embedded", "--model", TEST_MODEL, "--threads", "1"]
+    child = pexpect.spawn(
+        sys.executable, [*args, "--context-window", "4096"], cwd=str(workspace), encoding="utf-8", timeout=60, env=env
+    )
+    child.expect("The engine is loading; type away")  # before the model is loaded: the prompt is up
+    child.expect_exact(PROMPT)
+    child.sendline("What is the capital of France? Answer in one word.")
+    # Typed while it loads, the question waits with a note; typed after, the engine's line came first.
+    child.expect(["waiting for the engine to finish loading", "embedded llama.cpp: qwen2.5-coder-0.5b"])
+    child.timeout = 180
+    child.expect("Paris")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF, timeout=60)
+
+
 def test_shell_output_reaches_the_next_turn(cortana: pexpect.spawn, workspace: Path) -> None:
     cortana.sendline("!ls")
     cortana.expect("zebra_notes.txt")

@@ -63,7 +63,7 @@ class LearningCommands:
     """The learning commands of one interactive session, and teach mode's recording.
 
     Args:
-        agent: the session's agent (its engine drafts skills).
+        agent: the session's agent, once the engine is up (its engine drafts skills).
         experience: the workspace's experience, or ``None`` when learning is off.
         skills: the skills found at start, or ``None`` when they are off.
         workspace: the folder teach mode watches and saves skills in.
@@ -74,7 +74,7 @@ class LearningCommands:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Callable[[], Agent],
         experience: Experience | None,
         skills: SkillRegistry | None,
         workspace: Path,
@@ -255,7 +255,7 @@ class LearningCommands:
     async def _draft(self, session: TeachSession) -> None:
         with self.console.status("Drafting the skill…", spinner="dots"):
             try:
-                skill = await session.draft(await self.agent.client())
+                skill = await session.draft(await self.agent().client())
             except CortanaError as exc:
                 self.console.print(Text(printable(f"No skill drafted: {exc}"), style="red"))
                 return

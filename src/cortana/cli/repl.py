@@ -154,7 +154,7 @@ class Repl:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | asyncio.Future[Agent],
         memory: StoredMemory,
         workspace: Path,
         console: Console,
@@ -168,8 +168,13 @@ class Repl:
         experience: Experience | None = None,
         skills: SkillRegistry | None = None,
         verbose: bool = False,
+        ready_note: Callable[[Agent], str] | None = None,
     ) -> None:
-        self.agent = agent
+        self._agent: Agent | None = agent if isinstance(agent, Agent) else None
+        self._loading: asyncio.Future[Agent] | None = None if isinstance(agent, Agent) else agent
+        self._engine_failed: BaseException | None = None
+        self._ready_note = ready_note
+        self._when_ready: asyncio.Task[None] | None = None
         self.verbose = verbose
         self.last_stats: TurnStats | None = None
         self.heartbeat_settings = heartbeat
@@ -204,12 +209,23 @@ class Repl:
             "/exit": self._exit,
         }
         self.learning = LearningCommands(
-            agent, experience, skills, workspace, console, self.out, lambda: self.thread, self._ask
+            lambda: self.agent, experience, skills, workspace, console, self.out, lambda: self.thread, self._ask
         )
         self.handlers.update(self.learning.handlers())
 
+    @property
+    def agent(self) -> Agent:
+        """The session's agent (a line that needs it first waits for the engine: ``_engine_ready``)."""
+        if self._agent is None:
+            raise RuntimeError("the engine is still loading")
+        return self._agent
+
     async def run(self) -> int:
-        """Read and answer until ``/exit`` or end of input."""
+        """Read and answer until ``/exit`` or end of input.
+
+        Given the agent still to come (the engine loading), the prompt shows at once; a line that
+        needs the engine waits for it, with a note.
+        """
         history = private_file(private_folder(self.workspace / ".cortana") / "history")
         bindings = KeyBindings()
 
@@ -229,13 +245,65 @@ class Repl:
                 self.console.print("[dim]Building the code graph of this folder in the background (graphify)…[/dim]")
                 self._graph_state = "building"
             self.graph.start()
-        self.heartbeat = await self._start_heartbeat()
+        if self._loading is None:
+            self.heartbeat = await self._start_heartbeat()
+        else:
+            self.console.print("[dim]The engine is loading; type away, your first message waits for it.[/dim]")
+            self._when_ready = asyncio.ensure_future(self._engine_loaded(self._loading))
         try:
-            return await self._read(session)
+            code = await self._read(session)
+            return 1 if self._engine_failed is not None else code
         finally:
+            if self._when_ready is not None and not self._when_ready.done():
+                self._when_ready.cancel()
+                await asyncio.gather(self._when_ready, return_exceptions=True)
             if self.heartbeat is not None:
                 await self.heartbeat.stop()
             await self.voice.aclose()
+
+    async def _engine_loaded(self, loading: asyncio.Future[Agent]) -> None:
+        """Once the engine is up: say so above the prompt and start the heartbeat; if it failed, say why and leave."""
+        try:
+            self._agent = await asyncio.shield(loading)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self._engine_failed = error
+            failure = Text(printable(f"{type(error).__name__}: {error}"), style="red")
+            await self._above_prompt(lambda: self.console.print(failure))
+            if self._session is not None and self._session.app.is_running:
+                self._session.app.exit(exception=EOFError())
+            return
+        if self._ready_note is not None:
+            note = self._ready_note(self._agent)
+            await self._above_prompt(lambda: self.console.print(Text(note, style="dim")))
+        self.heartbeat = await self._start_heartbeat()
+
+    async def _above_prompt(self, show: Callable[[], None]) -> None:
+        """Print above the prompt, leaving what the user typed as it was."""
+        if self._session is not None and self._session.app.is_running:
+            await run_in_terminal(show)
+        else:
+            show()
+
+    async def _engine_ready(self) -> bool:
+        """Wait for the engine if it is still loading, with a note; False if Ctrl-C gave up waiting."""
+        if self._agent is not None or self._when_ready is None or self._when_ready.done():
+            return True
+        self.console.print("[dim]waiting for the engine to finish loading… (Ctrl-C cancels)[/dim]")
+        loop = asyncio.get_running_loop()
+        waiting = asyncio.ensure_future(asyncio.shield(self._when_ready))
+        loop.add_signal_handler(signal.SIGINT, waiting.cancel)
+        restore = _signals_from_keyboard()
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            self.console.print("[yellow]not sent[/yellow] [dim](the engine is still loading)[/dim]")
+            return False
+        finally:
+            restore()
+            loop.remove_signal_handler(signal.SIGINT)
+        return True
 
     async def _read(self, session: PromptSession[str]) -> int:
         while True:
@@ -251,6 +319,11 @@ class Repl:
                 continue
             self._busy = True
             try:
+                if line.split(" ", 1)[0] not in ("/help", "/exit") and not line.startswith("!"):
+                    if not await self._engine_ready():
+                        continue
+                    if self._engine_failed is not None:
+                        return 1  # the engine did not start: the reason is on the screen
                 await self._make_way(line)
                 if not await self._handle(line):
                     return 0
@@ -308,10 +381,7 @@ class Repl:
             self.console.print(Text("cortana checks in:", style="dim"))
             self.out.print(Markdown(printable(text)))
 
-        if self._session is not None and self._session.app.is_running:
-            await run_in_terminal(show)
-        else:
-            show()
+        await self._above_prompt(show)
         await self.voice.speak(text)
 
     async def _handle(self, line: str) -> bool:

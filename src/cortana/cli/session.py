@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import logging
 import sys
@@ -245,9 +246,9 @@ def voice_doctor_line(settings: Settings) -> str:
     return f"{state}; {program}"
 
 
-async def _client(args: argparse.Namespace, settings: Settings, console: Console) -> ModelClient:
+async def _client(args: argparse.Namespace, settings: Settings, console: Console, spinner: bool = True) -> ModelClient:
     """The engine: the command line's choices first, then ``settings`` (cortana.yml and the environment)."""
-    with console.status("Starting the engine…", spinner="dots"):
+    with console.status("Starting the engine…", spinner="dots") if spinner else contextlib.nullcontext():
         return await create_model_client(
             args.engine,
             model=args.model,
@@ -326,7 +327,11 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     workspace = Path.cwd()
     console = Console(stderr=True)
     settings = settings_for(workspace, console)
-    client = await _client(args, settings, console)
+    # One answer waits for the engine first; a session shows its prompt at once while the engine loads.
+    starting = asyncio.ensure_future(_client(args, settings, console, spinner=prompt is not None))
+    if prompt is not None:
+        await asyncio.wait({starting})
+        starting.result()  # an engine that did not start ends the command here, as it says why
     memory = workspace_memory(workspace, settings)
     servers = MCPServers(settings.mcp.servers)
     graph = workspace_graph(workspace, settings)
@@ -342,9 +347,9 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     voice = Voice(rate=settings.voice.rate, voice=settings.voice.voice, enabled=settings.voice.enabled or args.voice)
     if (settings.voice.enabled or args.voice) and not voice.available:
         console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
-    try:
-        console.print(describe_client(client), style="dim", highlight=False, markup=False)
-        agent = Agent(
+
+    def assemble(client: ModelClient) -> Agent:
+        return Agent(
             client,
             name="cortana",
             instructions="\n\n".join(
@@ -373,7 +378,16 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             max_tool_output=settings.tools.max_output_chars,
             settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
         )
+
+    async def loaded() -> Agent:
+        nonlocal agent
+        agent = assemble(await starting)
+        return agent
+
+    try:
         if prompt is not None:
+            console.print(describe_client(starting.result()), style="dim", highlight=False, markup=False)
+            agent = assemble(starting.result())
             stats = TurnStats()
             result = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex), stats)
             if args.verbose:
@@ -390,7 +404,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
 
         log_to_file(workspace)
         repl = Repl(
-            agent,
+            asyncio.ensure_future(loaded()),
             memory,
             workspace,
             console,
@@ -403,6 +417,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             experience=experience,
             skills=skills,
             verbose=args.verbose,
+            ready_note=lambda _: describe_client(starting.result()),
         )
         return await repl.run()
     finally:
@@ -414,7 +429,11 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
         memory.close()
         if experience is not None:
             experience.close()
-        await client.aclose()
+        if not starting.done():
+            starting.cancel()  # left while the engine loaded: the embedded engine's process is stopped
+        await asyncio.gather(starting, return_exceptions=True)
+        if not starting.cancelled() and starting.exception() is None:
+            await starting.result().aclose()
 
 
 async def memory_doctor_line(memory: StoredMemory, timeout: float = 5.0) -> str:

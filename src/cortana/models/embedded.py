@@ -279,6 +279,9 @@ class EmbeddedServer:
                 f"The embedded engine did not load {self.model_path.name} within {self.startup_timeout:.0f}s. "
                 f"See {self.log_path}."
             ) from None
+        except BaseException:  # cancelled while loading (the user left first): the child goes too
+            await self.stop()
+            raise
         await self.stop()
         raise EngineUnavailable(
             f"The embedded engine exited while loading {self.model_path.name}: {self._log_tail()} "
