@@ -254,8 +254,8 @@ class Repl:
             code = await self._read(session)
             return 1 if self._engine_failed is not None else code
         finally:
-            if self._when_ready is not None and not self._when_ready.done():
-                self._when_ready.cancel()
+            if self._when_ready is not None:
+                self._when_ready.cancel()  # still loading when the user left; a no-op once done
                 await asyncio.gather(self._when_ready, return_exceptions=True)
             if self.heartbeat is not None:
                 await self.heartbeat.stop()
