@@ -127,19 +127,12 @@ async def test_another_writers_messages_are_recalled_without_reopening(tmp_path:
     reader.close()
 
 
-@pytest.fixture(scope="module")
-def e5() -> E5Embedder:
-    return E5Embedder()
-
-
-async def test_a_file_from_before_codes_gets_them_and_recalls_as_before(tmp_path: Path, e5: E5Embedder) -> None:
-    path = tmp_path / "old.db"
-    old = SQLiteStore(path, load_extensions=True, on_open=[Recall(e5).attach])
+def write_old_file(path: Path, texts: list[str], vectors: list[list[float]]) -> None:
+    """A memory file as written before codes: messages, and their vectors in the vec0 table only."""
+    old = SQLiteStore(path, load_extensions=True, on_open=[Recall(SeededEmbedder()).attach])
     connection = old.connection()
-    old.migrate(connection, vector_migrations(384)[:1])  # what a file written before codes has
-    said = ["By the way, my dog is called Biscuit.", "What is the capital of Peru?"]
-    vectors = await e5.embed_passages(said)
-    for text, vector in zip(said, vectors, strict=True):
+    old.migrate(connection, vector_migrations(384)[:1])
+    for text, vector in zip(texts, vectors, strict=True):
         message_id = connection.execute(
             "INSERT INTO messages (resource_id, thread_id, role, body, created_at) VALUES ('me', 'a', 'user', ?, 0)",
             (Message.user(text).model_dump_json(),),
@@ -149,6 +142,17 @@ async def test_a_file_from_before_codes_gets_them_and_recalls_as_before(tmp_path
             (message_id, struct.pack("384f", *vector)),
         )
     old.close()
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    return E5Embedder()
+
+
+async def test_a_file_from_before_codes_gets_them_and_recalls_as_before(tmp_path: Path, e5: E5Embedder) -> None:
+    path = tmp_path / "old.db"
+    said = ["By the way, my dog is called Biscuit.", "What is the capital of Peru?"]
+    write_old_file(path, said, await e5.embed_passages(said))
     memory = SQLiteMemory(path, working_memory=None, recall=Recall(e5, top_k=1, neighbours=0))
     context = await memory.retrieve_context(ThreadRef(resource_id="me", thread_id="b"), "What is my dog's name?")
     assert context is not None and "Biscuit" in context
@@ -159,20 +163,8 @@ async def test_a_file_from_before_codes_gets_them_and_recalls_as_before(tmp_path
 
 async def test_a_full_file_from_before_codes_gets_its_centre_on_first_recall(tmp_path: Path) -> None:
     path, embedder = tmp_path / "old.db", SeededEmbedder()
-    old = SQLiteStore(path, load_extensions=True, on_open=[Recall(embedder).attach])
-    connection = old.connection()
-    old.migrate(connection, vector_migrations(384)[:1])
-    for i in range(300):
-        text = f"old message {i}"
-        message_id = connection.execute(
-            "INSERT INTO messages (resource_id, thread_id, role, body, created_at) VALUES ('me', 'a', 'user', ?, 0)",
-            (Message.user(text).model_dump_json(),),
-        ).lastrowid
-        connection.execute(
-            "INSERT INTO recall_vectors_384 (message_id, embedding, resource_id, thread_id) VALUES (?, ?, 'me', 'a')",
-            (message_id, struct.pack("384f", *embedder.vector(text))),
-        )
-    old.close()
+    texts = [f"old message {i}" for i in range(300)]
+    write_old_file(path, texts, [embedder.vector(text) for text in texts])
     memory = SQLiteMemory(path, working_memory=None, recall=Recall(embedder, top_k=1, neighbours=0))
     memory.last_messages = 2
     assert await recalled_texts(memory, "old message 7") == ["old message 7"]

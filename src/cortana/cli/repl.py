@@ -28,7 +28,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 try:
     import termios
@@ -88,6 +88,8 @@ COMMANDS = {
 }
 SHELL_OUTPUT_LIMIT = 8000
 
+T = TypeVar("T")
+
 
 def _input_waiting() -> bool:
     """Whether the user typed ahead: bytes wait on a terminal's input that nobody has read yet."""
@@ -117,6 +119,18 @@ def _signals_from_keyboard() -> Callable[[], None]:
     wanted[3] |= termios.ISIG
     termios.tcsetattr(descriptor, termios.TCSANOW, wanted)
     return lambda: termios.tcsetattr(descriptor, termios.TCSANOW, saved)
+
+
+async def _until_ctrl_c(task: asyncio.Future[T]) -> T:
+    """Await ``task``; Ctrl-C cancels it (``CancelledError``) instead of ending the session."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, task.cancel)
+    restore = _signals_from_keyboard()
+    try:
+        return await task
+    finally:
+        restore()
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def _outcome(beat: Beat) -> str:
@@ -291,18 +305,11 @@ class Repl:
         if self._agent is not None or self._when_ready is None or self._when_ready.done():
             return True
         self.console.print("[dim]waiting for the engine to finish loading… (Ctrl-C cancels)[/dim]")
-        loop = asyncio.get_running_loop()
-        waiting = asyncio.ensure_future(asyncio.shield(self._when_ready))
-        loop.add_signal_handler(signal.SIGINT, waiting.cancel)
-        restore = _signals_from_keyboard()
         try:
-            await waiting
+            await _until_ctrl_c(asyncio.ensure_future(asyncio.shield(self._when_ready)))
         except asyncio.CancelledError:
             self.console.print("[yellow]not sent[/yellow] [dim](the engine is still loading)[/dim]")
             return False
-        finally:
-            restore()
-            loop.remove_signal_handler(signal.SIGINT)
         return True
 
     async def _read(self, session: PromptSession[str]) -> int:
@@ -405,20 +412,13 @@ class Repl:
 
     async def _turn(self, prompt: str) -> None:
         """Run one turn; Ctrl-C cancels it and keeps what was done."""
-        loop = asyncio.get_running_loop()
         stats = self.last_stats = TurnStats()
-        task = asyncio.ensure_future(self._stream(prompt, stats))
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
-        restore = _signals_from_keyboard()
         try:
-            await task
+            await _until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats)))
         except asyncio.CancelledError:
             self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
         except Exception as exc:  # the session outlives a failed turn; the message is stored
             self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
-        finally:
-            restore()
-            loop.remove_signal_handler(signal.SIGINT)
         if self.verbose:
             self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
 
