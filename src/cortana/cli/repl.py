@@ -21,19 +21,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import difflib
-import select
-import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
-
-try:
-    import termios
-except ImportError:  # not a POSIX system: no terminal modes to fix
-    termios = None  # type: ignore[assignment]
+from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
@@ -52,6 +44,7 @@ from cortana.agent.turnstats import TurnStats
 from cortana.cli.approval import TerminalApprover
 from cortana.cli.display import describe_client
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
+from cortana.cli.terminal import input_waiting, until_ctrl_c
 from cortana.companion.companion import LocalTime, Reflection, companion_check_in, last_reflected
 from cortana.companion.heartbeat import Beat, Heartbeat
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
@@ -87,50 +80,6 @@ COMMANDS = {
     "/exit": "leave (Ctrl-D works too)",
 }
 SHELL_OUTPUT_LIMIT = 8000
-
-T = TypeVar("T")
-
-
-def _input_waiting() -> bool:
-    """Whether the user typed ahead: bytes wait on a terminal's input that nobody has read yet."""
-    if not sys.stdin.isatty():
-        return False
-    try:
-        readable, _, _ = select.select([sys.stdin], [], [], 0)
-    except (OSError, ValueError):
-        return False
-    return bool(readable)
-
-
-def _signals_from_keyboard() -> Callable[[], None]:
-    """Make Ctrl-C raise SIGINT while a turn runs; returns a function restoring the terminal.
-
-    prompt_toolkit leaves some terminals (TERM=dumb) in raw mode after reading a line, where
-    Ctrl-C is only a character in the input.
-    """
-    if termios is None:
-        return lambda: None
-    try:
-        descriptor = sys.stdin.fileno()
-        saved = termios.tcgetattr(descriptor)
-    except (OSError, ValueError, termios.error):
-        return lambda: None
-    wanted = list(saved)
-    wanted[3] |= termios.ISIG
-    termios.tcsetattr(descriptor, termios.TCSANOW, wanted)
-    return lambda: termios.tcsetattr(descriptor, termios.TCSANOW, saved)
-
-
-async def _until_ctrl_c(task: asyncio.Future[T]) -> T:
-    """Await ``task``; Ctrl-C cancels it (``CancelledError``) instead of ending the session."""
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, task.cancel)
-    restore = _signals_from_keyboard()
-    try:
-        return await task
-    finally:
-        restore()
-        loop.remove_signal_handler(signal.SIGINT)
 
 
 def _outcome(beat: Beat) -> str:
@@ -306,7 +255,7 @@ class Repl:
             return True
         self.console.print("[dim]waiting for the engine to finish loading… (Ctrl-C cancels)[/dim]")
         try:
-            await _until_ctrl_c(asyncio.ensure_future(asyncio.shield(self._when_ready)))
+            await until_ctrl_c(asyncio.ensure_future(asyncio.shield(self._when_ready)))
         except asyncio.CancelledError:
             self.console.print("[yellow]not sent[/yellow] [dim](the engine is still loading)[/dim]")
             return False
@@ -345,7 +294,7 @@ class Repl:
         """Whether a check-in must wait: a turn runs, input waits, the prompt holds text, an approval is open."""
         half_typed = self._session is not None and bool(self._session.default_buffer.text)
         approving = self.approver is not None and self.approver.open
-        return self._busy or half_typed or approving or _input_waiting()
+        return self._busy or half_typed or approving or input_waiting()
 
     async def _make_way(self, line: str) -> None:
         """The user comes first: a check-in under way and speech stop; a message resets the heartbeat's waits."""
@@ -414,7 +363,7 @@ class Repl:
         """Run one turn; Ctrl-C cancels it and keeps what was done."""
         stats = self.last_stats = TurnStats()
         try:
-            await _until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats)))
+            await until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats)))
         except asyncio.CancelledError:
             self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
         except Exception as exc:  # the session outlives a failed turn; the message is stored
