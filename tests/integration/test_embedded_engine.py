@@ -100,6 +100,40 @@ async def test_factory_starts_and_stops_its_own_embedded_engine() -> None:
     assert not client.server.running
 
 
+async def test_a_new_process_starts_from_the_saved_prompt_cache_and_answers_as_a_cold_one() -> None:
+    import uuid
+
+    system = "You are terse. " + " ".join(f"Rule {i}: answer about topic {i} in one word." for i in range(40))
+    name = f"test-{uuid.uuid4().hex}"
+
+    async def ask(question: str, instructions: str = system) -> tuple[str, int, EmbeddedClient]:
+        client = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1, prompt_cache=name)
+        try:
+            request = ModelRequest([Message.system(instructions), Message.user(question)], settings=GREEDY)
+            response = await complete(client, request)
+        finally:
+            await client.aclose()
+        return response.message.content, response.usage.cached_tokens, client
+
+    first, cached, cold = await ask("Name the colour of the sky.")
+    assert cached == 0 and cold.restored_tokens == 0 and cold.prompt_cache is not None
+    assert cold.prompt_cache.is_file() and cold.prompt_cache.parent.stat().st_mode & 0o077 == 0, "private"
+    try:
+        again, cached, warm = await ask("Name the colour of grass.")
+        assert warm.restored_tokens > 0 and cached > 300, "the system prompt was not read again"
+        other, cached, _ = await ask("Name the colour of grass.", instructions="Answer in French. " + system)
+        assert cached < 10, "a cache whose tokens differ from the start is not used"
+        uncached = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1)
+        try:
+            request = ModelRequest([Message.system(system), Message.user("Name the colour of grass.")], settings=GREEDY)
+            assert (await complete(uncached, request)).message.content == again, "the same answer as a cold start"
+        finally:
+            await uncached.aclose()
+    finally:
+        cold.prompt_cache.unlink(missing_ok=True)
+    assert first and other
+
+
 async def test_engine_dying_mid_answer_is_a_clear_error_and_the_message_is_kept() -> None:
     client = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1)
     memory = InMemoryHistory()

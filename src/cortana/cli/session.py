@@ -246,7 +246,13 @@ def voice_doctor_line(settings: Settings) -> str:
     return f"{state}; {program}"
 
 
-async def _client(args: argparse.Namespace, settings: Settings, console: Console, spinner: bool = True) -> ModelClient:
+async def _client(
+    args: argparse.Namespace,
+    settings: Settings,
+    console: Console,
+    spinner: bool = True,
+    prompt_cache: str | None = None,
+) -> ModelClient:
     """The engine: the command line's choices first, then ``settings`` (cortana.yml and the environment)."""
     with console.status("Starting the engine…", spinner="dots") if spinner else contextlib.nullcontext():
         return await create_model_client(
@@ -255,6 +261,7 @@ async def _client(args: argparse.Namespace, settings: Settings, console: Console
             base_url=args.base_url,
             context_window=args.context_window,
             threads=args.threads,
+            prompt_cache=prompt_cache,
             settings=settings,
         )
 
@@ -328,7 +335,9 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     console = Console(stderr=True)
     settings = settings_for(workspace, console)
     # One answer waits for the engine first; a session shows its prompt at once while the engine loads.
-    starting = asyncio.ensure_future(_client(args, settings, console, spinner=prompt is not None))
+    # The embedded engine keeps its prompt cache per workspace between processes (models/embedded.py).
+    cache = str(workspace.resolve())
+    starting = asyncio.ensure_future(_client(args, settings, console, spinner=prompt is not None, prompt_cache=cache))
     if prompt is not None:
         await asyncio.wait({starting})
         starting.result()  # an engine that did not start ends the command here, as it says why

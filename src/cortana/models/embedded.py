@@ -223,6 +223,7 @@ class EmbeddedServer:
         threads: CPU threads for prompt reading and generation (default: ``cortana.config.thread_count``).
         parallel: request slots (each keeps its own prompt cache).
         startup_timeout: seconds to wait for the model to load.
+        slot_dir: the only folder the server may save prompt caches to and restore them from (None: none).
     """
 
     def __init__(
@@ -233,8 +234,10 @@ class EmbeddedServer:
         threads: int | None = None,
         parallel: int = 1,
         startup_timeout: float = 300.0,
+        slot_dir: Path | None = None,
     ) -> None:
         self.model_path = Path(model_path)
+        self.slot_dir = slot_dir
         self.context_window = context_window
         self.threads = thread_count(threads)
         self.parallel = parallel
@@ -257,6 +260,7 @@ class EmbeddedServer:
             "--ctx", str(self.context_window * self.parallel),
             "--threads", str(self.threads),
             "--parallel", str(self.parallel),
+            *(["--slot-save-path", f"{self.slot_dir}{os.sep}"] if self.slot_dir else []),  # llama.cpp joins by +
         ]  # fmt: skip
         self._process = await asyncio.create_subprocess_exec(
             *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log
@@ -331,6 +335,10 @@ class EmbeddedClient(LlamaCppClient):
         assert server.url is not None
         super().__init__(model, base_url=server.url, api_key=server.api_key, **kwargs)
         self.server = server
+        self.prompt_cache: Path | None = None
+        """The file this client's prompt cache is kept in between processes (None: not kept)."""
+        self.restored_tokens = 0
+        """Prompt tokens restored from that file when the engine started."""
 
     async def list_models(self) -> list[str]:
         """The bundled models that are installed (``cortana --model NAME`` starts one)."""
@@ -344,6 +352,7 @@ class EmbeddedClient(LlamaCppClient):
         context_window: int | None = None,
         threads: int | None = None,
         parallel: int = 1,
+        prompt_cache: str | None = None,
         **kwargs: Any,
     ) -> EmbeddedClient:
         """Join/verify the model if needed, start the server, and connect to it.
@@ -353,12 +362,21 @@ class EmbeddedClient(LlamaCppClient):
             context_window: tokens per request (default 8,192).
             threads: CPU threads (default: ``CORTANA_THREADS``, else half the cores).
             parallel: request slots.
+            prompt_cache: a name (the assistant uses its workspace's path) under which the engine's prompt
+                cache is saved when the client closes and restored when the next one starts, so a new
+                process does not read the same system prompt and tools again. One slot only.
         """
         if parallel < 1:
             raise UserError(f"parallel must be at least 1, got {parallel}.")
         name, path = await asyncio.to_thread(resolve_model_path, model)
+        window = context_window or DEFAULT_CONTEXT_WINDOW
+        kept = prompt_cache is not None and parallel == 1
         server = EmbeddedServer(
-            path, context_window=context_window or DEFAULT_CONTEXT_WINDOW, threads=threads, parallel=parallel
+            path,
+            context_window=window,
+            threads=threads,
+            parallel=parallel,
+            slot_dir=_prompt_cache_folder() if kept else None,
         )
         await server.start()
         if name in BUNDLED_MODELS:
@@ -370,11 +388,67 @@ class EmbeddedClient(LlamaCppClient):
             await server.stop()
             raise
         client.model = name
+        if kept and server.slot_dir is not None and prompt_cache is not None:
+            client.prompt_cache = server.slot_dir / _prompt_cache_name(path, window, prompt_cache)
+            await client._restore_prompt_cache()
         return client
 
+    async def _restore_prompt_cache(self) -> None:
+        """Load the saved prompt cache into slot 0, if there is one; a file the engine refuses is deleted.
+
+        llama.cpp keeps the tokens with the cache and reuses only the prefix a new prompt shares with them,
+        so a cache saved after another conversation still serves just the common beginning.
+        """
+        assert self.prompt_cache is not None
+        if not self.prompt_cache.is_file():
+            return
+        try:
+            answer = await self.http.request_json(
+                "POST", "/slots/0?action=restore", json_body={"filename": self.prompt_cache.name}
+            )
+            self.restored_tokens = int(answer.get("n_restored", 0)) if isinstance(answer, dict) else 0
+        except ModelError:
+            self.prompt_cache.unlink(missing_ok=True)  # from another engine build, or cut short: start cold
+
+    async def _save_prompt_cache(self) -> None:
+        """Save slot 0's prompt cache for the next process (written beside, then renamed: never half a file)."""
+        assert self.prompt_cache is not None and self.server.running
+        partial = self.prompt_cache.with_name(f"{self.prompt_cache.stem}.{os.getpid()}.partial")
+        try:
+            answer = await self.http.request_json(
+                "POST", "/slots/0?action=save", json_body={"filename": partial.name}, request_timeout=60
+            )
+            if isinstance(answer, dict) and int(answer.get("n_saved", 0)) > 0:
+                os.replace(partial, self.prompt_cache)
+            else:  # nothing was asked in this process: the cache saved by an earlier one stays
+                partial.unlink(missing_ok=True)
+        except (ModelError, OSError):
+            partial.unlink(missing_ok=True)  # the next start is cold; nothing else depends on it
+
     async def aclose(self) -> None:
+        if self.prompt_cache is not None and self.server.running:
+            await self._save_prompt_cache()
         await super().aclose()
         await self.server.stop()
+
+
+def _prompt_cache_folder() -> Path:
+    """Where prompt caches are kept: private to the user (they hold conversations' tokens)."""
+    folder = cache_dir() / "prompt-cache"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    return folder
+
+
+def _prompt_cache_name(model: Path, window: int, name: str) -> str:
+    """The cache file of one model file, window, engine build and name: any of them changing starts cold."""
+    stat = model.stat()
+    try:
+        engine = importlib.metadata.version("xllamacpp")
+    except importlib.metadata.PackageNotFoundError:
+        engine = "unknown"
+    key = f"{model.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{window}|{engine}|{name}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32] + ".bin"
 
 
 def _serve(argv: list[str] | None = None) -> None:
@@ -385,6 +459,7 @@ def _serve(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--slot-save-path", default="")
     args = parser.parse_args(argv)
     api_key = sys.stdin.buffer.readline().decode().strip()
 
@@ -403,6 +478,8 @@ def _serve(argv: list[str] | None = None) -> None:
     params.warmup = False
     params.endpoint_props = True
     params.endpoint_slots = True
+    if args.slot_save_path:
+        params.slot_save_path = args.slot_save_path  # /slots/0?action=save|restore read and write only here
     params.endpoint_metrics = True
     if api_key:
         params.api_keys = [api_key]

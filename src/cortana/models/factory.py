@@ -41,6 +41,7 @@ async def create_model_client(
     context_window: int | None = None,
     threads: int | None = None,
     parallel: int | None = None,
+    prompt_cache: str | None = None,
     recover_text_tool_calls: bool = True,
     probe_timeout: float = 0.5,
     settings: Settings | None = None,
@@ -63,6 +64,8 @@ async def create_model_client(
             (for Ollama, the ``num_ctx`` sent; for the embedded engine, its size).
         threads: CPU threads for the embedded engine.
         parallel: request slots for the embedded engine (one prompt cache each).
+        prompt_cache: for the embedded engine, a name under which its prompt cache is kept between
+            processes (saved on ``aclose()``, restored at the next start); None: not kept.
         recover_text_tool_calls: recover tool calls the model wrote as text.
         probe_timeout: seconds each probe waits when looking for a running engine.
         settings: where the left-out arguments come from (default: ``load_settings(Path.cwd())``).
@@ -90,7 +93,12 @@ async def create_model_client(
     common: dict[str, Any] = {"recover_text_tool_calls": recover_text_tool_calls, **options}
     if name == "embedded":
         return await EmbeddedClient.start(
-            model, context_window=context_window, threads=threads, parallel=parallel, **common
+            model,
+            context_window=context_window,
+            threads=threads,
+            parallel=parallel,
+            prompt_cache=prompt_cache,
+            **common,
         )
     if name == "openai":
         env_url, env_key = openai_server()
@@ -117,7 +125,12 @@ async def create_model_client(
             reasons.append(f"{candidate}: {exc}")
     try:
         return await EmbeddedClient.start(
-            model, context_window=context_window, threads=threads, parallel=parallel, **common
+            model,
+            context_window=context_window,
+            threads=threads,
+            parallel=parallel,
+            prompt_cache=prompt_cache,
+            **common,
         )
     except EngineUnavailable as exc:
         tried = "; ".join(reasons) or (
