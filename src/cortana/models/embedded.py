@@ -390,10 +390,10 @@ class EmbeddedClient(LlamaCppClient):
         client.model = name
         if kept and server.slot_dir is not None and prompt_cache is not None:
             client.prompt_cache = server.slot_dir / _prompt_cache_name(path, window, prompt_cache)
-            await client._restore_prompt_cache()
+            await client.restore_prompt_cache()
         return client
 
-    async def _restore_prompt_cache(self) -> None:
+    async def restore_prompt_cache(self) -> None:
         """Load the saved prompt cache into slot 0, if there is one; a file the engine refuses is deleted.
 
         llama.cpp keeps the tokens with the cache and reuses only the prefix a new prompt shares with them,
@@ -410,7 +410,7 @@ class EmbeddedClient(LlamaCppClient):
         except ModelError:
             self.prompt_cache.unlink(missing_ok=True)  # from another engine build, or cut short: start cold
 
-    async def _save_prompt_cache(self) -> None:
+    async def save_prompt_cache(self) -> None:
         """Save slot 0's prompt cache for the next process (written beside, then renamed: never half a file)."""
         assert self.prompt_cache is not None and self.server.running
         partial = self.prompt_cache.with_name(f"{self.prompt_cache.stem}.{os.getpid()}.partial")
@@ -427,7 +427,7 @@ class EmbeddedClient(LlamaCppClient):
 
     async def aclose(self) -> None:
         if self.prompt_cache is not None and self.server.running:
-            await self._save_prompt_cache()
+            await self.save_prompt_cache()
         await super().aclose()
         await self.server.stop()
 
