@@ -62,6 +62,15 @@ def one_start(model: str, workspace: Path) -> tuple[float, float]:
 
 
 QUESTIONS = ["What is a mutex? Answer in one sentence.", "Say OK."]
+ISOLATED = """temperature: 0
+graphify: {enabled: false}
+memory: {recall: false, working_memory: off}
+learning: {enabled: false}
+agent: {local_time: false}
+"""
+"""The second run's prompt is the first's but for the question: without these, the first conversation comes
+back in the second's context (recall, the time since it) and the small model answers differently, often with
+tool calls, which measures the model, not the start."""
 VERBOSE = re.compile(r"first token ([\d.]+)s · ([\d.]+)s in all · .* prompt ([\d,]+) tokens \(([\d,]+) read")
 
 
@@ -91,7 +100,7 @@ def one_shots(model: str, runs: int) -> dict[str, Any]:
         for question in QUESTIONS:
             with tempfile.TemporaryDirectory() as folder:
                 workspace = Path(folder)
-                (workspace / "cortana.yml").write_text("temperature: 0\ngraphify:\n  enabled: false\n")
+                (workspace / "cortana.yml").write_text(ISOLATED)
                 cold.append(one_shot(model, workspace, question))
                 warm.append(one_shot(model, workspace, question))
 

