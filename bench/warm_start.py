@@ -64,7 +64,7 @@ def one_start(model: str, workspace: Path) -> tuple[float, float]:
 QUESTIONS = ["What is a mutex? Answer in one sentence.", "Say OK."]
 ISOLATED = """temperature: 0
 graphify: {enabled: false}
-memory: {recall: false, working_memory: off}
+memory: {recall: false, working_memory: "off"}
 learning: {enabled: false}
 agent: {local_time: false}
 """

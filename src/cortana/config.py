@@ -383,6 +383,11 @@ class MemorySettings(_Section):
     """The PostgreSQL connection string (``postgresql://user@host/db``); else ``CORTANA_MEMORY_DSN``."""
     last_messages: int = Field(40, ge=2)
     working_memory: Literal["resource", "thread", "off"] = "resource"
+
+    @field_validator("working_memory", mode="before")
+    @classmethod
+    def _off_is_off(cls, value: object) -> object:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
     recall: bool = True
     recall_top_k: int = Field(3, ge=1, le=20)
 

@@ -211,3 +211,9 @@ def test_doctor_says_what_the_heartbeat_and_the_voice_will_do(homes: tuple[Path,
     assert voice.startswith("off (/voice on, --voice or voice: true); ") or voice.startswith(
         "missing: install espeak-ng"
     )
+
+
+def test_a_bare_yaml_off_turns_working_memory_off(homes: tuple[Path, Path]) -> None:
+    _, workspace = homes
+    (workspace / "cortana.yml").write_text("memory:\n  working_memory: off\n")  # YAML reads `off` as false
+    assert load_settings(workspace, environ={}).memory.working_memory == "off"
