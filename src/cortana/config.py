@@ -388,6 +388,7 @@ class MemorySettings(_Section):
     @classmethod
     def _off_is_off(cls, value: object) -> object:
         return "off" if value is False else value  # YAML reads a bare `off` as false
+
     recall: bool = True
     recall_top_k: int = Field(3, ge=1, le=20)
 
