@@ -199,3 +199,16 @@ async def test_the_prompt_is_embedded_while_the_history_loads(tmp_path: Path) ->
     assert events.index("embedding started") < events.index("history done")
     assert events.index("history started") < events.index("embedding done"), "the two overlap"
     memory.close()
+
+
+async def test_one_recall_shared_by_two_files_keeps_each_files_tables(tmp_path: Path) -> None:
+    shared = Recall(SeededEmbedder(), top_k=1, neighbours=0)
+    first = SQLiteMemory(tmp_path / "a.db", working_memory=None, recall=shared)
+    second = SQLiteMemory(tmp_path / "b.db", working_memory=None, recall=shared)
+    await first.append_messages(ME, [Message.user("only in a")])
+    await second.append_messages(ME, [Message.user("only in b")])
+    for memory, text in ((first, "only in a"), (second, "only in b")):
+        memory.last_messages = 2
+        context = await memory.retrieve_context(ThreadRef(resource_id="me", thread_id="new"), text)
+        assert context is not None and f"user: {text}" in context
+        memory.close()

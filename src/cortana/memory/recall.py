@@ -209,9 +209,8 @@ class Recall:
         self.max_chars = max_chars
         self.shortlist = shortlist
         self._dimensions: int | None = None
-        self._migrated = False
+        self._migrated: set[str] = set()  # the files whose vector migrations ran in this process
         self._codes: dict[str, CodeIndex] = {}
-        self._centre_vector: Any = None
 
     def attach(self, connection: Any) -> None:
         """Load the sqlite-vec extension into the memory's connection."""
@@ -246,10 +245,11 @@ class Recall:
                 f"'{self.embedder.name}' makes {dimensions}; keep one embedder per memory file",
                 key="memory.recall.embedder",
             )
-        if not self._migrated:  # a file from before 0002 gets its codes here, once
+        if str(store.path) not in self._migrated:  # a file from before 0002 gets its codes here, once
             await store.read(lambda connection: store.migrate(connection, vector_migrations(dimensions)))
             await store.write(lambda connection: self._centre_once_full(connection, dimensions))
-            self._dimensions, self._migrated = dimensions, True
+            self._dimensions = dimensions
+            self._migrated.add(str(store.path))
         return f"recall_codes_{dimensions}"
 
     async def index(self, store: SQLiteStore, thread: ThreadRef, stored: list[tuple[int, Message]]) -> None:
@@ -284,14 +284,15 @@ class Recall:
         await store.write(insert)
 
     def _centre(self, connection: Any, dimensions: int) -> Any:
-        """The file's centre (a float32 array), or None while it has fewer than ``CENTRE_SAMPLE`` vectors."""
-        if self._centre_vector is None:
-            import numpy as np
+        """The file's centre (a float32 array), or None while it has fewer than ``CENTRE_SAMPLE`` vectors.
 
-            row = connection.execute(f"SELECT centre FROM recall_centre_{dimensions}").fetchone()
-            if row is not None:
-                self._centre_vector = np.frombuffer(row[0], dtype=np.float32)
-        return self._centre_vector
+        Read each time (one row by its key): a Recall may serve several files, and another process may
+        have made the centre since.
+        """
+        import numpy as np
+
+        row = connection.execute(f"SELECT centre FROM recall_centre_{dimensions} WHERE id = 1").fetchone()
+        return None if row is None else np.frombuffer(row[0], dtype=np.float32)
 
     def _centre_once_full(self, connection: Any, dimensions: int) -> None:
         """Make the centre now if the file has enough vectors and none yet (a file from before codes)."""
@@ -316,7 +317,6 @@ class Recall:
             f"UPDATE {table} SET bits = ? WHERE seq = ?",
             [(binary_code(struct.unpack(f"{dimensions}f", blob), centre), seq) for seq, blob in uncoded],
         )
-        self._centre_vector = centre
 
     async def retrieve(
         self,
