@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from cortana import Agent, Message, Usage
+from cortana.agent import turnstats
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, TextDelta
 from cortana.agent.turnstats import TurnStats
 from cortana.cli.main import build_parser
@@ -22,20 +24,15 @@ def finished(duration: float, prompt: int, cached: int, generated: int) -> Model
     return ModelCallFinished(ModelResponse(Message.assistant("x"), usage=usage), duration=duration, iteration=0)
 
 
-def test_counts_and_times_come_from_the_events() -> None:
+def test_counts_and_times_come_from_the_events(monkeypatch: pytest.MonkeyPatch) -> None:
     stats = TurnStats(started=100.0)
     clock = iter([100.5, 101.0, 101.2, 103.0])
-    import cortana.agent.turnstats as module
-
-    real = module.time.perf_counter
-    module.time.perf_counter = lambda: next(clock)  # type: ignore[assignment]
-    try:
-        stats.handle(ModelCallStarted(iteration=0))  # 100.5
-        stats.handle(TextDelta("Hel"))  # 101.0: first token, 0.5 s into the call
-        stats.handle(TextDelta("lo"))  # 101.2
-        stats.handle(finished(duration=2.5, prompt=1200, cached=1100, generated=41))  # 103.0
-    finally:
-        module.time.perf_counter = real  # type: ignore[assignment]
+    monkeypatch.setattr(turnstats.time, "perf_counter", lambda: next(clock))
+    stats.handle(ModelCallStarted(iteration=0))  # 100.5
+    stats.handle(TextDelta("Hel"))  # 101.0: first token, 0.5 s into the call
+    stats.handle(TextDelta("lo"))  # 101.2
+    stats.handle(finished(duration=2.5, prompt=1200, cached=1100, generated=41))  # 103.0
+    monkeypatch.undo()
     [call] = stats.calls
     assert stats.first_token == 1.0 and call.first_token == 0.5
     assert call.reread_tokens == 100 and call.generation_rate == 40 / 2.0
