@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# A `cortana` a test starts stops its embedded engine when it exits, rather than leaving it loaded for the next
+# (tests of that, tests/integration/test_resident_engine.py, ask for it). Subprocesses inherit this.
+os.environ["CORTANA_KEEP_ALIVE"] = "0"
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

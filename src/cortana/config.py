@@ -91,6 +91,7 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "CORTANA_BASE_URL": "the engine's address (cortana.yml `base_url`)",
     "CORTANA_API_KEY": "the key a llama.cpp server or Docker Model Runner wants (cortana.yml `api_key`)",
     "CORTANA_THREADS": "CPU threads of the embedded engine (cortana.yml `threads`)",
+    "CORTANA_KEEP_ALIVE": "seconds the model stays loaded after its last user leaves (cortana.yml `keep_alive`)",
     "OLLAMA_CONTEXT_WINDOW": "the context window to plan for, and Ollama's num_ctx (cortana.yml `context_window`)",
     "OLLAMA_CONTEXT_LENGTH": "the same, when OLLAMA_CONTEXT_WINDOW is not set",
     "CONTEXT_COMPACTION_THRESHOLD": "the fraction of the window at which compaction starts (0.1-1, default 0.9)",
@@ -115,6 +116,7 @@ SETTINGS_VARIABLES = {
     "CORTANA_BASE_URL": "base_url",
     "CORTANA_API_KEY": "api_key",
     "CORTANA_THREADS": "threads",
+    "CORTANA_KEEP_ALIVE": "keep_alive",
 }
 """Variables that override a top-level cortana.yml key (the context window has its own pair)."""
 
@@ -491,6 +493,11 @@ class Settings(_Section):
     context_window: int | None = Field(None, ge=MIN_CONTEXT_WINDOW)
     threads: int | None = Field(None, ge=1)
     parallel: int = Field(1, ge=1)
+    keep_alive: float | None = Field(None, ge=0)
+    """Seconds a local engine keeps the model loaded after its last user leaves: the embedded engine stays for
+    the next ``cortana`` (``cortana.models.resident``), Ollama gets it as ``keep_alive``. 0: the embedded engine
+    stops with its process. ``null``: the command's default (CLI_KEEP_ALIVE) for ``cortana``, 0 for the library,
+    Ollama's own for Ollama."""
     temperature: float = Field(0.2, ge=0, le=2)
     max_tokens: int | None = Field(2048, ge=16)
     """The most tokens one answer may have (``null``: the engine's limit). Small models that loop fill the window."""

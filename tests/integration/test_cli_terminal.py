@@ -71,6 +71,7 @@ def test_the_prompt_shows_while_the_embedded_engine_loads_and_a_first_question_i
 
     env = {"TERM": "dumb", "PATH": "/usr/bin:/bin", "HOME": str(workspace), "NO_COLOR": "1"}
     env["CORTANA_CACHE_DIR"] = str(cache_dir())  # the bundled model, joined already
+    env["CORTANA_KEEP_ALIVE"] = "0"  # its own engine, loading while the prompt is up
     args = ["-m", "cortana.cli.main", "--engine", "embedded", "--model", TEST_MODEL, "--threads", "1"]
     child = pexpect.spawn(
         sys.executable, [*args, "--context-window", "4096"], cwd=str(workspace), encoding="utf-8", timeout=60, env=env

