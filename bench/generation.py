@@ -9,11 +9,18 @@ llama.cpp's own timings: tokens/s generating and reading the prompt, and how
 many drafted tokens were accepted. A configuration is worth turning on only if
 it wins by at least 1.3x (issue 16).
 
-    python bench/generation.py
+The second question is how many threads read the prompt (``threads_batch``):
+generating stays on 1 thread (on 2 cores, 2 generating threads collapse), but
+reading a prompt is one large batch that a second thread may speed up. The
+"long" prompt (~1,000 tokens, like the assistant's first request) measures that.
+
+    python bench/generation.py                       # every configuration
+    python bench/generation.py --only "1.5B alone" --only "1.5B, 2 threads reading"
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -22,21 +29,30 @@ from typing import Any
 
 from report import save
 
+ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = {
     "code": "Write a Python function that parses an ISO 8601 date string and returns a datetime, with a docstring.",
     "prose": "Explain in two short paragraphs why the sky is blue.",
+    "long": "Say in one sentence what this module is for.\n\n"
+    + (ROOT / "src" / "cortana" / "models" / "guided.py").read_text()[:4200],
 }
-CONFIGS: dict[str, int | None] = {"1.5B alone": None, "draft 0.5B, up to 3 tokens": 3, "draft 0.5B, up to 8": 8}
+CONFIGS: dict[str, dict[str, int]] = {
+    "1.5B alone": {"draft": 0, "batch_threads": 1},
+    "draft 0.5B, up to 3 tokens": {"draft": 3, "batch_threads": 1},
+    "draft 0.5B, up to 8": {"draft": 8, "batch_threads": 1},
+    "1.5B, 2 threads reading": {"draft": 0, "batch_threads": 2},
+}
 
 CHILD = """
 import json, sys, httpx
 import xllamacpp as xlc
 from cortana.models.embedded import resolve_model_path
-draft = int(sys.argv[1])
+draft, batch_threads = int(sys.argv[1]), int(sys.argv[3])
 _, big = resolve_model_path("qwen2.5-coder-1.5b")
 p = xlc.CommonParams()
 p.model.path = str(big); p.hostnames = ["127.0.0.1"]; p.port = 0; p.n_ctx = 4096; p.n_parallel = 1
-p.cpuparams.n_threads = 1; p.cpuparams_batch.n_threads = 1; p.n_gpu_layers = 0; p.use_jinja = True; p.warmup = False
+p.cpuparams.n_threads = 1; p.cpuparams_batch.n_threads = batch_threads
+p.n_gpu_layers = 0; p.use_jinja = True; p.warmup = False
 if draft:
     _, small = resolve_model_path("qwen2.5-coder-0.5b")
     p.speculative.draft.mparams.path = str(small)
@@ -50,17 +66,18 @@ server = xlc.Server(p)
 url = server.listening_address if server.listening_address.startswith("http") else "http://" + server.listening_address
 rows = {}
 for name, question in json.loads(sys.argv[2]).items():
-    body = {"messages": [{"role": "user", "content": question}], "max_tokens": 160, "temperature": 0, "seed": 1}
+    most = 32 if name == "long" else 160
+    body = {"messages": [{"role": "user", "content": question}], "max_tokens": most, "temperature": 0, "seed": 1}
     timings = httpx.post(url + "/v1/chat/completions", json=body, timeout=900).json().get("timings", {})
     rows[name] = {key: timings.get(key) for key in (
-        "predicted_per_second", "prompt_per_second", "predicted_n", "draft_n", "draft_n_accepted")}
+        "predicted_per_second", "prompt_per_second", "prompt_n", "predicted_n", "draft_n", "draft_n_accepted")}
 print(json.dumps(rows))
 """
 
 
-def measure(draft: int | None) -> dict[str, Any]:
+def measure(draft: int, batch_threads: int) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(draft or 0), json.dumps(PROMPTS)],
+        [sys.executable, "-c", CHILD, str(draft), json.dumps(PROMPTS), str(batch_threads)],
         capture_output=True,
         text=True,
         timeout=1800,
@@ -71,20 +88,28 @@ def measure(draft: int | None) -> dict[str, Any]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", action="append", choices=list(CONFIGS), help="only this configuration")
+    args = parser.parse_args()
+    chosen = args.only or list(CONFIGS)
+    if "1.5B alone" not in chosen:
+        chosen.insert(0, "1.5B alone")  # the baseline every speedup is against
     results: dict[str, Any] = {}
-    for label, draft in CONFIGS.items():
-        results[label] = measure(draft)
+    for label in chosen:
+        results[label] = measure(**CONFIGS[label])
         for prompt, row in results[label].items():
             print(f"{label:<28} {prompt:<6} {row['predicted_per_second']:6.2f} tok/s generating, "
-                  f"{row['prompt_per_second']:6.1f} reading, {row['predicted_n']} tokens, "
+                  f"{row['prompt_per_second']:6.1f} reading ({row['prompt_n']}), {row['predicted_n']} tokens, "
                   f"accepted {row['draft_n_accepted']}/{row['draft_n']}", flush=True)  # fmt: skip
     alone = results["1.5B alone"]
-    for label in CONFIGS:
+    for label in chosen:
         results[label]["speedup"] = {
-            prompt: round(results[label][prompt]["predicted_per_second"] / alone[prompt]["predicted_per_second"], 2)
+            f"{prompt} {kind}": round(results[label][prompt][key] / alone[prompt][key], 2)
             for prompt in PROMPTS
+            for kind, key in (("generating", "predicted_per_second"), ("reading", "prompt_per_second"))
         }
-    save(Path(__file__).parent / "results" / "generation.json", results)
+    name = "generation.json" if args.only is None else "generation_" + "_".join(sorted(chosen)).replace(" ", "-")
+    save(Path(__file__).parent / "results" / (name if name.endswith(".json") else f"{name}.json"), results)
 
 
 if __name__ == "__main__":

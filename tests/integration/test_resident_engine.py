@@ -182,3 +182,31 @@ async def test_a_damaged_record_or_a_dead_engine_means_a_new_one(own_cache: Path
         assert (await complete(second, SAY_OK)).message.content.strip()
     finally:
         await second.aclose()
+
+
+async def test_a_reused_engine_shares_only_the_prompt_a_request_has_in_common_and_answers_as_a_cold_one(
+    own_cache: Path, model_path: Path
+) -> None:
+    rules = " ".join(f"Rule {i}: answer about topic {i} in one word." for i in range(30))
+    greedy = ModelSettings(temperature=0, seed=7, max_tokens=24)
+
+    async def ask(instructions: str, keep_alive: float) -> tuple[str, int, bool]:
+        client = await EmbeddedClient.start(str(model_path), threads=1, context_window=2048, keep_alive=keep_alive)
+        try:
+            request = ModelRequest(
+                [Message.system(instructions), Message.user("Name the colour of grass.")], settings=greedy
+            )
+            response = await complete(client, request)
+        finally:
+            await client.aclose()
+        return response.message.content, response.usage.cached_tokens, client.server.reused
+
+    _, cached, reused = await ask("You are terse. " + rules, keep_alive=30)
+    assert not reused and cached == 0
+    again, cached, reused = await ask("You are terse. " + rules, keep_alive=30)
+    assert reused and cached > 200, "the next process does not read the same system prompt again"
+    other, cached, reused = await ask("Answer in French. " + rules, keep_alive=30)
+    assert reused and cached < 10, "what another process left in the engine serves only a common beginning"
+    cold, _, _ = await ask("Answer in French. " + rules, keep_alive=0)
+    assert other == cold, "the same answer as an engine of its own, started cold"
+    assert again
