@@ -64,6 +64,45 @@ def test_help_loads_neither_pydantic_nor_rich() -> None:
     assert loaded.isdisjoint({"pydantic", "rich", "httpx"}), sorted(loaded & {"pydantic", "rich", "httpx"})
 
 
+AFTER_THE_PROMPT = (
+    "cortana.agent.agent",
+    "cortana.models.factory",
+    "cortana.tools.builtin",
+    "cortana.learning.teach",
+    "httpx",
+    "rich.live",
+    "rich.markdown",
+)
+"""What the interactive session imports only once its prompt is up (issue 16: the prompt in under 0.5 s)."""
+
+AT_THE_PROMPT = """
+import json, sys
+from prompt_toolkit import PromptSession
+from cortana.cli.main import main
+
+async def prompt_async(self, *args, **kwargs):
+    print("MODULES", json.dumps(sorted(sys.modules)), flush=True)
+    raise EOFError  # leave at once
+
+PromptSession.prompt_async = prompt_async
+main(["--engine", "llamacpp", "--base-url", "http://127.0.0.1:9", "--no-heartbeat"])
+"""
+
+
+def test_the_session_shows_its_prompt_before_the_agent_and_the_engines_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """By the modules loaded when the prompt is asked for, not by the clock: the rest loads while the engine does."""
+    import pexpect
+
+    env = {"TERM": "dumb", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    child = pexpect.spawn(sys.executable, ["-c", AT_THE_PROMPT], cwd=str(tmp_path), env=env, encoding="utf-8")
+    child.expect(r"MODULES (\[.*?\])\r?\n", timeout=60)
+    loaded = set(json.loads(child.match[1]))
+    child.expect(pexpect.EOF, timeout=60)
+    assert "cortana.cli.repl" in loaded, "the prompt was not reached"
+    early = sorted(name for name in AFTER_THE_PROMPT if name in loaded)
+    assert not early, f"imported before the prompt: {early}"
+
+
 def test_a_bad_cortana_yml_is_a_one_line_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "cortana.yml").write_text("engine: vllm\n")
     out = subprocess.run(

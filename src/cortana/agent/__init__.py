@@ -1,16 +1,26 @@
-"""The agent: configuration, the run loop, events and the live logger."""
+"""The agent: configuration, the run loop, events and the live logger.
 
-from cortana.agent.agent import Agent
-from cortana.agent.events import (
-    ModelCallFinished,
-    ModelCallStarted,
-    RunEvent,
-    RunFinished,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-)
+Names are imported on first use (PEP 562): the terminal imports ``cortana.agent.events`` before its
+prompt shows, and ``Agent`` (the loop, compaction, the tools) only once the engine is loading.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+    from cortana.agent.events import (
+        ModelCallFinished,
+        ModelCallStarted,
+        RunEvent,
+        RunFinished,
+        TextDelta,
+        ThinkingDelta,
+        ToolCallFinished,
+        ToolCallStarted,
+    )
 
 __all__ = [
     "Agent",
@@ -23,3 +33,25 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
 ]
+
+
+_LAZY = {
+    "Agent": "cortana.agent.agent",
+    "ModelCallFinished": "cortana.agent.events",
+    "ModelCallStarted": "cortana.agent.events",
+    "RunEvent": "cortana.agent.events",
+    "RunFinished": "cortana.agent.events",
+    "TextDelta": "cortana.agent.events",
+    "ThinkingDelta": "cortana.agent.events",
+    "ToolCallFinished": "cortana.agent.events",
+    "ToolCallStarted": "cortana.agent.events",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import each public name on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value

@@ -20,19 +20,21 @@ import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.text import Text
 
-from cortana.agent.agent import Agent
 from cortana.config import editor_command
 from cortana.display import printable
 from cortana.errors import CortanaError, UserError
-from cortana.learning.experience import Experience, RecipeInfo
-from cortana.learning.skills import SkillError, SkillRegistry, parse_skill, render_skill
-from cortana.learning.teach import TeachSession, save_skill, skill_file
 from cortana.messages import ThreadRef
+
+if TYPE_CHECKING:  # imported where used: the session's prompt shows before the agent and teach mode load
+    from cortana.agent.agent import Agent
+    from cortana.learning.experience import Experience, RecipeInfo
+    from cortana.learning.skills import SkillRegistry
+    from cortana.learning.teach import TeachSession
 
 __all__ = ["LEARNING_COMMANDS", "LearningCommands"]
 
@@ -222,6 +224,8 @@ class LearningCommands:
         if self.teaching is not None:
             self.out.print("Already teaching: /teach done drafts the skill, /teach cancel discards.", highlight=False)
             return True
+        from cortana.learning.teach import TeachSession
+
         try:
             self.teaching = await asyncio.to_thread(TeachSession, self.workspace, argument or None)
         except UserError as exc:
@@ -253,6 +257,11 @@ class LearningCommands:
         return True
 
     async def _draft(self, session: TeachSession) -> None:
+        from rich.markdown import Markdown
+
+        from cortana.learning.skills import SkillError, parse_skill, render_skill
+        from cortana.learning.teach import save_skill, skill_file
+
         with self.console.status("Drafting the skill…", spinner="dots"):
             try:
                 skill = await session.draft(await self.agent().client())

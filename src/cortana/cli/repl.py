@@ -25,7 +25,7 @@ import subprocess
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
@@ -34,32 +34,32 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
-from rich.live import Live
-from rich.markdown import Markdown
 from rich.text import Text
 
-from cortana.agent.agent import Agent
-from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
 from cortana.agent.turnstats import TurnStats
-from cortana.cli.approval import TerminalApprover
 from cortana.cli.display import describe_client
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.cli.terminal import input_waiting, until_ctrl_c
-from cortana.companion.companion import LocalTime, Reflection, companion_check_in, last_reflected
-from cortana.companion.heartbeat import Beat, Heartbeat
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.companion.voice import Voice
 from cortana.config import HeartbeatSettings
 from cortana.display import printable
 from cortana.errors import UserError
-from cortana.knowledge.graph import KnowledgeGraph
-from cortana.learning.experience import Experience
-from cortana.learning.skills import SkillRegistry
 from cortana.memory.store import private_file, private_folder
-from cortana.memory.stored import StoredMemory
 from cortana.messages import Message, ThreadRef
 from cortana.prompts import strip_turn_context
-from cortana.tools import ToolGroup
+
+# The prompt shows before these load (the agent, the heartbeat's check-ins, Markdown rendering):
+# each is imported where it is first used, once the engine is loading or a reply streams.
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+    from cortana.cli.approval import TerminalApprover
+    from cortana.companion.companion import LocalTime
+    from cortana.companion.heartbeat import Beat, Heartbeat
+    from cortana.knowledge.graph import KnowledgeGraph
+    from cortana.learning.experience import Experience
+    from cortana.learning.skills import SkillRegistry
+    from cortana.memory.stored import StoredMemory
 
 __all__ = ["COMMANDS", "Repl"]
 
@@ -133,8 +133,8 @@ class Repl:
         verbose: bool = False,
         ready_note: Callable[[Agent], str] | None = None,
     ) -> None:
-        self._agent: Agent | None = agent if isinstance(agent, Agent) else None
-        self._loading: asyncio.Future[Agent] | None = None if isinstance(agent, Agent) else agent
+        self._agent: Agent | None = None if isinstance(agent, asyncio.Future) else agent
+        self._loading: asyncio.Future[Agent] | None = agent if isinstance(agent, asyncio.Future) else None
         self._engine_failed: BaseException | None = None
         self._ready_note = ready_note
         self._when_ready: asyncio.Task[None] | None = None
@@ -308,6 +308,9 @@ class Repl:
         settings = self.heartbeat_settings
         if settings is None or not settings.enabled:
             return None
+        from cortana.companion.companion import Reflection, companion_check_in, last_reflected
+        from cortana.companion.heartbeat import Heartbeat
+
         quiet = copy.copy(self.agent)  # the same engine, tools, memory and gate, without the turn log's lines
         quiet.logger = None
         check_in = companion_check_in(quiet, self.memory, lambda: self.thread)
@@ -332,6 +335,8 @@ class Repl:
 
     async def _show_check_in(self, text: str) -> None:
         """Print a check-in above the prompt, leaving what the user typed as it was; speak it when voice is on."""
+
+        from rich.markdown import Markdown
 
         def show() -> None:
             self.console.print(Text("cortana checks in:", style="dim"))
@@ -372,6 +377,11 @@ class Repl:
             self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
 
     async def _stream(self, prompt: str, stats: TurnStats) -> None:
+        from rich.live import Live
+        from rich.markdown import Markdown
+
+        from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
+
         text = ""
         live: Live | None = None
         try:
@@ -498,6 +508,8 @@ class Repl:
         return True
 
     async def _tools(self, _: str) -> bool:
+        from cortana.tools import ToolGroup
+
         for tool in self.agent.tools:
             summary = tool.description.splitlines()[0] if tool.description else ""
             self.out.print(Text(printable(f"  {tool.name:<14} {summary}")), highlight=False)

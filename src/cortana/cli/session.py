@@ -14,20 +14,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import importlib.util
 import logging
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
-from cortana.agent.agent import Agent
-from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
-from cortana.agent.extensions import TurnExtension
-from cortana.agent.logger import AgentLogger
-from cortana.agent.turnstats import TurnStats
 from cortana.cli.approval import TerminalApprover, terminal_approver
 from cortana.cli.display import describe_client
 from cortana.companion.companion import LocalTime
@@ -44,10 +41,8 @@ from cortana.config import (
 )
 from cortana.display import printable
 from cortana.errors import ConfigError, CortanaError
-from cortana.knowledge.files import NamedFiles
 from cortana.knowledge.graph import KnowledgeGraph
 from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
-from cortana.knowledge.search import PromptSearch
 from cortana.learning.experience import Experience
 from cortana.learning.skills import SkillRegistry
 from cortana.mcp import MCPServers
@@ -57,11 +52,25 @@ from cortana.memory.store import private_folder
 from cortana.memory.stored import StoredMemory
 from cortana.messages import RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
-from cortana.models.factory import create_model_client
 from cortana.prompts import prompt_text
-from cortana.tools.builtin import builtin_tools, workspace_gate
-from cortana.tools.permissions import PermissionGate
 from cortana.trust import TrustDecider, TrustRequest
+
+# What only a turn needs (the agent's loop, the engines and httpx, the built-in tools, the turn log) is
+# imported once the session's prompt shows, while the engine loads (docs/cli.md, "Startup").
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+    from cortana.agent.extensions import TurnExtension
+    from cortana.agent.turnstats import TurnStats
+    from cortana.models.factory import create_model_client
+    from cortana.tools.permissions import PermissionGate
+else:
+
+    async def create_model_client(*args: Any, **options: Any) -> ModelClient:
+        """``cortana.models.factory.create_model_client``, imported in a thread when called: the engines bring
+        httpx, and the session's prompt, up already, stays responsive meanwhile."""
+        factory = await asyncio.to_thread(importlib.import_module, "cortana.models.factory")
+        return await factory.create_model_client(*args, **options)
+
 
 __all__ = [
     "assistant_instructions",
@@ -196,6 +205,9 @@ def workspace_context(workspace: Path, settings: Settings) -> list[TurnExtension
     The search is off for the home folder and the filesystem root, as the graph is: lines from
     everything under them would say little about the question.
     """
+    from cortana.knowledge.files import NamedFiles
+    from cortana.knowledge.search import PromptSearch
+
     extensions: list[TurnExtension] = []
     if settings.agent.named_files:
         extensions.append(NamedFiles(workspace, max_files=settings.agent.named_files))
@@ -275,6 +287,8 @@ async def _client(
 def _gate(
     workspace: Path, settings: Settings, args: argparse.Namespace, approver: TerminalApprover | None
 ) -> PermissionGate:
+    from cortana.tools.builtin import workspace_gate
+
     allow = (*settings.permissions.allow, *(("*",) if args.yes else ()))
     return workspace_gate(workspace, approve=approver, allow=allow, deny=tuple(settings.permissions.deny))
 
@@ -316,6 +330,29 @@ def settings_for(workspace: Path, console: Console) -> Settings:
     return settings
 
 
+TURN_MODULES = (
+    "cortana.models.factory",  # first: the engine starts as soon as it is in (create_model_client above)
+    "cortana.agent.agent",
+    "cortana.agent.logger",
+    "cortana.knowledge.files",
+    "cortana.knowledge.search",
+    "cortana.tools.builtin",
+    "rich.live",
+    "rich.markdown",
+)
+"""What assembling the agent and showing a turn import, left out of the path to the prompt (issue 16)."""
+
+
+def import_turn_modules() -> None:
+    """Import ``TURN_MODULES``; run in a thread while the engine loads, so the prompt shows and stays responsive.
+
+    ``create_model_client`` imports the factory from a thread of its own: whichever thread comes second waits
+    for the first (a module loads once).
+    """
+    for name in TURN_MODULES:
+        importlib.import_module(name)
+
+
 LOG_FILE = "cortana.log"
 """The interactive session's log, in the workspace's ``.cortana``: warnings printed to the terminal would
 land in the middle of what the user is typing (a failed check-in, a voice with no audio device)."""
@@ -344,6 +381,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     # The embedded engine keeps its prompt cache per workspace between processes (models/embedded.py).
     cache = str(workspace.resolve())
     starting = asyncio.ensure_future(_client(args, settings, console, spinner=prompt is not None, prompt_cache=cache))
+    preloading = asyncio.ensure_future(asyncio.to_thread(import_turn_modules))
     if prompt is not None:
         await asyncio.wait({starting})
         starting.result()  # an engine that did not start ends the command here, as it says why
@@ -364,6 +402,10 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
         console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
 
     def assemble(client: ModelClient) -> Agent:
+        from cortana.agent.agent import Agent
+        from cortana.agent.logger import AgentLogger
+        from cortana.tools.builtin import builtin_tools
+
         return Agent(
             client,
             name="cortana",
@@ -396,12 +438,16 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
 
     async def loaded() -> Agent:
         nonlocal agent
+        await preloading
         agent = assemble(await starting)
         return agent
 
     try:
         if prompt is not None:
+            from cortana.agent.turnstats import TurnStats
+
             console.print(describe_client(starting.result()), style="dim", highlight=False, markup=False)
+            await preloading
             agent = assemble(starting.result())
             stats = TurnStats()
             result = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex), stats)
@@ -531,6 +577,8 @@ async def _answer(agent: Agent, prompt: str, thread: ThreadRef, stats: TurnStats
 
     Returns the run's result; ``stats`` notes where its time went.
     """
+    from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
+
     last = "\n"
     shown = printable if sys.stdout.isatty() else str
     result: RunResult | None = None

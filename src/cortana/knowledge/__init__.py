@@ -7,11 +7,37 @@ knowledge/graphify.py   the graphify CLI: finding it, `graphify update`, .graphi
 knowledge/index.py      GraphIndex: graph.json loaded and indexed by name and by file
 knowledge/names.py      which words of a prompt are names of code
 knowledge/describe.py   the graph in words, with file:line sources
+
+Names are imported on first use (PEP 562), so the terminal can start a graph's
+build without the modules only a turn needs.
 """
 
-from cortana.knowledge.files import NamedFiles
-from cortana.knowledge.graph import GraphStatus, KnowledgeGraph
-from cortana.knowledge.index import GraphIndex
-from cortana.knowledge.search import PromptSearch
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cortana.knowledge.files import NamedFiles
+    from cortana.knowledge.graph import GraphStatus, KnowledgeGraph
+    from cortana.knowledge.index import GraphIndex
+    from cortana.knowledge.search import PromptSearch
 
 __all__ = ["GraphIndex", "GraphStatus", "KnowledgeGraph", "NamedFiles", "PromptSearch"]
+
+_LAZY = {
+    "GraphIndex": "cortana.knowledge.index",
+    "GraphStatus": "cortana.knowledge.graph",
+    "KnowledgeGraph": "cortana.knowledge.graph",
+    "NamedFiles": "cortana.knowledge.files",
+    "PromptSearch": "cortana.knowledge.search",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import each public name on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
