@@ -50,7 +50,11 @@ def context_parameter(function: Callable[..., Any], tool_name: str) -> str | Non
 
 
 def clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop pydantic's ``title`` keys: they cost small models context and say nothing."""
+    """Drop pydantic's ``title`` keys: they cost small models context and say nothing.
+
+    An optional ``X | None = None`` keeps its ``anyOf`` with ``null`` and ``"default": null``: shown
+    as a plain optional ``X``, Qwen2.5-Coder 1.5B filled it in (``end_line: 10`` for a whole file).
+    """
 
     def clean(node: Any, in_properties: bool = False) -> Any:
         if isinstance(node, dict):

@@ -69,10 +69,9 @@ def command_tool(space: Workspace, default_timeout: float = 120.0) -> Tool:
     async def run_command(
         command: str, timeout: Annotated[float, Field(gt=0, le=MAX_COMMAND_TIMEOUT)] = default_timeout
     ) -> str:
-        """Run a shell command in the workspace and return its exit code and output.
+        """Run a shell command in the workspace.
 
         Args:
-            command: the command line (run by /bin/sh).
             timeout: seconds before it is stopped.
         """
         loop = asyncio.get_running_loop()

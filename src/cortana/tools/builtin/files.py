@@ -92,7 +92,13 @@ def _read_line(handle: BinaryIO) -> tuple[bytes, int, bool]:
 
 
 def file_tools(space: Workspace) -> list[Tool]:
-    """read_file, list_files, grep_files, write_file and edit_file, confined to ``space``."""
+    """read_file, list_files, grep_files, write_file and edit_file, confined to ``space``.
+
+    Their docstrings are the model's prompt, on every request: an argument whose name says what it
+    is (``path``, ``new_text``) has no description. ``bench/tool_prompt.py`` measures what a change
+    costs and whether the model still calls them right; read_file's wording is as it is because
+    shorter ones made Qwen2.5-Coder 1.5B read the first 10 lines of a file it was asked to show.
+    """
 
     def read_file(
         path: str, start_line: Annotated[int, Field(ge=1)] = 1, end_line: Annotated[int, Field(ge=1)] | None = None
@@ -147,7 +153,6 @@ def file_tools(space: Workspace) -> list[Tool]:
         """List files under a folder (respecting .gitignore).
 
         Args:
-            path: the folder, relative to the workspace.
             pattern: a glob on file names, e.g. "*.py".
         """
         target = space.resolve(path)
@@ -167,13 +172,13 @@ def file_tools(space: Workspace) -> list[Tool]:
     def grep_files(
         pattern: str, path: str = ".", context: Annotated[int, Field(ge=0, le=20)] = 0, glob: str = "*"
     ) -> str:
-        """Search files for a regular expression (RE2 syntax), showing file:line matches.
+        """Search files for a regular expression, showing file:line matches.
 
         Args:
-            pattern: a regular expression in RE2 syntax (like Python's, without backreferences or lookaround).
-            path: the folder or file to search, relative to the workspace.
+            pattern: RE2 syntax (no backreferences or lookaround).
+            path: the folder or file to search.
             context: lines of context to show around each match.
-            glob: a glob on file names to search, e.g. "*.py".
+            glob: a glob on file names, e.g. "*.py".
         """
         try:
             regex = re2.compile(pattern, options=_RE2_OPTIONS)
@@ -215,10 +220,9 @@ def file_tools(space: Workspace) -> list[Tool]:
         return "\n".join(out) or "(no matches)"
 
     def write_file(path: str, content: str) -> str:
-        """Create or overwrite a file with the given content.
+        """Create or overwrite a file.
 
         Args:
-            path: the file, relative to the workspace.
             content: the whole new content.
         """
         target = space.resolve(path)
@@ -238,14 +242,12 @@ def file_tools(space: Workspace) -> list[Tool]:
         return done + "."
 
     def edit_file(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
-        """Replace a piece of text in a file, or add text at its end.
+        """Replace text in a file, or add text at its end.
 
         Args:
-            path: the file, relative to the workspace.
-            old_text: the text to replace, copied from the file; it must appear exactly once
-                unless replace_all is true. Empty: new_text is added at the end of the file.
-            new_text: the replacement.
-            replace_all: replace every occurrence (e.g. to rename something throughout the file).
+            old_text: copied exactly from the file, and found once unless replace_all. Empty: new_text
+                is added at the end.
+            replace_all: replace every occurrence.
         """
         target = space.resolve(path)
         fd, info = space.open_regular(target, path)
