@@ -14,14 +14,19 @@ generating stays on 1 thread (on 2 cores, 2 generating threads collapse), but
 reading a prompt is one large batch that a second thread may speed up. The
 "long" prompt (~1,000 tokens, like the assistant's first request) measures that.
 
+On 2 cores a second thread only helps while the other core is free, so
+``--busy`` measures again with a process spinning on one core meanwhile (another
+program, a build, a second model).
+
     python bench/generation.py                       # every configuration
-    python bench/generation.py --only "1.5B alone" --only "1.5B, 2 threads reading"
+    python bench/generation.py --only "1.5B alone" --only "1.5B, 2 threads reading" [--busy]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,17 +95,23 @@ def measure(draft: int, batch_threads: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=list(CONFIGS), help="only this configuration")
+    parser.add_argument("--busy", action="store_true", help="with a process spinning on one core meanwhile")
     args = parser.parse_args()
     chosen = args.only or list(CONFIGS)
     if "1.5B alone" not in chosen:
         chosen.insert(0, "1.5B alone")  # the baseline every speedup is against
     results: dict[str, Any] = {}
-    for label in chosen:
-        results[label] = measure(**CONFIGS[label])
-        for prompt, row in results[label].items():
-            print(f"{label:<28} {prompt:<6} {row['predicted_per_second']:6.2f} tok/s generating, "
-                  f"{row['prompt_per_second']:6.1f} reading ({row['prompt_n']}), {row['predicted_n']} tokens, "
-                  f"accepted {row['draft_n_accepted']}/{row['draft_n']}", flush=True)  # fmt: skip
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    try:
+        for label in chosen:
+            results[label] = measure(**CONFIGS[label])
+            for prompt, row in results[label].items():
+                print(f"{label:<28} {prompt:<6} {row['predicted_per_second']:6.2f} tok/s generating, "
+                      f"{row['prompt_per_second']:6.1f} reading ({row['prompt_n']}), {row['predicted_n']} tokens, "
+                      f"accepted {row['draft_n_accepted']}/{row['draft_n']}", flush=True)  # fmt: skip
+    finally:
+        if spinner is not None:
+            spinner.kill()
     alone = results["1.5B alone"]
     for label in chosen:
         results[label]["speedup"] = {
@@ -108,8 +119,8 @@ def main() -> None:
             for prompt in PROMPTS
             for kind, key in (("generating", "predicted_per_second"), ("reading", "prompt_per_second"))
         }
-    name = "generation.json" if args.only is None else "generation_" + "_".join(sorted(chosen)).replace(" ", "-")
-    save(Path(__file__).parent / "results" / (name if name.endswith(".json") else f"{name}.json"), results)
+    name = "generation" if args.only is None else "generation_" + re.sub(r"[^A-Za-z0-9.]+", "-", "_".join(chosen))
+    save(Path(__file__).parent / "results" / f"{name}{'_busy' if args.busy else ''}.json", results)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ user opens cannot use it) and serves no web UI, and every request but
 ``/health`` needs an API key that Cortana makes at random for each start and
 hands to the child on its stdin (a command line is visible to every local user).
 
-    python -m cortana.models.embedded --model PATH [--ctx N] [--threads N] [--parallel N]
+    python -m cortana.models.embedded --model PATH [--ctx N] [--threads N] [--threads-batch N] [--parallel N]
     (then the API key on the first line of stdin; an empty line: no key)
 """
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cortana.config import cache_dir, thread_count
+from cortana.config import batch_thread_count, cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
 from cortana.models.engine_process import (
     DEFAULT_CONTEXT_WINDOW,
@@ -224,7 +224,8 @@ class EmbeddedServer:
     Args:
         model_path: the GGUF file.
         context_window: tokens per request slot.
-        threads: CPU threads for prompt reading and generation (default: ``cortana.config.thread_count``).
+        threads: CPU threads generating (default: ``cortana.config.thread_count``).
+        batch_threads: CPU threads reading a prompt (default: ``cortana.config.batch_thread_count``).
         parallel: request slots (each keeps its own prompt cache).
         startup_timeout: seconds to wait for the model to load.
         slot_dir: the only folder the server may save prompt caches to and restore them from (None: none).
@@ -236,6 +237,7 @@ class EmbeddedServer:
         *,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         threads: int | None = None,
+        batch_threads: int | None = None,
         parallel: int = 1,
         startup_timeout: float = 300.0,
         slot_dir: Path | None = None,
@@ -244,6 +246,7 @@ class EmbeddedServer:
         self.slot_dir = slot_dir
         self.context_window = context_window
         self.threads = thread_count(threads)
+        self.batch_threads = batch_thread_count(batch_threads)
         self.parallel = parallel
         self.startup_timeout = startup_timeout
         self.url: str | None = None
@@ -264,6 +267,7 @@ class EmbeddedServer:
             "--model", str(self.model_path),
             "--ctx", str(self.context_window * self.parallel),
             "--threads", str(self.threads),
+            "--threads-batch", str(self.batch_threads),
             "--parallel", str(self.parallel),
             *(["--slot-save-path", f"{self.slot_dir}{os.sep}"] if self.slot_dir else []),  # llama.cpp joins by +
         ]  # fmt: skip
@@ -356,6 +360,7 @@ class EmbeddedClient(LlamaCppClient):
         *,
         context_window: int | None = None,
         threads: int | None = None,
+        batch_threads: int | None = None,
         parallel: int = 1,
         prompt_cache: str | None = None,
         keep_alive: float = 0,
@@ -366,7 +371,8 @@ class EmbeddedClient(LlamaCppClient):
         Args:
             model: a bundled model name, a path to a .gguf file, or None for the best installed bundled model.
             context_window: tokens per request (default 8,192).
-            threads: CPU threads (default: ``CORTANA_THREADS``, else half the cores).
+            threads: CPU threads generating (default: ``CORTANA_THREADS``, else half the cores).
+            batch_threads: CPU threads reading a prompt (default: every core).
             parallel: request slots.
             prompt_cache: a name (the assistant uses its workspace's path) under which the engine's prompt
                 cache is saved when the client closes and restored when the next one starts, so a new
@@ -390,12 +396,20 @@ class EmbeddedClient(LlamaCppClient):
                 path,
                 context_window=window,
                 threads=thread_count(threads),
+                batch_threads=batch_thread_count(batch_threads),
                 parallel=parallel,
                 slot_dir=slot_dir,
                 keep_alive=keep_alive,
             )
         if server is None:  # not resident, or the resident engine runs another version or settings
-            server = EmbeddedServer(path, context_window=window, threads=threads, parallel=parallel, slot_dir=slot_dir)
+            server = EmbeddedServer(
+                path,
+                context_window=window,
+                threads=threads,
+                batch_threads=batch_threads,
+                parallel=parallel,
+                slot_dir=slot_dir,
+            )
             await server.start()
         if name in BUNDLED_MODELS:
             kwargs.setdefault("check_margin", BUNDLED_MODELS[name].check_margin)

@@ -43,6 +43,7 @@ def serve_arguments(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--model", required=True)
     parser.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_WINDOW)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads-batch", type=int, default=0, help="threads reading a prompt (0: --threads)")
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--slot-save-path", default="")
@@ -63,7 +64,7 @@ def load_server(args: argparse.Namespace, api_key: str) -> Any:
     params.n_ctx = args.ctx
     params.n_parallel = args.parallel
     params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads_batch or args.threads
     params.n_gpu_layers = 0
     params.use_jinja = True
     params.warmup = False

@@ -40,6 +40,7 @@ async def create_model_client(
     api_key: str | None = None,
     context_window: int | None = None,
     threads: int | None = None,
+    batch_threads: int | None = None,
     parallel: int | None = None,
     prompt_cache: str | None = None,
     keep_alive: float | None = None,
@@ -63,7 +64,8 @@ async def create_model_client(
             (the embedded engine makes its own).
         context_window: the window to use where the engine does not report one
             (for Ollama, the ``num_ctx`` sent; for the embedded engine, its size).
-        threads: CPU threads for the embedded engine.
+        threads: CPU threads the embedded engine generates with.
+        batch_threads: CPU threads the embedded engine reads a prompt with (default: every core).
         parallel: request slots for the embedded engine (one prompt cache each).
         prompt_cache: for the embedded engine, a name under which its prompt cache is kept between
             processes (saved on ``aclose()``, restored at the next start); None: not kept.
@@ -81,6 +83,7 @@ async def create_model_client(
     api_key = api_key or settings.api_key
     context_window = context_window if context_window is not None else settings.context_window
     threads = threads if threads is not None else settings.threads
+    batch_threads = batch_threads if batch_threads is not None else settings.batch_threads
     parallel = parallel if parallel is not None else settings.parallel
     keep_alive = keep_alive if keep_alive is not None else settings.keep_alive
     name = (engine or "auto").lower().replace("_", "").replace("-", "").replace(".", "")
@@ -98,6 +101,7 @@ async def create_model_client(
     embedded = {
         "context_window": context_window,
         "threads": threads,
+        "batch_threads": batch_threads,
         "parallel": parallel,
         "prompt_cache": prompt_cache,
         "keep_alive": keep_alive or 0,

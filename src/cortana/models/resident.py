@@ -111,11 +111,18 @@ class _Wanted:
     model: str
     ctx: int
     threads: int
+    batch_threads: int
     parallel: int
     slot_dir: str
 
     def settings(self) -> dict[str, Any]:
-        return {"ctx": self.ctx, "threads": self.threads, "parallel": self.parallel, "slot_dir": self.slot_dir}
+        return {
+            "ctx": self.ctx,
+            "threads": self.threads,
+            "batch_threads": self.batch_threads,
+            "parallel": self.parallel,
+            "slot_dir": self.slot_dir,
+        }
 
 
 class ResidentServer:
@@ -159,6 +166,7 @@ class ResidentServer:
         *,
         context_window: int,
         threads: int,
+        batch_threads: int,
         parallel: int,
         slot_dir: Path | None,
         keep_alive: float,
@@ -172,7 +180,7 @@ class ResidentServer:
         # Files in the user's cache folder, stat'ed and opened at once: no need for threads here.
         record_path = engine_record_path(model_path)
         model = str(model_path.resolve())  # noqa: ASYNC240
-        wanted = _Wanted(model, context_window * parallel, threads, parallel, str(slot_dir or ""))
+        wanted = _Wanted(model, context_window * parallel, threads, batch_threads, parallel, str(slot_dir or ""))
         deadline = time.monotonic() + startup_timeout
         with open(record_path.with_suffix(".lock"), "a") as start_lock:  # noqa: ASYNC230
             await _flock(start_lock, fcntl.LOCK_EX, deadline, "another cortana starting this model's engine")
@@ -231,6 +239,7 @@ async def _launch(
         "--model", wanted.model,
         "--ctx", str(wanted.ctx),
         "--threads", str(wanted.threads),
+        "--threads-batch", str(wanted.batch_threads),
         "--parallel", str(wanted.parallel),
         *(["--slot-save-path", f"{wanted.slot_dir}{os.sep}"] if wanted.slot_dir else []),
         "--record", str(record_path),
@@ -332,7 +341,13 @@ def _serve(argv: list[str] | None = None) -> None:
         "api_key": api_key,
         "model": args.model,
         "versions": _versions(),
-        "settings": {"ctx": args.ctx, "threads": args.threads, "parallel": args.parallel, "slot_dir": slot_dir},
+        "settings": {
+            "ctx": args.ctx,
+            "threads": args.threads,
+            "batch_threads": args.threads_batch,
+            "parallel": args.parallel,
+            "slot_dir": slot_dir,
+        },
         "keep_alive": args.keep_alive,
         "started": time.time(),
     }
