@@ -1,6 +1,6 @@
 """The real engine for integration tests: the embedded llama.cpp server on the bundled 0.5B model.
 
-One server is started for the session (1 thread, as on CI's 2 cores). A
+One server is started for the session (generating on 1 thread, as on CI's 2 cores). A
 missing model is a failure, not a skip: these tests are the evidence that the
 engine works, and `./scripts/test` installs everything they need.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from cortana import Tool, tool
+from cortana.config import batch_thread_count
 from cortana.models.embedded import READY, resolve_model_path
 
 TEST_MODEL = "qwen2.5-coder-0.5b"
@@ -40,7 +41,10 @@ def engine() -> Iterator[Engine]:
     _, path = resolve_model_path(TEST_MODEL)
     key = secrets.token_urlsafe(16)
     process = subprocess.Popen(
-        [sys.executable, "-m", "cortana.models.embedded", "--model", str(path), "--ctx", str(CONTEXT), "--threads=1"],
+        [
+            *(sys.executable, "-m", "cortana.models.embedded", "--model", str(path), "--ctx", str(CONTEXT)),
+            *("--threads=1", f"--threads-batch={batch_thread_count()}"),  # generating on 1, reading on every core
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

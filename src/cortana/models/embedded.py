@@ -387,7 +387,8 @@ class EmbeddedClient(LlamaCppClient):
         name, path = await asyncio.to_thread(resolve_model_path, model)
         window = context_window or DEFAULT_CONTEXT_WINDOW
         kept = prompt_cache is not None and parallel == 1
-        slot_dir = _prompt_cache_folder() if kept else None
+        # A resident engine may serve a later client that keeps its prompt cache: it always gets the folder.
+        slot_dir = _prompt_cache_folder() if kept or keep_alive > 0 else None
         server: EngineProcess | None = None
         if keep_alive > 0:
             if importlib.util.find_spec("xllamacpp") is None:
