@@ -15,16 +15,16 @@ instructions and built-in tools, the workspace's memory, ``companion_check_in``
 (the local time, the "Due soon" list, unattended, not remembered unless it
 speaks).
 
-The development set is 80 scenarios: the 40 in this file, written by the same
-hand as ``companion/due.py``, and ``bench/heartbeat_set/dev_2.json``, written
-by a separate session as a held-out set and scored once as one (1.5B model:
-quiet 18/20, due 13/20); its misses were then studied and the time parser
-extended (hours without am/pm, "half past three", "at 11", weekdays, moved
-dates, called-off reminders, the assistant's promises), so it counts as
-development data from then on. The held-out set
-(``bench/heartbeat_set/held_out.json``, 40 scenarios) was written after that by
-another separate session that saw neither the code nor the other sets; nothing
-was changed after scoring it.
+The development set is 120 scenarios: the 40 in this file, written by the same
+hand as ``companion/due.py``; ``bench/heartbeat_set/dev_2.json``, written by a
+separate session as a held-out set and scored once as one (1.5B model: quiet
+18/20, due 13/20), its misses then studied and the time parser extended; and
+``bench/heartbeat_set/held_out.json``, written after that by another separate
+session that saw neither the code nor the other sets, scored once as the
+held-out set (1.5B: quiet 17/20, due 15/20), its misses then studied in turn.
+The held-out set is ``bench/heartbeat_set/held_out_3.json`` (40 scenarios),
+written by a third separate session that saw no code and no other set; no
+decision is made on it.
 
     python bench/heartbeat_eval.py [--model qwen2.5-coder-1.5b] [--split dev|held-out] [--only ID,...]
 """
@@ -245,8 +245,9 @@ def load_set(name: str, split: str) -> list[Scenario]:
 
 
 def all_scenarios() -> list[Scenario]:
-    """The development scenarios (this file's and dev_2.json), then the held-out ones."""
-    return [*SCENARIOS, *load_set("dev_2", "dev"), *load_set("held_out", "held-out")]
+    """The development scenarios (this file's, dev_2.json and held_out.json), then the held-out ones."""
+    development = [*SCENARIOS, *load_set("dev_2", "dev"), *load_set("held_out", "dev")]
+    return [*development, *load_set("held_out_3", "held-out")]
 
 
 def split_of(scenario: Scenario) -> str:
