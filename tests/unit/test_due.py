@@ -68,6 +68,89 @@ def test_a_note_that_is_not_due_is_left_out(note: str, now: datetime) -> None:
     assert due_soon(note, now) == []
 
 
+@pytest.mark.parametrize(
+    ("note", "now", "due"),
+    [
+        ("- Heartworm tablet with breakfast ~9", at(1, 8, 40), at(1, 9)),  # about nine
+        ("- Call Jo 9ish", at(1, 8, 40), at(1, 9)),
+        ("- Pick up Ana around 4", at(1, 15, 40), at(1, 16)),
+        ("- Drop the car off at quarter to nine", at(1, 8, 5), at(1, 8, 45)),
+        ("- Collect the turkey, slot 12:30-1pm, already paid", at(1, 12, 25), at(1, 12, 30)),  # a range: its start
+        ("- Workshop 2-3pm", at(1, 13, 30), at(1, 14)),
+        ("- Brunch 11-1pm", at(1, 10, 30), at(1, 11)),
+        ("- Bus leaves at 6:52 for the early shift", at(1, 6, 10), at(1, 6, 52)),  # an early start: morning
+        ("- Pancakes for breakfast at 7:30, dinner at 6", at(1, 7, 0), at(1, 7, 30)),  # the nearest half of the day
+        ("- Pancakes for breakfast at 7:30, dinner at 6", at(1, 17, 30), at(1, 18)),
+        ("- Flat viewing Sat at 2", at(5, 13, 30), at(5, 14)),  # "Sat" is Saturday
+        ("- Parents' evening Monday 7 Dec, pushed to next Monday at 6pm", at(14, 17, 30), at(14, 18)),
+        ("- Finally sat down with Jo at 2", at(3, 13, 30), at(3, 14)),  # "sat" is no Saturday
+    ],
+)
+def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, now: datetime, due: datetime) -> None:
+    (item,) = due_soon(note, now)
+    assert item.when == due
+
+
+@pytest.mark.parametrize(
+    ("note", "now"),
+    [
+        ("- Book the venue for 3-4 days", at(1, 14, 30)),  # no time range
+        ("- Workshop 2-3pm", at(1, 14, 30)),  # a range is due at its start, not its end
+        ("- Pay the electricity bill by 10am (already paid)", at(1, 9, 50)),  # paid, and paying is the task
+        ("- School pickup at 3:15 (early dismissal)", at(1, 2, 50)),  # "early" reads only 5 and 6 as morning
+        ("- Dentist this afternoon", at(1, 14, 50)),  # "this afternoon" says which day, not when
+        ("- I am meeting Sarah at 6:45", at(1, 6, 30)),  # "am" the verb is no morning
+        ("- Boiler service Mon 21st at 10am, moved it to Jan 7", at(21, 9, 30)),  # the day it was moved from
+    ],
+)
+def test_approximate_times_ranges_and_the_half_of_the_day_do_not_misfire(note: str, now: datetime) -> None:
+    assert due_soon(note, now) == []
+
+
+def test_an_hour_said_in_a_message_is_the_next_one_after_it_was_said() -> None:
+    early = [("user", "Flight is at 9:10, remind me to book the taxi at quarter past six?", at(20, 4, 50))]
+    assert [item.when for item in due_in_conversation(early, at(20, 5, 50))] == [at(20, 6, 15)]
+    late = [("user", "The lamb went in at 4. Remind me to take it out at 7?", at(26, 17, 35))]
+    assert [item.when for item in due_in_conversation(late, at(26, 18, 35))] == [at(26, 19)]
+    # a day named, or a half of the day: read as before, not from when it was said
+    tomorrow = [("user", "Remind me at 7 tomorrow to water the plants.", at(1, 21))]
+    assert [item.when for item in due_in_conversation(tomorrow, at(2, 6, 30))] == [at(2, 7)]
+    morning = [("user", "Next dose is at 8 this morning", at(4, 6, 30))]
+    assert [item.when for item in due_in_conversation(morning, at(4, 7, 30))] == [at(4, 8)]
+    assert due_in_conversation([("user", "got the dentist this afternoon, ugh", at(1, 14))], at(1, 15, 5)) == []
+    pushed = [("user", "Parents' evening got pushed to next Monday, 6pm", at(7, 9))]  # said on a Monday
+    assert due_in_conversation(pushed, at(7, 17, 30)) == []
+    assert [item.when for item in due_in_conversation(pushed, at(14, 17, 30))] == [at(14, 18)]
+
+
+def test_a_message_saying_a_note_was_done_or_moved_drops_it() -> None:
+    (pill,) = due_soon("- Takes levothyroxine at 9am on an empty stomach", at(30, 8, 50))
+    took = [
+        ("user", "took my thyroid pill early today, 8:30, before my run", at(30, 7, 50)),
+        ("assistant", "Noted, you've had your levothyroxine for today.", at(30, 7, 50)),
+    ]
+    assert due_in_conversation(took, at(30, 8, 50), notes=[pill]) == []
+    (evening,) = due_soon("- Parent-teacher evening Monday Jan 4, 6pm", datetime(2027, 1, 4, 17, 20, tzinfo=ZONE))
+    pushed = [
+        ("user", "school emailed, parent-teacher night got pushed to next Monday", evening.when - timedelta(hours=2)),
+        ("assistant", "Got it, it's now Monday 11 January at 6pm.", evening.when - timedelta(hours=2)),
+    ]
+    assert due_in_conversation(pushed, evening.when - timedelta(minutes=40), notes=[evening]) == []
+
+
+def test_a_message_about_something_else_being_done_leaves_the_note() -> None:
+    (call,) = due_soon("- Call Mum at 19:15, it's her birthday", at(1, 19))
+    unrelated = [("user", "Finished the quarterly report, finally.", at(1, 18))]
+    assert due_in_conversation(unrelated, at(1, 19), notes=[call]) == [call]  # no word in common
+    card = [("user", "Already sent the birthday card to Mum", at(1, 10))]
+    assert due_in_conversation(card, at(1, 19), notes=[call]) == [call]  # said hours before: something else
+    asking = [("user", "I've done the shopping, remind me to call Mum at 7:15?", at(1, 18, 30))]
+    assert call in due_in_conversation(asking, at(1, 19), notes=[call])  # asks for a reminder
+    yesterday = [("user", "took my pill", at(1, 8))]
+    (pill,) = due_soon("- Pill at 9am", at(2, 8, 50))
+    assert due_in_conversation(yesterday, at(2, 8, 50), notes=[pill]) == [pill]  # said yesterday
+
+
 def test_a_conversation_counts_what_was_asked_what_was_promised_and_what_was_called_off() -> None:
     said = at(1, 14)
     asked = [("user", "Remind me in 45 minutes to take the bread out.", said)]

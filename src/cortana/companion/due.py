@@ -3,15 +3,29 @@
 Small models cannot do clock arithmetic: shown "Take the pizza out at 18:30"
 and "Local time: 18:25", the 1.5B model wrote both down and still answered
 that nothing was due. So the check-in gets the arithmetic done for it: every
-line of working memory (and of the user's recent messages) that names a time
-is read for its day (today, tomorrow, a weekday, weekdays, a date such as "4
-December", "Dec 3rd", "22/12" or "2026-12-23") and its time (``15:00``, ``3pm``,
-``3:30 p.m.``, "half past three", "at 11", "noon", or "morning", "evening",
-"tonight"; "in 20 minutes" in a message counts from when it was said), and the
-ones falling within the next hour are listed with how long until they are due.
-An hour without am or pm is read as people mean it ("at 5:15" is 17:15, "at 9"
-is 09:00, "at 7 tonight" is 19:00). Lines marked done, paid or cancelled, and a
-date something was moved from, are left out.
+line of working memory (and of the recent messages) that names a time is read
+for its day and its time, and the ones falling within the next hour are listed
+with how long until they are due.
+
+- Days: today, tomorrow, a weekday ("Friday", "Fri"; "next Monday" in a
+  message said on a Monday: a week on), weekdays/weekends, a date ("4 December", "Dec 3rd",
+  "22/12", "2026-12-23"). A date something was moved *from*, and the days named
+  before what it was moved *to*, are not its days.
+- Times: ``15:00``, ``3pm``, ``3:30 p.m.``, "half past three", "quarter to
+  nine", "at 11", "~9", "9ish", "around 9", "noon"; a range ("12:30-1pm",
+  "2-3pm") is its start; a part of the day ("morning", "evening", "tonight")
+  when no time is named, but not "this afternoon", which only says which day.
+  "in 20 minutes" in a message counts from when it was said.
+- Am or pm, when not written: the half of the day named nearest the hour, in
+  its clause (evening, dinner, bed, tonight, a pm time: after noon; morning, breakfast, an
+  am time: before); in a message naming no day, the first one after it was
+  said ("at 7" said at 17:35 is 19:00, "quarter past six" said at 04:50 is
+  06:15); 5 and 6 with an early start (early shift, alarm) in the morning; else
+  the waking hours ("at 9" is 09:00, "at 5:15" is 17:15).
+- Left out: lines marked done or cancelled, or paid when paying is the task
+  ("slot 12:30-1pm, already paid" is still due); and what a message of today
+  says was done or moved ("took my thyroid pill early today", "got pushed to
+  next Monday"): the notes sharing a word with it or the reply to it.
 
 It reads text, so it can be wrong; what it lists is a hint the model checks
 against the notes, never an action.
@@ -22,7 +36,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from cortana.agent.extensions import TurnExtension
@@ -38,6 +52,10 @@ __all__ = ["Due", "DueSoon", "due_in_conversation", "due_soon", "due_text"]
 WITHIN = timedelta(hours=1)
 GRACE = timedelta(minutes=10)
 """A time up to this long ago still counts as due now."""
+_JUST_BEFORE = timedelta(minutes=30)
+"""An hour a message names without am or pm is the first one after it was said, less this."""
+_DONE_AHEAD = timedelta(hours=3)
+"""A message saying something was done settles what is due at most this long after it was said."""
 MAX_LINE_CHARS = 200
 MAX_ITEMS = 5
 
@@ -68,25 +86,41 @@ _SAID_TIME = re.compile(
     r"\b(half past|quarter past|quarter to)\s+" + _HOUR_WORD + r"\b|\b" + _HOUR_WORD + r"\s+o'?clock\b", re.IGNORECASE
 )
 _AT_HOUR = re.compile(
-    r"\b(?:at|by|around|about|until|till)\s+(1[0-2]|[1-9])\b(?![:.,]?\d)(?!\s*(?:%|st\b|nd\b|rd\b|th\b|[ap]\.?m))",
+    r"(?:\b(?:at|by|around|about|until|till|roughly|approx\.?|approximately)\s+|~\s*)(1[0-2]|[1-9])\b(?![:.,]?\d)"
+    r"(?!\s*(?:%|st\b|nd\b|rd\b|th\b|[ap]\.?m))|(?<![\d.:/])(1[0-2]|[1-9])\s*-?ish\b",
+    re.IGNORECASE,
+)
+_RANGE = re.compile(
+    r"(?<![\d.:/-])(1[0-2]|0?[1-9])(?:[:.]([0-5]\d))?\s*(?:([ap])\.?m\.?)?\s*(?:-|\u2013|to)\s*"
+    r"(1[0-2]|0?[1-9])(?:[:.]([0-5]\d))?(?!\d)\s*(?:([ap])\.?m\b\.?)?",
     re.IGNORECASE,
 )
 _NOON = re.compile(r"\b(noon|midday|midnight)\b", re.IGNORECASE)
 _PART_OF_DAY = {"morning": (9, 0), "afternoon": (15, 0), "evening": (19, 0), "tonight": (20, 0)}
-_PARTS = re.compile(r"\b(morning|afternoon|evening|tonight)s?\b", re.IGNORECASE)
-_EVENING_WORDS = re.compile(r"\b(evening|tonight|night|afternoon|dinner|supper|pm)\b", re.IGNORECASE)
-_MORNING_WORDS = re.compile(r"\b(morning|breakfast|am)\b", re.IGNORECASE)
+_PARTS = re.compile(r"\b(?<!this )(morning|afternoon|evening|tonight)s?\b", re.IGNORECASE)
+_HALF_OF_DAY = re.compile(
+    r"\b(?:(evening|tonight|night|afternoon|dinner|supper|bed(?:time)?)|(morning|breakfast|sunrise))s?\b"
+    r"|\d\s*(?:(p)|(a))\.?m\b",
+    re.IGNORECASE,
+)
+_CLAUSE_END = re.compile(r"[,;]|\.\s")
+_EARLY = re.compile(r"\b(early|alarm|wake|waking|commute)\b", re.IGNORECASE)
 _IN_A_WHILE = re.compile(r"\bin\s+(\d{1,3}|an?|half an)\s+(minutes?|mins?|hours?|hrs?)\b", re.IGNORECASE)
-_WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")(s)?\b", re.IGNORECASE)
+_WEEKDAY_SHORT = r"(Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)"  # capitalised: "sat down" is no Saturday
+_WEEKDAY = re.compile(r"\b(?i:(next\s+)?(" + "|".join(_WEEKDAYS) + r")s?)\b|\b(?i:(next\s+))?" + _WEEKDAY_SHORT + r"\b")
 _WORKDAYS = re.compile(r"\b(weekdays|workdays|every working day|weekends|every weekend)\b", re.IGNORECASE)
 _DAY_MONTH = re.compile(r"\b([0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"\b\.?(?:\s+(\d{4}))?", re.IGNORECASE)
 _MONTH_DAY = re.compile(r"\b" + _MONTH + r"\.?\s+([0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)\b")
 _SLASH_DATE = re.compile(r"(?<![\d/])([0-3]?\d)/([01]?\d)(?:/(\d{4}))?(?![\d/])")
-_MOVED_FROM = re.compile(r"\b(?:moved|rescheduled|postponed|pushed|changed|shifted)\b[^.;]*?\bfrom\s+", re.IGNORECASE)
+_MOVED = r"\b(?:moved|rescheduled|postponed|pushed|changed|shifted|put off)\b[^.;]*?"
+_MOVED_FROM = re.compile(_MOVED + r"\bfrom\s+", re.IGNORECASE)
+_MOVED_TO = re.compile(_MOVED + r"\b(?:to|until|till)\s+", re.IGNORECASE)
 _SETTLED = re.compile(
-    r"\b(done|paid|cancel+ed|finished|completed|went well|took place|already|no longer)\b", re.IGNORECASE
+    r"\b(done|cancel+ed|finished|completed|went well|took place|already(?! paid)|no longer)\b", re.IGNORECASE
 )
+_PAID = re.compile(r"\bpaid\b", re.IGNORECASE)
+_PAYING = re.compile(r"\b(pay|payment|bill|rent|invoice|fee|fine|tax)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,19 +156,22 @@ def _month(name: str) -> int:
     return next(index for index, month in enumerate(_MONTHS, start=1) if month.startswith(name.lower()[:3]))
 
 
-def _days(line: str, now: datetime, written: date) -> list[date]:
-    """The days a line speaks of: its dates and weekdays (the next of each), tomorrow, or today.
+def _days(line: str, now: datetime, written: date, said: bool = False) -> tuple[list[date], bool]:
+    """The days a line speaks of: its dates and weekdays (the next of each), tomorrow, or today; and
+    whether it named one. ``said``: ``written`` is when it was said ("next Monday" counts from it).
 
-    A date a line says something was moved *from* is not one of them.
+    A date a line says something was moved *from* is not one of them; nor, when it says something
+    was moved *to* a day, the days named before that.
     """
     lowered = line.lower()
     moved = _MOVED_FROM.search(line)
     moved_from = moved.end() if moved else -1  # where the date right after "moved ... from" starts
-    found: list[date] = []
+    moved_to = _MOVED_TO.search(line)
+    found: list[tuple[int, date]] = []
 
     def add(when: list[date], start: int) -> None:
         if start != moved_from:
-            found.extend(when)
+            found.extend((start, day) for day in when)
 
     for match in _ISO_DATE.finditer(line):
         try:
@@ -147,19 +184,24 @@ def _days(line: str, now: datetime, written: date) -> list[date]:
         add(_date_of(int(match[2]), _month(match[1]), match[3], now), match.start())
     for match in _SLASH_DATE.finditer(line):
         add(_date_of(int(match[1]), int(match[2]), match[3], now), match.start())
-    dated = {day.weekday() for day in found}  # "Monday 14 Dec" names one day, not also the next Monday
+    dated = {day.weekday() for _, day in found}  # "Monday 14 Dec" names one day, not also the next Monday
     for match in _WEEKDAY.finditer(line):
-        weekday = _WEEKDAYS.index(match[1].lower())
-        if weekday not in dated:
-            add([now.date() + timedelta(days=(weekday - now.weekday()) % 7)], match.start())
+        weekday = next(index for index, name in enumerate(_WEEKDAYS) if name.startswith((match[2] or match[4]).lower()))
+        if weekday not in dated or match[1] or match[3]:
+            if (match[1] or match[3]) and said:  # "next Monday" said on a Monday: a week on
+                add([written + timedelta(days=(weekday - written.weekday()) % 7 or 7)], match.start())
+            else:
+                add([now.date() + timedelta(days=(weekday - now.weekday()) % 7)], match.start())
     for match in _WORKDAYS.finditer(line):
         weekend = "weekend" in match[1].lower()
         add([_next_matching(now.date(), weekend)], match.start())
+    if moved_to and any(start >= moved_to.end() for start, _ in found):
+        found = [(start, day) for start, day in found if start >= moved_to.end()]
     if found:
-        return found
+        return [day for _, day in found], True
     if "tomorrow" in lowered:
-        return [written + timedelta(days=1)]
-    return [now.date()]  # today, tonight, every day, or no day named: today
+        return [written + timedelta(days=1)], True
+    return [now.date()], False  # today, tonight, every day, or no day named: today
 
 
 def _next_matching(today: date, weekend: bool) -> date:
@@ -184,44 +226,70 @@ def _hour_of(text: str) -> int:
     return int(text) if text.isdigit() else _NUMBERS.index(text.lower()) + 1
 
 
-def _read_hour(hour: int, line: str) -> int:
-    """A 1-12 hour without am or pm, read as people mean it: pm when the line says evening or
-    afternoon, am when it says morning, else the waking hours (7-11 in the morning, 12-6 after noon)."""
-    if hour == 12 or hour > 12:
+def _read_hour(hour: int, minute: int, line: str, at: int, after: time | None) -> int:
+    """A 1-12 hour without am or pm (said at ``at`` in the line), read as people mean it.
+
+    In turn: the half of the day named nearest to it in the line (evening, dinner, bed, tonight or
+    a pm time elsewhere: after noon; morning, breakfast or an am time: before); for a message of
+    today (``after``: when it was said, less a while), the first of the two after that; an early
+    start (early, alarm, wake) for 5 and 6; else the waking hours (7-11 in the morning, 12-6 after).
+    """
+    if hour >= 12:
         return hour
-    if _EVENING_WORDS.search(line) and not _MORNING_WORDS.search(line):
-        return hour + 12
-    if _MORNING_WORDS.search(line):
+    halves = []
+    for match in _HALF_OF_DAY.finditer(line):  # nearest: in the same clause, then before the hour, then closer
+        between = line[min(at, match.end()) : max(at, match.start())]
+        halves.append((bool(_CLAUSE_END.search(between)), match.start() > at, len(between), bool(match[1] or match[3])))
+    if halves:
+        return hour + 12 if min(halves)[3] else hour
+    if after is not None:
+        for reading in (hour, hour + 12):
+            if time(reading, minute) >= after:
+                return reading
+    if hour in (5, 6) and _EARLY.search(line):
         return hour
     return hour if hour >= 7 else hour + 12
 
 
-def _times(line: str) -> list[tuple[int, int]]:
-    """The clock times a line names; a part of the day ("morning") when it names none."""
+def _times(line: str, after: time | None = None) -> list[tuple[int, int]]:
+    """The clock times a line names; a part of the day ("morning") when it names none.
+
+    A range ("12:30-1pm", "2-3pm") is read as its start. ``after``: see :func:`_read_hour`.
+    """
     times: list[tuple[int, int]] = []
     taken: list[tuple[int, int]] = []
-    for match in _CLOCK.finditer(line):
-        hour, minute = int(match[1]), int(match[2])
-        if match[3]:
-            hour = hour % 12 + (12 if match[3].lower() == "p" else 0)
-        elif not match[1].startswith("0") and hour < 12:
-            hour = _read_hour(hour, line)  # "at 5:15" said in the afternoon is 17:15; "06:30" is as written
+
+    def add(hour: int, minute: int, meridiem: str | None, span: tuple[int, int], written: str = "") -> None:
+        if any(start <= span[0] < end for start, end in taken):
+            return
+        if meridiem:
+            hour = hour % 12 + (12 if meridiem.lower() == "p" else 0)
+        elif not written.startswith("0") and hour < 12:
+            hour = _read_hour(hour, minute, line, span[0], after)  # "at 5:15" said in the afternoon is 17:15
         times.append((hour, minute))
-        taken.append(match.span())
+        taken.append(span)
+
+    for match in _RANGE.finditer(line):
+        start, end = int(match[1]), int(match[4])
+        if match[2] or match[3] or match[6]:  # "12:30-1pm", "2-3pm", "9am-5": a time range, not "3-4 days"
+            meridiem = match[3] or match[6]
+            if not match[3] and meridiem and start % 12 > end % 12:  # "11-1pm": 11 in the morning
+                meridiem = "a" if meridiem.lower() == "p" else "p"
+            add(start, int(match[2] or 0), meridiem, match.span(), match[1])
+    for match in _CLOCK.finditer(line):
+        add(int(match[1]), int(match[2]), match[3], match.span(), match[1])
     for match in _HOUR_AMPM.finditer(line):
-        times.append((int(match[1]) % 12 + (12 if match[2].lower() == "p" else 0), 0))
-        taken.append(match.span())
+        add(int(match[1]), 0, match[2], match.span())
     for match in _SAID_TIME.finditer(line):
         if match[1]:
-            hour = _read_hour(_hour_of(match[2]), line)
             minute = {"half past": 30, "quarter past": 15, "quarter to": 45}[match[1].lower()]
-            times.append(((hour - 1) % 24 if minute == 45 else hour, minute))
+            hour = _hour_of(match[2]) - (1 if minute == 45 else 0) or 12
+            add(hour, minute, None, match.span())
         else:
-            times.append((_read_hour(_hour_of(match[3]), line), 0))
-        taken.append(match.span())
+            add(_hour_of(match[3]), 0, None, match.span())
     for match in _AT_HOUR.finditer(line):
-        if not any(start <= match.start(1) < end for start, end in taken):
-            times.append((_read_hour(int(match[1]), line), 0))
+        group = 1 if match[1] else 2
+        add(int(match[group]), 0, None, match.span(group))
     for match in _NOON.finditer(line):
         times.append((0, 0) if match[1].lower() == "midnight" else (12, 0))
     if not times:
@@ -240,6 +308,11 @@ def _after_a_while(line: str, said_at: datetime) -> list[datetime]:
     return moments
 
 
+def _settled(line: str) -> bool:
+    """Marked done or cancelled; or paid, when paying is what the line is about."""
+    return bool(_SETTLED.search(line) or (_PAID.search(line) and _PAYING.search(line)))
+
+
 def due_soon(
     lines: Sequence[str] | str,
     now: datetime,
@@ -253,23 +326,28 @@ def due_soon(
     Args:
         lines: notes, one per line (a string is split into lines).
         now: the local time.
-        said_at: when the lines were written: "tomorrow" counts from its day and "in 20 minutes"
-            from it; default: notes of no known time ("tomorrow" counts from today; "in 20 minutes"
+        said_at: when the lines were written: "tomorrow" counts from its day, "in 20 minutes"
+            from it, and an hour without am or pm that names no day is the first one after it;
+            default: notes of no known time ("tomorrow" counts from today; "in 20 minutes"
             is not read).
     """
     items = lines.splitlines() if isinstance(lines, str) else list(lines)
     found: list[Due] = []
     for raw in items:
         line = " ".join(raw.split()).lstrip("-*• ").strip()
-        if not line or _SETTLED.search(line):
+        if not line or _settled(line):
             continue
-        times = _times(line)
+        days, named = _days(line, now, said_at.date() if said_at else now.date(), said_at is not None)
+        after = None
+        if said_at is not None and not named and said_at.date() == now.date():
+            after = max(said_at - _JUST_BEFORE, said_at.replace(hour=0, minute=0)).time()
+        times = _times(line, after)
         later = _after_a_while(line, said_at) if said_at is not None else []
         if not times and not later:
             continue
         moments = [
             datetime.combine(day, datetime.min.time(), tzinfo=now.tzinfo).replace(hour=hour, minute=minute)
-            for day in _days(line, now, said_at.date() if said_at else now.date())
+            for day in days
             for hour, minute in times
         ] + later
         near = [moment for moment in moments if -grace <= moment - now <= within]
@@ -291,21 +369,77 @@ _CALLED_OFF = re.compile(
     r"\b(no need|never ?mind|forget (?:it|that|about)|don'?t (?:need to )?remind|cancel|called off|not any ?more)\b",
     re.IGNORECASE,
 )
+_DONE_SAID = re.compile(
+    r"\b(took|taken|had my|done|finished|already|picked (?:\w+ )?up|collected|(?:just|got) back from|paid|sent"
+    r"|submitted|handed in)\b",
+    re.IGNORECASE,
+)
+_MOVED_SAID = re.compile(
+    r"\b(moved|rescheduled|postponed|pushed|put off|delayed|called off|cancel+ed)\b", re.IGNORECASE
+)
+_ASKS = re.compile(r"\b(remind|nudge|ping|check (?:in|on))\b|\?", re.IGNORECASE)
+_WORD = re.compile(r"[a-z][a-z-]*[a-z]", re.IGNORECASE)
+_COMMON_WORDS = """the and for with from that this then than they them their there have has had just got get not but
+    are was were you your yours i've you've i'll it's its about after before again every today tonight tomorrow
+    morning afternoon evening night week weekend time minute hour later early now next last done took taken take
+    takes finished already back went called paid sent moved pushed put off delayed remind reminder noted sure thanks
+    okay please will would can could should what when where how all our out one two day days appointment meeting
+    call"""
+_COMMON = frozenset([*_COMMON_WORDS.split(), *_WEEKDAYS, *_MONTHS])
 
 
-def due_in_conversation(messages: Sequence[tuple[str, str, datetime]], now: datetime) -> list[Due]:
-    """What is due soon in a conversation: ``(role, text, said_at)`` oldest first.
+def _words(text: str) -> set[str]:
+    """The words that say what a line is about ("pill", "levothyroxine"), not when or how."""
+    words = set()
+    for word in _WORD.findall(text.lower().replace("'s", "")):
+        word = word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+        if len(word) >= 3 and word not in _COMMON:
+            words.add(word)
+    return words
+
+
+def _still_due(item: Due, about: set[str], said_at: datetime, ahead: timedelta | None) -> bool:
+    """Whether ``item`` is still due after a message about ``about`` said it was done (``ahead``: only
+    what falls due within that of it: "done" said hours before is about something else) or moved."""
+    return not _words(item.text) & about or (ahead is not None and item.when - said_at > ahead)
+
+
+def due_in_conversation(
+    messages: Sequence[tuple[str, str, datetime]], now: datetime, *, notes: Sequence[Due] = ()
+) -> list[Due]:
+    """What is due soon in a conversation: ``(role, text, said_at)`` oldest first; and which of ``notes``
+    (what working memory has due) still is.
 
     The user's messages and the assistant's replies (with what it promised) both count; a later
     message that calls things off ("no need for the reminder", "I already called him") drops what
-    was found before it.
+    was found before it. A message of today that says something was done or moved ("took my pill
+    early today", "got pushed to next Monday"), and asks for nothing, drops the notes and what was
+    found before it that share a word with it or with the assistant's reply to it (for "done": only
+    what falls due within three hours of it); a message saying something was done lists nothing.
     """
+    kept = list(notes)
     found: list[Due] = []
-    for role, text, said_at in messages:
-        if role == "user" and (_CALLED_OFF.search(text) or _SETTLED.search(text)):
+    skip_reply = False
+    for index, (role, text, said_at) in enumerate(messages):
+        if role != "user":
+            if not skip_reply:
+                found.extend(due_soon(text, now, said_at=said_at))
+            skip_reply = False
+            continue
+        if _CALLED_OFF.search(text) or _SETTLED.search(text):
             found = []  # what was asked for before is called off; this message may still ask for more
+        done, moved = _DONE_SAID.search(text), _MOVED_SAID.search(text)
+        if (done or moved) and not _ASKS.search(text) and said_at.date() == now.date() and said_at <= now:
+            reply = messages[index + 1][1] if index + 1 < len(messages) and messages[index + 1][0] != "user" else ""
+            about = _words(text) | _words(reply)
+            ahead = _DONE_AHEAD if done and not moved else None
+            kept = [item for item in kept if _still_due(item, about, said_at, ahead)]
+            found = [item for item in found if _still_due(item, about, said_at, ahead)]
+            skip_reply = bool(done and not moved)
+            if skip_reply:
+                continue
         found.extend(due_soon(text, now, said_at=said_at))
-    return found
+    return kept + found
 
 
 class DueMemory(Protocol):
@@ -350,7 +484,7 @@ class DueSoon(TurnExtension):
     async def items(self, thread: ThreadRef) -> list[Due]:
         """What is due soon in working memory and the user's recent messages, less what was reminded of."""
         now = self.clock.now()
-        found = due_soon(await self.memory.get_working_memory(thread), now)
+        notes = due_soon(await self.memory.get_working_memory(thread), now)
         # what the user said, and what the assistant promised ("I'll remind you at 3:30")
         stored_messages = await self.memory.messages(thread)
         said = [
@@ -362,18 +496,17 @@ class DueSoon(TurnExtension):
             and not stored.message.tool_calls
             and not (index and stored_messages[index - 1].message.name == CHECK_IN_NAME)  # a check-in's own words
         ][-self.recent :]
-        found.extend(
-            due_in_conversation(
-                [
-                    (
-                        stored.message.role,
-                        strip_turn_context(stored.message.content),
-                        datetime.fromtimestamp(stored.created_at, tz=now.tzinfo),
-                    )
-                    for stored in said
-                ],
-                now,
-            )
+        found = due_in_conversation(
+            [
+                (
+                    stored.message.role,
+                    strip_turn_context(stored.message.content),
+                    datetime.fromtimestamp(stored.created_at, tz=now.tzinfo),
+                )
+                for stored in said
+            ],
+            now,
+            notes=notes,
         )
         unique = {(item.when, item.text): item for item in found if item.when not in self.reminded}
         return sorted(unique.values(), key=lambda item: item.when)[:MAX_ITEMS]
