@@ -16,8 +16,9 @@ and ``cortana --help`` stay fast; engine SDKs load only inside their adapters.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cortana.lazy import lazy_names
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -205,10 +206,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import each public name on first use, so ``import cortana`` (and ``cortana --help``) stay instant."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'cortana' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY)

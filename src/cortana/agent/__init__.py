@@ -6,8 +6,9 @@ prompt shows, and ``Agent`` (the loop, compaction, the tools) only once the engi
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cortana.lazy import lazy_names
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -48,10 +49,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import each public name on first use."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -13,8 +13,9 @@ the check-ins (and the agent they bring) only once the engine is up.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cortana.lazy import lazy_names
 
 if TYPE_CHECKING:
     from cortana.companion.companion import (
@@ -84,10 +85,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import each public name on first use."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)

@@ -14,8 +14,9 @@ build without the modules only a turn needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cortana.lazy import lazy_names
 
 if TYPE_CHECKING:
     from cortana.knowledge.files import NamedFiles
@@ -34,10 +35,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import each public name on first use."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
