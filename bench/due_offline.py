@@ -19,17 +19,15 @@ import argparse
 import asyncio
 import sys
 import tempfile
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cortana import ThreadRef
 from cortana.companion import ManualClock
 from cortana.companion.due import Due, DueSoon
 from cortana.memory.sqlite import SQLiteMemory
-from cortana.messages import Message
-from heartbeat_eval import SCENARIOS, ZONE, Scenario, load_set
+from heartbeat_eval import SCENARIOS, THREAD, Scenario, load_set, prepare
 
 
 def scenarios() -> dict[str, list[Scenario]]:
@@ -45,16 +43,9 @@ def held_out() -> dict[str, list[Scenario]]:
 async def listed(scenario: Scenario, root: Path) -> tuple[datetime, list[Due]]:
     """What DueSoon lists at the scenario's "now", set up as the check-in's bench sets it up."""
     memory = SQLiteMemory(root / scenario.id / "memory.db")
-    thread = ThreadRef(resource_id="cli", thread_id="main")
     try:
-        if scenario.memory:
-            await memory.set_working_memory(thread, scenario.memory)
-        for user, assistant in scenario.chat:
-            await memory.append_messages(thread, [Message.user(user), Message.assistant(assistant)])
-        now = datetime.strptime(scenario.now, "%Y-%m-%d %H:%M").replace(tzinfo=ZONE)
-        said = (now - timedelta(hours=1)).timestamp()
-        await memory.store.write(lambda c: c.execute("UPDATE messages SET created_at = ?", (said,)))
-        return now, await DueSoon(memory, clock=ManualClock(now)).items(thread)
+        now = await prepare(scenario, memory)
+        return now, await DueSoon(memory, clock=ManualClock(now)).items(THREAD)
     finally:
         memory.close()
 

@@ -263,19 +263,28 @@ def score(scenario: Scenario, reply: str) -> bool:
     return not is_heartbeat_ok(reply) and any(word in text for word in scenario.words)
 
 
+THREAD = ThreadRef(resource_id="cli", thread_id="main")
+
+
+async def prepare(scenario: Scenario, memory: SQLiteMemory) -> datetime:
+    """Put the scenario's notes and chat into ``memory`` (thread ``THREAD``); return its local time."""
+    if scenario.memory:
+        await memory.set_working_memory(THREAD, scenario.memory)
+    for user, assistant in scenario.chat:
+        await memory.append_messages(THREAD, [Message.user(user), Message.assistant(assistant)])
+    now = datetime.strptime(scenario.now, "%Y-%m-%d %H:%M").replace(tzinfo=ZONE)
+    said = (now - timedelta(hours=1)).timestamp()  # the chat was earlier that day, not when the bench runs
+    await memory.store.write(lambda c: c.execute("UPDATE messages SET created_at = ?", (said,)))
+    return now
+
+
 async def run_one(client: object, scenario: Scenario, root: Path) -> dict[str, object]:
     workspace = root / scenario.id
     workspace.mkdir()
     memory = SQLiteMemory(workspace / ".cortana" / "memory.db")
-    thread = ThreadRef(resource_id="cli", thread_id="main")
+    thread = THREAD
     try:
-        if scenario.memory:
-            await memory.set_working_memory(thread, scenario.memory)
-        for user, assistant in scenario.chat:
-            await memory.append_messages(thread, [Message.user(user), Message.assistant(assistant)])
-        now = datetime.strptime(scenario.now, "%Y-%m-%d %H:%M").replace(tzinfo=ZONE)
-        said = (now - timedelta(hours=1)).timestamp()  # the chat was earlier that day, not when the bench runs
-        await memory.store.write(lambda c: c.execute("UPDATE messages SET created_at = ?", (said,)))
+        now = await prepare(scenario, memory)
         clock = ManualClock(now)
         agent = Agent(
             client,  # type: ignore[arg-type]
