@@ -7,8 +7,8 @@ check-in would. Scored:
 - ``due``: the list names the item (one of its words is in a listed line);
 - ``quiet``: the list is empty.
 
-Sets: ``builtin`` (the 40 in heartbeat_eval.py), ``dev_2`` and ``held_out`` (all development data);
-with ``--held-out``, ``held_out_3`` instead, to report: no rule is chosen on it.
+Sets: ``builtin`` (the 40 in heartbeat_eval.py), ``dev_2``, ``held_out`` and ``held_out_3`` (all
+development data now); with ``--held-out``, ``held_out_4`` instead, to report: no rule is chosen on it.
 
     python bench/due_offline.py [--verbose] [--held-out]
 """
@@ -32,12 +32,17 @@ from heartbeat_eval import SCENARIOS, THREAD, Scenario, load_set, prepare
 
 def scenarios() -> dict[str, list[Scenario]]:
     """The development sets, by name."""
-    return {"builtin": list(SCENARIOS), "dev_2": load_set("dev_2", "dev"), "held_out": load_set("held_out", "dev")}
+    return {
+        "builtin": list(SCENARIOS),
+        "dev_2": load_set("dev_2", "dev"),
+        "held_out": load_set("held_out", "dev"),
+        "held_out_3": load_set("held_out_3", "dev"),
+    }
 
 
 def held_out() -> dict[str, list[Scenario]]:
     """The held-out set: reported, never a reason to change a rule."""
-    return {"held_out_3": load_set("held_out_3", "held-out")}
+    return {"held_out_4": load_set("held_out_4", "held-out")}
 
 
 async def listed(scenario: Scenario, root: Path) -> tuple[datetime, list[Due]]:

@@ -84,6 +84,12 @@ def test_a_note_that_is_not_due_is_left_out(note: str, now: datetime) -> None:
         ("- Flat viewing Sat at 2", at(5, 13, 30), at(5, 14)),  # "Sat" is Saturday
         ("- Parents' evening Monday 7 Dec, pushed to next Monday at 6pm", at(14, 17, 30), at(14, 18)),
         ("- Finally sat down with Jo at 2", at(3, 13, 30), at(3, 14)),  # "sat" is no Saturday
+        ("- tues: pick up Leo from karate half 4", at(8, 15, 45), at(8, 16, 30)),  # "half 4" is 4:30
+        ("- Flight to Lisbon Fri 18:40 from LGW, leave 2h before", at(18, 16, 10), at(18, 16, 40)),
+        ("- Be there 30 mins early: eye test 11:15", at(2, 10, 30), at(2, 10, 45)),
+        ("- next Monday (21st) 10am: MRI", at(21, 9, 30), at(21, 10)),  # the date says which Monday
+        ("- Mon 21st: boiler service at 10", at(21, 9, 30), at(21, 10)),
+        ("- Pharmacy closes at 6, pick up the prescription", at(1, 17, 30), at(1, 18)),  # a deadline
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, now: datetime, due: datetime) -> None:
@@ -101,6 +107,10 @@ def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, no
         ("- Dentist this afternoon", at(1, 14, 50)),  # "this afternoon" says which day, not when
         ("- I am meeting Sarah at 6:45", at(1, 6, 30)),  # "am" the verb is no morning
         ("- Boiler service Mon 21st at 10am, moved it to Jan 7", at(21, 9, 30)),  # the day it was moved from
+        ("- next Monday (21st) 10am: MRI", at(14, 9, 30)),  # a Monday, but the 21st is next week
+        ("- Gym closes at 10pm on fridays", at(4, 21, 30)),  # opening hours are a fact, not a task
+        ("- Pharmacy open till 11 weekdays", at(2, 22, 20)),
+        ("- Fasting bloods the 3rd at 8:30", at(2, 8, 0)),  # the 3rd is tomorrow
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_do_not_misfire(note: str, now: datetime) -> None:
@@ -136,6 +146,12 @@ def test_a_message_saying_a_note_was_done_or_moved_drops_it() -> None:
         ("assistant", "Got it, it's now Monday 11 January at 6pm.", evening.when - timedelta(hours=2)),
     ]
     assert due_in_conversation(pushed, evening.when - timedelta(minutes=40), notes=[evening]) == []
+    # no word in common, but the same time: "pills" at 8 o'clock with dinner are the meds at 8pm
+    (meds,) = due_soon("- take meds every day at 8pm", at(20, 19, 55))
+    early = [("user", "just took my 8 o'clock pills early with dinner", at(20, 18, 55))]
+    assert due_in_conversation(early, at(20, 19, 55), notes=[meds]) == []
+    (water,) = due_soon("- water the tomatoes at 7pm", at(20, 18, 50))
+    assert due_in_conversation([("user", "already did the 7pm job", at(20, 18))], at(20, 18, 50), notes=[water]) == []
 
 
 def test_a_message_about_something_else_being_done_leaves_the_note() -> None:

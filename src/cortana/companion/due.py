@@ -8,14 +8,16 @@ for its day and its time, and the ones falling within the next hour are listed
 with how long until they are due.
 
 - Days: today, tomorrow, a weekday ("Friday", "Fri"; "next Monday" in a
-  message said on a Monday: a week on), weekdays/weekends, a date ("4 December", "Dec 3rd",
-  "22/12", "2026-12-23"). A date something was moved *from*, and the days named
+  message said on a Monday: a week on), weekdays/weekends, a date ("4 December",
+  "Dec 3rd", "22/12", "2026-12-23", "the 25th"; in "next Monday (25th)" the date
+  says which Monday). A date something was moved *from*, and the days named
   before what it was moved *to*, are not its days.
-- Times: ``15:00``, ``3pm``, ``3:30 p.m.``, "half past three", "quarter to
-  nine", "at 11", "~9", "9ish", "around 9", "noon"; a range ("12:30-1pm",
-  "2-3pm") is its start; a part of the day ("morning", "evening", "tonight")
-  when no time is named, but not "this afternoon", which only says which day.
-  "in 20 minutes" in a message counts from when it was said.
+- Times: ``15:00``, ``3pm``, ``3:30 p.m.``, "half past three", "half 4" (4:30),
+  "quarter to nine", "at 11", "~9", "9ish", "around 9", "noon"; a range
+  ("12:30-1pm", "2-3pm") is its start; a part of the day ("morning", "evening",
+  "tonight") when no time is named, but not "this afternoon", which only says
+  which day. "in 20 minutes" in a message counts from when it was said; "leave
+  2h before" makes a time due that much earlier too.
 - Am or pm, when not written: the half of the day named nearest the hour, in
   its clause (evening, dinner, bed, tonight, a pm time: after noon; morning, breakfast, an
   am time: before); in a message naming no day, the first one after it was
@@ -23,9 +25,11 @@ with how long until they are due.
   06:15); 5 and 6 with an early start (early shift, alarm) in the morning; else
   the waking hours ("at 9" is 09:00, "at 5:15" is 17:15).
 - Left out: lines marked done or cancelled, or paid when paying is the task
-  ("slot 12:30-1pm, already paid" is still due); and what a message of today
-  says was done or moved ("took my thyroid pill early today", "got pushed to
-  next Monday"): the notes sharing a word with it or the reply to it.
+  ("slot 12:30-1pm, already paid" is still due); opening hours that ask for
+  nothing ("gym closes at 10pm"); and what a message of today says was done or
+  moved ("took my thyroid pill early today", "got pushed to next Monday"): the
+  notes sharing a word with it or the reply to it (pills, meds and tablets are
+  one word), or due at a time it names ("my 8 o'clock pills").
 
 It reads text, so it can be wrong; what it lists is a hint the model checks
 against the notes, never an action.
@@ -83,7 +87,8 @@ _HOUR_AMPM = re.compile(r"(?<![\d.:/])(1[0-2]|0?[1-9])\s*([ap])\.?m\b\.?", re.IG
 _NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 _HOUR_WORD = r"(1[0-2]|[1-9]|" + "|".join(_NUMBERS) + r")"
 _SAID_TIME = re.compile(
-    r"\b(half past|quarter past|quarter to)\s+" + _HOUR_WORD + r"\b|\b" + _HOUR_WORD + r"\s+o'?clock\b", re.IGNORECASE
+    r"\b(half past|quarter past|quarter to|half)\s+" + _HOUR_WORD + r"\b|\b" + _HOUR_WORD + r"\s+o'?clock\b",
+    re.IGNORECASE,
 )
 _AT_HOUR = re.compile(
     r"(?:\b(?:at|by|around|about|until|till|roughly|approx\.?|approximately)\s+|~\s*)(1[0-2]|[1-9])\b(?![:.,]?\d)"
@@ -112,6 +117,11 @@ _WORKDAYS = re.compile(r"\b(weekdays|workdays|every working day|weekends|every w
 _DAY_MONTH = re.compile(r"\b([0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"\b\.?(?:\s+(\d{4}))?", re.IGNORECASE)
 _MONTH_DAY = re.compile(r"\b" + _MONTH + r"\.?\s+([0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)\b")
+_DAY_OF_MONTH = re.compile(  # "the 25th", "(25th)", "Mon 25th": a day of this month or the next
+    r"(?:\bthe\s+|\bon\s+|\(|\b(?i:" + "|".join(_WEEKDAYS) + "|" + _WEEKDAY_SHORT[1:-1] + r")\s+)"
+    r"([0-3]?\d)(?:st|nd|rd|th)\b(?!\s+(?:of\s+)?" + _MONTH + r")",
+    re.IGNORECASE,
+)
 _SLASH_DATE = re.compile(r"(?<![\d/])([0-3]?\d)/([01]?\d)(?:/(\d{4}))?(?![\d/])")
 _MOVED = r"\b(?:moved|rescheduled|postponed|pushed|changed|shifted|put off)\b[^.;]*?"
 _MOVED_FROM = re.compile(_MOVED + r"\bfrom\s+", re.IGNORECASE)
@@ -119,6 +129,17 @@ _MOVED_TO = re.compile(_MOVED + r"\b(?:to|until|till)\s+", re.IGNORECASE)
 _SETTLED = re.compile(
     r"\b(done|cancel+ed|finished|completed|went well|took place|already(?! paid)|no longer)\b", re.IGNORECASE
 )
+_BEFORE = re.compile(  # "leave 2h before", "be there 30 mins early": due that long before the time named
+    r"\b(\d{1,3}(?:\.\d)?|an?|one|two|three|half an?)\s*(h|hrs?|hours?|m|mins?|minutes?)\s+"
+    r"(?:before|beforehand|early|ahead)\b",
+    re.IGNORECASE,
+)
+_OPENING_HOURS = re.compile(r"\b(closes|closing|shuts|open (?:till|until|late)|opening hours)\b", re.IGNORECASE)
+_TASK = re.compile(
+    r"\b(before|by|get|pick|collect|buy|return|drop|post|send|need|must|remember|go|grab|call|ring|book|renew)\b",
+    re.IGNORECASE,
+)
+"""A line naming opening hours is a fact about a place, not a task, unless it asks for one of these."""
 _PAID = re.compile(r"\bpaid\b", re.IGNORECASE)
 _PAYING = re.compile(r"\b(pay|payment|bill|rent|invoice|fee|fine|tax)\b", re.IGNORECASE)
 
@@ -184,10 +205,14 @@ def _days(line: str, now: datetime, written: date, said: bool = False) -> tuple[
         add(_date_of(int(match[2]), _month(match[1]), match[3], now), match.start())
     for match in _SLASH_DATE.finditer(line):
         add(_date_of(int(match[1]), int(match[2]), match[3], now), match.start())
-    dated = {day.weekday() for _, day in found}  # "Monday 14 Dec" names one day, not also the next Monday
+    if not found:
+        for match in _DAY_OF_MONTH.finditer(line):
+            add(_day_of_month(int(match[1]), now.date()), match.start(1))
+    dated = {day.weekday() for _, day in found}  # "Monday 14 Dec", "next Monday (25th)" name one day
     for match in _WEEKDAY.finditer(line):
         weekday = next(index for index, name in enumerate(_WEEKDAYS) if name.startswith((match[2] or match[4]).lower()))
-        if weekday not in dated or match[1] or match[3]:
+        its_date = any(match.end() <= start <= match.end() + 4 for start, _ in found)
+        if weekday not in dated or ((match[1] or match[3]) and not its_date):
             if (match[1] or match[3]) and said:  # "next Monday" said on a Monday: a week on
                 add([written + timedelta(days=(weekday - written.weekday()) % 7 or 7)], match.start())
             else:
@@ -220,6 +245,19 @@ def _date_of(day: int, month: int, year: str | None, now: datetime) -> list[date
     if not year and when < now.date() - timedelta(days=180):
         when = when.replace(year=now.year + 1)  # "14 January" said in December: next year's
     return [when]
+
+
+def _day_of_month(day: int, today: date) -> list[date]:
+    """The next ``day`` of a month, from ``today`` on ("the 25th")."""
+    month, year = today.month, today.year
+    for _ in range(3):  # the 31st is not in every month
+        if day >= today.day or (month, year) != (today.month, today.year):
+            try:
+                return [date(year, month, day)]
+            except ValueError:
+                pass
+        month, year = (1, year + 1) if month == 12 else (month + 1, year)
+    return []
 
 
 def _hour_of(text: str) -> int:
@@ -282,7 +320,7 @@ def _times(line: str, after: time | None = None) -> list[tuple[int, int]]:
         add(int(match[1]), 0, match[2], match.span())
     for match in _SAID_TIME.finditer(line):
         if match[1]:
-            minute = {"half past": 30, "quarter past": 15, "quarter to": 45}[match[1].lower()]
+            minute = {"half past": 30, "half": 30, "quarter past": 15, "quarter to": 45}[match[1].lower()]
             hour = _hour_of(match[2]) - (1 if minute == 45 else 0) or 12
             add(hour, minute, None, match.span())
         else:
@@ -306,6 +344,17 @@ def _after_a_while(line: str, said_at: datetime) -> list[datetime]:
         unit = 60 if match[2].lower().startswith("m") else 3600
         moments.append(said_at + timedelta(seconds=amount * unit))
     return moments
+
+
+def _ahead_of_time(line: str) -> list[timedelta]:
+    """How long before the time it names a line asks for something ("leave 2h before")."""
+    spans = []
+    for match in _BEFORE.finditer(line):
+        amount = {"a": 1.0, "an": 1.0, "one": 1.0, "two": 2.0, "three": 3.0}.get(match[1].lower())
+        if amount is None:
+            amount = 0.5 if match[1].lower().startswith("half") else float(match[1])
+        spans.append(timedelta(minutes=amount * (1 if match[2].lower().startswith("m") else 60)))
+    return spans
 
 
 def _settled(line: str) -> bool:
@@ -335,7 +384,7 @@ def due_soon(
     found: list[Due] = []
     for raw in items:
         line = " ".join(raw.split()).lstrip("-*• ").strip()
-        if not line or _settled(line):
+        if not line or _settled(line) or (_OPENING_HOURS.search(line) and not _TASK.search(line)):
             continue
         days, named = _days(line, now, said_at.date() if said_at else now.date(), said_at is not None)
         after = None
@@ -346,9 +395,10 @@ def due_soon(
         if not times and not later:
             continue
         moments = [
-            datetime.combine(day, datetime.min.time(), tzinfo=now.tzinfo).replace(hour=hour, minute=minute)
+            datetime.combine(day, datetime.min.time(), tzinfo=now.tzinfo).replace(hour=hour, minute=minute) - ahead
             for day in days
             for hour, minute in times
+            for ahead in (timedelta(0), *_ahead_of_time(line))
         ] + later
         near = [moment for moment in moments if -grace <= moment - now <= within]
         if near:
@@ -386,6 +436,8 @@ _COMMON_WORDS = """the and for with from that this then than they them their the
     okay please will would can could should what when where how all our out one two day days appointment meeting
     call"""
 _COMMON = frozenset([*_COMMON_WORDS.split(), *_WEEKDAYS, *_MONTHS])
+_SAME_THING = dict.fromkeys(("pill", "med", "medication", "medicine", "tablet", "dose"), "medication")
+"""Words people use for the same thing: "took my pills" settles "meds at 8pm"."""
 
 
 def _words(text: str) -> set[str]:
@@ -394,14 +446,18 @@ def _words(text: str) -> set[str]:
     for word in _WORD.findall(text.lower().replace("'s", "")):
         word = word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
         if len(word) >= 3 and word not in _COMMON:
-            words.add(word)
+            words.add(_SAME_THING.get(word, word))
     return words
 
 
-def _still_due(item: Due, about: set[str], said_at: datetime, ahead: timedelta | None) -> bool:
-    """Whether ``item`` is still due after a message about ``about`` said it was done (``ahead``: only
-    what falls due within that of it: "done" said hours before is about something else) or moved."""
-    return not _words(item.text) & about or (ahead is not None and item.when - said_at > ahead)
+def _still_due(
+    item: Due, about: set[str], at: set[tuple[int, int]], said_at: datetime, ahead: timedelta | None
+) -> bool:
+    """Whether ``item`` is still due after a message about ``about`` (or naming its time, one of ``at``)
+    said it was done (``ahead``: only what falls due within that of it: "done" said hours before is
+    about something else) or moved."""
+    same = bool(_words(item.text) & about) or (item.when.hour, item.when.minute) in at
+    return not same or (ahead is not None and item.when - said_at > ahead)
 
 
 def due_in_conversation(
@@ -431,10 +487,10 @@ def due_in_conversation(
         done, moved = _DONE_SAID.search(text), _MOVED_SAID.search(text)
         if (done or moved) and not _ASKS.search(text) and said_at.date() == now.date() and said_at <= now:
             reply = messages[index + 1][1] if index + 1 < len(messages) and messages[index + 1][0] != "user" else ""
-            about = _words(text) | _words(reply)
+            about, at = _words(text) | _words(reply), set(_times(text))
             ahead = _DONE_AHEAD if done and not moved else None
-            kept = [item for item in kept if _still_due(item, about, said_at, ahead)]
-            found = [item for item in found if _still_due(item, about, said_at, ahead)]
+            kept = [item for item in kept if _still_due(item, about, at, said_at, ahead)]
+            found = [item for item in found if _still_due(item, about, at, said_at, ahead)]
             skip_reply = bool(done and not moved)
             if skip_reply:
                 continue
