@@ -131,3 +131,39 @@ def test_an_added_call_of_a_new_tool_needs_a_value_of_its_own() -> None:
     assert added(LOCK, door="front"), "a new tool with nothing checkable"
     assert not added(ORDER, order_id="kitchen"), "a new tool fed only the first call's input"
     assert not added(LIGHTS, room="garage", power="off"), "an invented room"
+
+
+def test_an_added_call_of_a_new_tool_needs_a_message_that_asks_for_several_things() -> None:
+    kitchen = ToolCall(id="a", name="set_lights", arguments={"room": "kitchen", "power": "off"})
+
+    def added(prompt: str, tool: SchemaTool, **arguments: object) -> bool:
+        call = ToolCall(id="b", name=tool.name, arguments=arguments, extra=True)
+        return is_grounded_addition(call, tool, conversation_evidence([Message.user(prompt)]), [(kitchen, LIGHTS)])
+
+    # one request, a chain ("then"), or numbers in a formula: a new tool's call is the model spraying
+    assert not added("Kitchen lights off, it's 25 degrees in here", VOLUME, level=25)
+    assert not added("Kitchen lights off, then set the music to 25 for dinner", VOLUME, level=25)
+    assert not added("Kitchen lights off: C3H8 + O2 -> CO2 + 25 H2O", VOLUME, level=25)
+    # joined, or listed: several requests
+    assert added("Kitchen lights off and the music to 25", VOLUME, level=25)
+    assert added("Kitchen lights off; music at 25", VOLUME, level=25)
+    assert added("Two things:\n- kitchen lights off\n- music at 25", VOLUME, level=25)
+    # the same tool again is another of what was asked, joined or not
+    assert is_grounded_addition(
+        ToolCall(id="b", name="set_lights", arguments={"room": "hallway", "power": "off"}, extra=True),
+        LIGHTS,
+        conversation_evidence([Message.user("Kitchen lights off, hallway lights off")]),
+        [(kitchen, LIGHTS)],
+    )
+
+
+def test_zero_and_one_are_a_new_calls_own_value_only_when_the_message_says_them() -> None:
+    order = ToolCall(id="a", name="order_status", arguments={"order_id": "A-77"})
+
+    def added(prompt: str, level: int) -> bool:
+        call = ToolCall(id="b", name=VOLUME.name, arguments={"level": level}, extra=True)
+        return is_grounded_addition(call, VOLUME, conversation_evidence([Message.user(prompt)]), [(order, ORDER)])
+
+    assert not added("Status of order A-77 and tell me all about it", 1), "1 passes the check, but nobody said it"
+    assert added("Status of order A-77, and the volume to 1 please", 1)
+    assert added("Status of order A-77, and set the volume once to one", 1)

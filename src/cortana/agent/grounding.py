@@ -55,17 +55,21 @@ _NUMBER_WORDS = {
     **{"thousand": 1000.0, "dozen": 12.0, "once": 1.0, "twice": 2.0},
 }
 _ALWAYS = frozenset({0.0, 1.0})
+_SEVERAL = re.compile(r"\b(?:and|plus|also|as well|both)\b|[;&]|\n\s*(?:[-*\u2022]|\d+[.)])", re.IGNORECASE)
+"""A message asking for several things joins them ("..., and lock the front door") or lists them."""
 _CODE = re.compile(r"^[A-Z0-9]{2,5}(?:[./:-][A-Z0-9]{1,5})?$")
 """A short code a model may rightly derive from a name: a ticker (AAPL), a currency (EUR), an airport (LIS)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """What the user said and tools returned: its words, the same with plurals folded, and its numbers."""
+    """What the user said and tools returned: its words, the same with plurals folded, and its numbers;
+    and the user's latest message (``request``), as written."""
 
     text: str
     stems: str
     numbers: frozenset[float]
+    request: str = ""
 
 
 def _normalize(text: str) -> str:
@@ -78,13 +82,16 @@ def _stem(word: str) -> str:
 
 def conversation_evidence(messages: Iterable[Message]) -> Evidence:
     """The evidence a grounded call may draw on: user messages and tool results (not the model's own text)."""
+    messages = list(messages)
     raw = "\n".join(m.content for m in messages if m.role in ("user", "tool"))
     text = _normalize(raw)
-    return Evidence(text, " ".join(_stem(word) for word in text.split()), _numbers(raw))
+    request = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    return Evidence(text, " ".join(_stem(word) for word in text.split()), _numbers(raw) | _ALWAYS, request)
 
 
 def _numbers(text: str) -> frozenset[float]:
-    found: set[float] = set(_ALWAYS)
+    """The numbers ``text`` holds, as digits, percentages and words."""
+    found: set[float] = set()
     for match in _NUMBER.finditer(text):
         try:
             value = float(match.group(0).replace(",", ""))
@@ -150,18 +157,23 @@ def is_grounded_addition(
 ) -> bool:
     """Whether a call the model added after ``earlier`` ones (in the same answer) should run.
 
-    Every checkable argument must be grounded (:func:`is_fully_grounded`), and a call of a tool
-    the answer has not called yet must bring a checked value of its own: small models spray
-    the question's inputs over every offered tool (the median of a list, then its standard
-    deviation; a stock quote, then the same symbol's news and profile). Another call of a
-    tool already called ("lock the front and back doors") and a tool with nothing checkable
-    (``task_list(status="open")``) pass as before. Chosen on the development half of
-    ``bench/toolcall_set``.
+    Every checkable argument must be grounded (:func:`is_fully_grounded`). Another call of a
+    tool already called ("lock the front and back doors") then runs. A call of a tool the
+    answer has not called yet runs only when the user's latest message asks for several things
+    (joined by "and", "plus", "also", "both", ";" or "&", or listed line by line: not "then",
+    which names a later step that needs the first one's result), and it brings a checked
+    value of its own (or has nothing checkable, ``task_list(status="open")``): small models
+    spray the question's inputs over every offered tool (the median of a list, then its
+    standard deviation; a stock quote, then the same symbol's news and profile). 0 and 1 pass
+    every check, so they are a value of its own only when the message says them. Chosen on
+    the development half of ``bench/toolcall_set``.
     """
     if not is_fully_grounded(call, tool, evidence):
         return False
     if call.name in {previous.name for previous, _ in earlier}:
         return True
+    if not _SEVERAL.search(evidence.request):
+        return False
     properties = tool.parameters.get("properties", {})
     checked = [
         value
@@ -176,7 +188,9 @@ def is_grounded_addition(
         for name, value in _leaves(previous.arguments)
         if name in previous_tool.parameters.get("properties", {})
     }
-    return any(_normalize(str(value)) not in used for value in checked)
+    said = _numbers(evidence.request)  # 0 and 1 always pass the check: they are its own only when said
+    own = [value for value in checked if not (isinstance(value, (int, float)) and value in _ALWAYS - said)]
+    return any(_normalize(str(value)) not in used for value in own)
 
 
 def _check(value: Any, schema: Any, evidence: Evidence) -> bool | None:
