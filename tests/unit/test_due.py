@@ -90,6 +90,8 @@ def test_a_note_that_is_not_due_is_left_out(note: str, now: datetime) -> None:
         ("- next Monday (21st) 10am: MRI", at(21, 9, 30), at(21, 10)),  # the date says which Monday
         ("- Mon 21st: boiler service at 10", at(21, 9, 30), at(21, 10)),
         ("- Pharmacy closes at 6, pick up the prescription", at(1, 17, 30), at(1, 18)),  # a deadline
+        ("- gp tel appt wed btw 1-2, they call me", at(2, 13, 5), at(2, 13)),  # "btw 1-2": a time range
+        ("- Weds 4.45pm parents' evening", at(2, 16, 30), at(2, 16, 45)),
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, now: datetime, due: datetime) -> None:
@@ -111,6 +113,10 @@ def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, no
         ("- Gym closes at 10pm on fridays", at(4, 21, 30)),  # opening hours are a fact, not a task
         ("- Pharmacy open till 11 weekdays", at(2, 22, 20)),
         ("- Fasting bloods the 3rd at 8:30", at(2, 8, 0)),  # the 3rd is tomorrow
+        ("- Weds 4.45pm parents' evening", at(1, 16, 30)),  # "Weds" is tomorrow
+        ("- thurs: bins out at 7pm", at(1, 18, 30)),
+        ("- ~~badminton tues 7pm~~ courts closed for repairs all wk", at(1, 18, 30)),  # struck out
+        ("- Book the hall for 1-2 weeks", at(1, 12, 50)),  # no time range
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_do_not_misfire(note: str, now: datetime) -> None:
@@ -150,6 +156,9 @@ def test_a_message_saying_a_note_was_done_or_moved_drops_it() -> None:
     (meds,) = due_soon("- take meds every day at 8pm", at(20, 19, 55))
     early = [("user", "just took my 8 o'clock pills early with dinner", at(20, 18, 55))]
     assert due_in_conversation(early, at(20, 19, 55), notes=[meds]) == []
+    (plumber,) = due_soon("- call plumber re leak under sink ~5pm", at(14, 17, 5))
+    phoned = [("user", "just got off the phone with the plumber, he's coming Saturday morning", at(14, 16, 5))]
+    assert due_in_conversation(phoned, at(14, 17, 5), notes=[plumber]) == []
     (water,) = due_soon("- water the tomatoes at 7pm", at(20, 18, 50))
     assert due_in_conversation([("user", "already did the 7pm job", at(20, 18))], at(20, 18, 50), notes=[water]) == []
 

@@ -7,16 +7,16 @@ line of working memory (and of the recent messages) that names a time is read
 for its day and its time, and the ones falling within the next hour are listed
 with how long until they are due.
 
-- Days: today, tomorrow, a weekday ("Friday", "Fri"; "next Monday" in a
+- Days: today, tomorrow, a weekday ("Friday", "Fri", "weds"; "next Monday" in a
   message said on a Monday: a week on), weekdays/weekends, a date ("4 December",
   "Dec 3rd", "22/12", "2026-12-23", "the 25th"; in "next Monday (25th)" the date
   says which Monday). A date something was moved *from*, and the days named
   before what it was moved *to*, are not its days.
 - Times: ``15:00``, ``3pm``, ``3:30 p.m.``, "half past three", "half 4" (4:30),
   "quarter to nine", "at 11", "~9", "9ish", "around 9", "noon"; a range
-  ("12:30-1pm", "2-3pm") is its start; a part of the day ("morning", "evening",
-  "tonight") when no time is named, but not "this afternoon", which only says
-  which day. "in 20 minutes" in a message counts from when it was said; "leave
+  ("12:30-1pm", "2-3pm", "btw 1-2") is its start; a part of the day ("morning",
+  "evening", "tonight") when no time is named, but not "this afternoon", which
+  only says which day. "in 20 minutes" in a message counts from when it was said; "leave
   2h before" makes a time due that much earlier too.
 - Am or pm, when not written: the half of the day named nearest the hour, in
   its clause (evening, dinner, bed, tonight, a pm time: after noon; morning, breakfast, an
@@ -24,12 +24,13 @@ with how long until they are due.
   said ("at 7" said at 17:35 is 19:00, "quarter past six" said at 04:50 is
   06:15); 5 and 6 with an early start (early shift, alarm) in the morning; else
   the waking hours ("at 9" is 09:00, "at 5:15" is 17:15).
-- Left out: lines marked done or cancelled, or paid when paying is the task
-  ("slot 12:30-1pm, already paid" is still due); opening hours that ask for
-  nothing ("gym closes at 10pm"); and what a message of today says was done or
-  moved ("took my thyroid pill early today", "got pushed to next Monday"): the
-  notes sharing a word with it or the reply to it (pills, meds and tablets are
-  one word), or due at a time it names ("my 8 o'clock pills").
+- Left out: text struck out (``~~...~~``); lines marked done or cancelled, or
+  paid when paying is the task ("slot 12:30-1pm, already paid" is still due);
+  opening hours that ask for nothing ("gym closes at 10pm"); and what a message
+  of today says was done or moved ("took my thyroid pill early today", "got
+  pushed to next Monday", "just got off the phone with the plumber"): the notes
+  sharing a word with it or the reply to it (pills, meds and tablets are one
+  word), or due at a time it names ("my 8 o'clock pills").
 
 It reads text, so it can be wrong; what it lists is a hint the model checks
 against the notes, never an action.
@@ -100,6 +101,7 @@ _RANGE = re.compile(
     r"(1[0-2]|0?[1-9])(?:[:.]([0-5]\d))?(?!\d)\s*(?:([ap])\.?m\b\.?)?",
     re.IGNORECASE,
 )
+_BETWEEN = re.compile(r"\b(?:between|btw|from)\s*$", re.IGNORECASE)
 _NOON = re.compile(r"\b(noon|midday|midnight)\b", re.IGNORECASE)
 _PART_OF_DAY = {"morning": (9, 0), "afternoon": (15, 0), "evening": (19, 0), "tonight": (20, 0)}
 _PARTS = re.compile(r"\b(?<!this )(morning|afternoon|evening|tonight)s?\b", re.IGNORECASE)
@@ -111,7 +113,8 @@ _HALF_OF_DAY = re.compile(
 _CLAUSE_END = re.compile(r"[,;]|\.\s")
 _EARLY = re.compile(r"\b(early|alarm|wake|waking|commute)\b", re.IGNORECASE)
 _IN_A_WHILE = re.compile(r"\bin\s+(\d{1,3}|an?|half an)\s+(minutes?|mins?|hours?|hrs?)\b", re.IGNORECASE)
-_WEEKDAY_SHORT = r"(Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun)"  # capitalised: "sat down" is no Saturday
+_WEEKDAY_SHORT = r"(Mon|Tue|Tues|Wed|Weds|Thu|Thur|Thurs|Fri|Sat|Sun|(?i:tues?|weds?|thu(?:rs?)?|fri))"
+"""Capitalised for the short names that are words ("sat down" is no Saturday, nor "sun" Sunday)."""
 _WEEKDAY = re.compile(r"\b(?i:(next\s+)?(" + "|".join(_WEEKDAYS) + r")s?)\b|\b(?i:(next\s+))?" + _WEEKDAY_SHORT + r"\b")
 _WORKDAYS = re.compile(r"\b(weekdays|workdays|every working day|weekends|every weekend)\b", re.IGNORECASE)
 _DAY_MONTH = re.compile(r"\b([0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"\b\.?(?:\s+(\d{4}))?", re.IGNORECASE)
@@ -140,6 +143,7 @@ _TASK = re.compile(
     re.IGNORECASE,
 )
 """A line naming opening hours is a fact about a place, not a task, unless it asks for one of these."""
+_STRUCK = re.compile(r"~~.*?~~")
 _PAID = re.compile(r"\bpaid\b", re.IGNORECASE)
 _PAYING = re.compile(r"\b(pay|payment|bill|rent|invoice|fee|fine|tax)\b", re.IGNORECASE)
 
@@ -210,7 +214,7 @@ def _days(line: str, now: datetime, written: date, said: bool = False) -> tuple[
             add(_day_of_month(int(match[1]), now.date()), match.start(1))
     dated = {day.weekday() for _, day in found}  # "Monday 14 Dec", "next Monday (25th)" name one day
     for match in _WEEKDAY.finditer(line):
-        weekday = next(index for index, name in enumerate(_WEEKDAYS) if name.startswith((match[2] or match[4]).lower()))
+        weekday = next(index for index, name in enumerate(_WEEKDAYS) if name[:3] == (match[2] or match[4])[:3].lower())
         its_date = any(match.end() <= start <= match.end() + 4 for start, _ in found)
         if weekday not in dated or ((match[1] or match[3]) and not its_date):
             if (match[1] or match[3]) and said:  # "next Monday" said on a Monday: a week on
@@ -309,7 +313,8 @@ def _times(line: str, after: time | None = None) -> list[tuple[int, int]]:
 
     for match in _RANGE.finditer(line):
         start, end = int(match[1]), int(match[4])
-        if match[2] or match[3] or match[6]:  # "12:30-1pm", "2-3pm", "9am-5": a time range, not "3-4 days"
+        between = _BETWEEN.search(line, 0, match.start())  # "btw 1-2": a time range too
+        if match[2] or match[3] or match[6] or between:  # "12:30-1pm", "2-3pm", "9am-5"; not "3-4 days"
             meridiem = match[3] or match[6]
             if not match[3] and meridiem and start % 12 > end % 12:  # "11-1pm": 11 in the morning
                 meridiem = "a" if meridiem.lower() == "p" else "p"
@@ -383,7 +388,7 @@ def due_soon(
     items = lines.splitlines() if isinstance(lines, str) else list(lines)
     found: list[Due] = []
     for raw in items:
-        line = " ".join(raw.split()).lstrip("-*• ").strip()
+        line = _STRUCK.sub(" ", " ".join(raw.split())).lstrip("-*• ").strip()  # struck out: done with
         if not line or _settled(line) or (_OPENING_HOURS.search(line) and not _TASK.search(line)):
             continue
         days, named = _days(line, now, said_at.date() if said_at else now.date(), said_at is not None)
@@ -421,7 +426,7 @@ _CALLED_OFF = re.compile(
 )
 _DONE_SAID = re.compile(
     r"\b(took|taken|had my|done|finished|already|picked (?:\w+ )?up|collected|(?:just|got) back from|paid|sent"
-    r"|submitted|handed in)\b",
+    r"|submitted|handed in|got off the phone|spoke (?:to|with)|talked (?:to|with)|heard back)\b",
     re.IGNORECASE,
 )
 _MOVED_SAID = re.compile(
