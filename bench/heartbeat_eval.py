@@ -15,19 +15,19 @@ instructions and built-in tools, the workspace's memory, ``companion_check_in``
 (the local time, the "Due soon" list, unattended, not remembered unless it
 speaks).
 
-The development set is 200 scenarios: the 40 in this file, written by the same
+The development set is 240 scenarios: the 40 in this file, written by the same
 hand as ``companion/due.py``; ``bench/heartbeat_set/dev_2.json``, written by a
 separate session as a held-out set and scored once as one (1.5B model: quiet
 18/20, due 13/20), its misses then studied and the time parser extended; and
 ``bench/heartbeat_set/held_out.json``, written after that by another separate
 session that saw neither the code nor the other sets, scored once as the
 held-out set (1.5B: quiet 17/20, due 15/20), its misses then studied in turn;
-``bench/heartbeat_set/held_out_3.json`` and ``held_out_4.json``, written the
-same way by a third and a fourth session, each scored once as the held-out set
-(1.5B: quiet 17/20, due 16/20; then quiet 17/20, due 19/20) and then studied.
-The held-out set is ``bench/heartbeat_set/held_out_5.json`` (40 scenarios),
-written by a fifth separate session that saw no code and no other set; no
-decision is made on it.
+``bench/heartbeat_set/held_out_3.json``, ``held_out_4.json`` and
+``held_out_5.json``, written the same way by a third, fourth and fifth session,
+each scored once as the held-out set (1.5B: quiet 17/20, due 16/20; quiet
+17/20, due 19/20; quiet 17/20, due 16/20) and then studied. The held-out set is
+``bench/heartbeat_set/held_out_6.json`` (40 scenarios), written by a sixth
+separate session that saw no code and no other set; no decision is made on it.
 
     python bench/heartbeat_eval.py [--model qwen2.5-coder-1.5b] [--split dev|held-out] [--only ID,...]
 """
@@ -249,9 +249,9 @@ def load_set(name: str, split: str) -> list[Scenario]:
 
 def all_scenarios() -> list[Scenario]:
     """The development scenarios (this file's and the studied sets'), then the held-out ones."""
-    studied = ("dev_2", "held_out", "held_out_3", "held_out_4")
+    studied = ("dev_2", "held_out", "held_out_3", "held_out_4", "held_out_5")
     development = [*SCENARIOS, *(scenario for name in studied for scenario in load_set(name, "dev"))]
-    return [*development, *load_set("held_out_5", "held-out")]
+    return [*development, *load_set("held_out_6", "held-out")]
 
 
 def split_of(scenario: Scenario) -> str:

@@ -92,6 +92,9 @@ def test_a_note_that_is_not_due_is_left_out(note: str, now: datetime) -> None:
         ("- Pharmacy closes at 6, pick up the prescription", at(1, 17, 30), at(1, 18)),  # a deadline
         ("- gp tel appt wed btw 1-2, they call me", at(2, 13, 5), at(2, 13)),  # "btw 1-2": a time range
         ("- Weds 4.45pm parents' evening", at(2, 16, 30), at(2, 16, 45)),
+        ("- card payment due the 31st, bank cut-off midnight!!", at(31, 23, 15), datetime(2027, 1, 1, tzinfo=ZONE)),
+        ("- NYE 8pm at Luca's", at(31, 19, 30), at(31, 20)),
+        ("- Essay done by 5pm", at(1, 16, 30), at(1, 17)),  # "done by" is a deadline, not done
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, now: datetime, due: datetime) -> None:
@@ -117,6 +120,10 @@ def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, no
         ("- thurs: bins out at 7pm", at(1, 18, 30)),
         ("- ~~badminton tues 7pm~~ courts closed for repairs all wk", at(1, 18, 30)),  # struck out
         ("- Book the hall for 1-2 weeks", at(1, 12, 50)),  # no time range
+        ("- NYE 8pm at Luca's", at(27, 19, 30)),  # New Year's Eve is the 31st
+        ("- is my accountant call at 2 or 3?", at(1, 13, 45)),  # unsure: neither is listed
+        ("- the 2:15 call is off, they emailed instead", at(1, 14)),
+        ("- Midnight: bank cut-off", at(1, 0, 5)),  # midnight ends the day: tonight's, not last night's
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_do_not_misfire(note: str, now: datetime) -> None:
@@ -250,3 +257,22 @@ async def test_due_soon_reads_working_memory_and_the_threads_messages(tmp_path: 
         assert await due.items(thread) == []
     finally:
         memory.close()
+
+
+def test_a_relative_time_on_its_own_line_counts_from_the_line_above() -> None:
+    notes = "- flight to Lisbon Sat 5 Dec 09:10 (TP1361)\n- online check-in opens 24h before -> window seat"
+    (item,) = due_soon(notes, at(4, 8, 18))
+    assert item.when == at(4, 9, 10) and item.text.startswith("online check-in")
+    assert due_soon("- online check-in opens 24h before", at(4, 8, 18)) == []  # before nothing
+
+
+def test_a_promise_in_a_reply_is_listed_with_what_it_answers() -> None:
+    said = at(23, 9, 50)
+    chat = [
+        ("user", "put a wash on, it's the 1h45 cycle. remind me to move it to the dryer when it finishes?", said),
+        ("assistant", "Will do - that should be done around 11:35, I'll remind you then.", said),
+    ]
+    (item,) = due_in_conversation(chat, at(23, 10, 50))
+    assert item.when == at(23, 11, 35)
+    assert "should be done around 11:35" in item.text and "move it to the dryer" in item.text
+    assert len(item.text) <= 200
