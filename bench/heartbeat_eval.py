@@ -15,19 +15,18 @@ instructions and built-in tools, the workspace's memory, ``companion_check_in``
 (the local time, the "Due soon" list, unattended, not remembered unless it
 speaks).
 
-The development set is 240 scenarios: the 40 in this file, written by the same
+The development set is 280 scenarios: the 40 in this file, written by the same
 hand as ``companion/due.py``; ``bench/heartbeat_set/dev_2.json``, written by a
 separate session as a held-out set and scored once as one (1.5B model: quiet
 18/20, due 13/20), its misses then studied and the time parser extended; and
 ``bench/heartbeat_set/held_out.json``, written after that by another separate
 session that saw neither the code nor the other sets, scored once as the
 held-out set (1.5B: quiet 17/20, due 15/20), its misses then studied in turn;
-``bench/heartbeat_set/held_out_3.json``, ``held_out_4.json`` and
-``held_out_5.json``, written the same way by a third, fourth and fifth session,
-each scored once as the held-out set (1.5B: quiet 17/20, due 16/20; quiet
-17/20, due 19/20; quiet 17/20, due 16/20) and then studied. The held-out set is
-``bench/heartbeat_set/held_out_6.json`` (40 scenarios), written by a sixth
-separate session that saw no code and no other set; no decision is made on it.
+``bench/heartbeat_set/held_out_3.json`` to ``held_out_6.json``, written the same
+way by a third to a sixth session, each scored once as the held-out set (1.5B:
+quiet 17/20, due 16/20; 17/20, 19/20; 17/20, 16/20; 16/20, 14/20) and then
+studied. The next held-out set is ``bench/heartbeat_set/held_out_7.json``, to be
+written the same way; until it exists ``--split held-out`` has nothing to run.
 
     python bench/heartbeat_eval.py [--model qwen2.5-coder-1.5b] [--split dev|held-out] [--only ID,...]
 """
@@ -249,9 +248,10 @@ def load_set(name: str, split: str) -> list[Scenario]:
 
 def all_scenarios() -> list[Scenario]:
     """The development scenarios (this file's and the studied sets'), then the held-out ones."""
-    studied = ("dev_2", "held_out", "held_out_3", "held_out_4", "held_out_5")
+    studied = ("dev_2", "held_out", "held_out_3", "held_out_4", "held_out_5", "held_out_6")
     development = [*SCENARIOS, *(scenario for name in studied for scenario in load_set(name, "dev"))]
-    return [*development, *load_set("held_out_6", "held-out")]
+    held_out = load_set("held_out_7", "held-out") if (SETS / "held_out_7.json").exists() else []
+    return [*development, *held_out]
 
 
 def split_of(scenario: Scenario) -> str:

@@ -95,6 +95,9 @@ def test_a_note_that_is_not_due_is_left_out(note: str, now: datetime) -> None:
         ("- card payment due the 31st, bank cut-off midnight!!", at(31, 23, 15), datetime(2027, 1, 1, tzinfo=ZONE)),
         ("- NYE 8pm at Luca's", at(31, 19, 30), at(31, 20)),
         ("- Essay done by 5pm", at(1, 16, 30), at(1, 17)),  # "done by" is a deadline, not done
+        ("- dentst 1045 Tues, get there 10 min early for forms", at(1, 10, 5), at(1, 10, 35)),  # four digits
+        ("- Dec 3rd: MOT 8:00 at Kwik Fit, they'll ring when done", at(3, 7, 20), at(3, 8)),
+        ("- CVS pickup: ready after 12, pharmacy closes 1pm Sat!!", at(5, 12, 25), at(5, 13)),  # a pickup
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, now: datetime, due: datetime) -> None:
@@ -124,6 +127,11 @@ def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, no
         ("- is my accountant call at 2 or 3?", at(1, 13, 45)),  # unsure: neither is listed
         ("- the 2:15 call is off, they emailed instead", at(1, 14)),
         ("- Midnight: bank cut-off", at(1, 0, 5)),  # midnight ends the day: tonight's, not last night's
+        ("- Lidl: 8am-8pm Sun, 7am-10pm Mon-Sat", at(1, 7, 10)),  # opening hours
+        ("- Octopus electricity \u00a384.20 due by 5pm today, PAID in app 9:12am \u2713", at(1, 16, 0)),
+        ("- grant report due 12:00 Tue 1 Dec, SUBMITTED last night", at(1, 11, 30)),
+        ("- July hols: Oban ferry 09:15, 13:40 or 18:00 (book by May!)", at(1, 8, 30)),  # another month
+        ("- Flight ref 2291 to Rome", at(1, 22, 50)),  # four digits that are no time
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_do_not_misfire(note: str, now: datetime) -> None:
@@ -264,6 +272,9 @@ def test_a_relative_time_on_its_own_line_counts_from_the_line_above() -> None:
     (item,) = due_soon(notes, at(4, 8, 18))
     assert item.when == at(4, 9, 10) and item.text.startswith("online check-in")
     assert due_soon("- online check-in opens 24h before", at(4, 8, 18)) == []  # before nothing
+    leave = "- Fri 4 Dec: BA2490 LGW to Lisbon dep 18:05\n- leave the house 2.5 hrs before dep"
+    (item,) = due_soon(leave, at(4, 15, 10))
+    assert item.when == at(4, 15, 35) and "LGW to Lisbon" in item.text  # shown with what it is before
 
 
 def test_a_promise_in_a_reply_is_listed_with_what_it_answers() -> None:

@@ -12,28 +12,31 @@ with how long until they are due.
   "Dec 3rd", "22/12", "2026-12-23", "the 25th", "NYE", "Christmas Eve"; in "next
   Monday (25th)" the date says which Monday). A date something was moved *from*, and the days named
   before what it was moved *to*, are not its days.
-- Times: ``15:00``, ``3pm``, ``3:30 p.m.``, "half past three", "half 4" (4:30),
-  "quarter to nine", "at 11", "~9", "9ish", "around 9", "noon"; a range
-  ("12:30-1pm", "2-3pm", "btw 1-2") is its start; a part of the day ("morning",
-  "evening", "tonight") when no time is named, but not "this afternoon", which
-  only says which day; "midnight" ends the day named; "at 2 or 3?" is neither.
-  "in 20 minutes" in a message counts from when it was said; "leave 2h before"
-  makes a time due that much earlier too (on a line of its own, the time of the
-  line above: "online check-in opens 24h before"). A reply's promise ("I'll
-  remind you at 11:35") is listed with the message it answers.
+- Times: ``15:00``, ``3pm``, ``3:30 p.m.``, "1045 Tues", "half past three",
+  "half 4" (4:30), "quarter to nine", "at 11", "~9", "9ish", "around 9", "noon";
+  a range ("12:30-1pm", "2-3pm", "btw 1-2") is its start; a part of the day
+  ("morning", "evening", "tonight") when no time is named, but not "this
+  afternoon", which only says which day; "midnight" ends the day named; "at 2
+  or 3?" and "09:15, 13:40 or 18:00" are a choice, none of them due; a line
+  naming only another month ("July hols") is not about today. "in 20 minutes"
+  in a message counts from when it was said; "leave 2h before" makes a time due
+  that much earlier too (on a line of its own, the time of the line above:
+  "online check-in opens 24h before"). A reply's promise ("I'll remind you at
+  11:35") is listed with the message it answers.
 - Am or pm, when not written: the half of the day named nearest the hour, in
-  its clause (evening, dinner, bed, tonight, a pm time: after noon; morning, breakfast, an
-  am time: before); in a message naming no day, the first one after it was
-  said ("at 7" said at 17:35 is 19:00, "quarter past six" said at 04:50 is
-  06:15); 5 and 6 with an early start (early shift, alarm) in the morning; else
-  the waking hours ("at 9" is 09:00, "at 5:15" is 17:15).
-- Left out: text struck out (``~~...~~``); lines marked done, cancelled or off, or
-  paid when paying is the task ("slot 12:30-1pm, already paid" is still due);
-  opening hours that ask for nothing ("gym closes at 10pm"); and what a message
-  of today says was done or moved ("took my thyroid pill early today", "got
-  pushed to next Monday", "just got off the phone with the plumber"): the notes
-  sharing a word with it or the reply to it (pills, meds and tablets are one
-  word), or due at a time it names ("my 8 o'clock pills").
+  its clause (evening, dinner, bed, tonight, a pm time: after noon; morning,
+  breakfast, an am time: before); in a message naming no day, the first one
+  after it was said ("at 7" said at 17:35 is 19:00, "quarter past six" said at
+  04:50 is 06:15); 5 and 6 with an early start (early shift, alarm) in the
+  morning; else the waking hours ("at 9" is 09:00, "at 5:15" is 17:15).
+- Left out: text struck out (``~~...~~``); lines marked done, cancelled, off,
+  submitted or with a tick, or paid when paying is the task ("slot 12:30-1pm,
+  already paid" is still due); opening hours that ask for nothing ("gym closes
+  at 10pm", "8am-8pm Sun, 7am-10pm Mon-Sat"); and what a message of today says
+  was done or moved ("took my thyroid pill early today", "got pushed to next
+  Monday", "just got off the phone with the plumber"): the notes sharing a word
+  with it or the reply to it (pills, meds and tablets are one word), or due at
+  a time it names ("my 8 o'clock pills").
 
 It reads text, so it can be wrong; what it lists is a hint the model checks
 against the notes, never an action.
@@ -69,19 +72,26 @@ MAX_LINE_CHARS = 200
 MAX_ITEMS = 5
 
 _SETTLED = re.compile(
-    r"\b((?<!be )done(?! by\b| at\b| around\b| before\b| in\b)|cancel+ed|finished|completed|went well|took place"
-    r"|already(?! paid)|no longer|(?:is|are|'s) off|called off)\b",
+    r"\b((?<!be )(?<!when )(?<!once )done(?! by\b| at\b| around\b| before\b| in\b)|cancel+ed|finished|completed"
+    r"|went well|took place|already(?! paid)|no longer|(?:is|are|'s) off|called off|submitted|handed in)\b"
+    r"|[\u2713\u2714\u2611\u2705]",  # a tick
     re.IGNORECASE,
 )
-_OPENING_HOURS = re.compile(r"\b(closes|closing|shuts|open (?:till|until|late)|opening hours)\b", re.IGNORECASE)
+_OPENING_HOURS = re.compile(
+    r"\b(closes|closing|shuts|open (?:till|until|late)|opening hours)\b"
+    r"|\d\s*(?:[ap]m)?\s*-\s*\d{1,2}(?::\d\d)?\s*(?:[ap]m)?\s+(?:mon|tue|wed|thu|fri|sat|sun)\w*\s*-\s*(?:mon|tue|wed|thu|fri|sat|sun)"
+    r"|\d\s*(?:[ap]m)?\s*-\s*\d{1,2}(?::\d\d)?\s*(?:[ap]m)?\s+(?:mon|tue|wed|thu|fri|sat|sun)\w*\s*,",
+    re.IGNORECASE,
+)
 _TASK = re.compile(
-    r"\b(before|by|get|pick|collect|buy|return|drop|post|send|need|must|remember|go|grab|call|ring|book|renew)\b",
+    r"\b(before|by|get|pick(?:\s?-?up)?|collect|buy|return|drop|post|send|need|must|remember|go|grab|call|ring|book"
+    r"|renew)\b",
     re.IGNORECASE,
 )
 """A line naming opening hours is a fact about a place, not a task, unless it asks for one of these."""
 _STRUCK = re.compile(r"~~.*?~~")
 _PAID = re.compile(r"\bpaid\b", re.IGNORECASE)
-_PAYING = re.compile(r"\b(pay|payment|bill|rent|invoice|fee|fine|tax)\b", re.IGNORECASE)
+_PAYING = re.compile(r"\b(pay|payment|bill|rent|invoice|fee|fine|tax)\b|[£$€]\s?\d", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +149,7 @@ def due_soon(
     items = lines.splitlines() if isinstance(lines, str) else list(lines)
     found: list[Due] = []
     above: list[datetime] = []  # the times of the last line that named one: "check-in opens 24h before" them
+    above_text = ""
     for raw in items:
         line = _STRUCK.sub(" ", " ".join(raw.split())).lstrip("-*• ").strip()  # struck out: done with
         if not line or _settled(line) or (_OPENING_HOURS.search(line) and not _TASK.search(line)):
@@ -150,19 +161,22 @@ def due_soon(
         times = times_named(line, after)
         later = after_a_while(line, said_at) if said_at is not None else []
         early = ahead_of_time(line)
-        if not times and not later and not (early and above and not named):
+        borrowed = not times and not named and bool(early and above)  # "check-in opens 24h before"
+        if not times and not later and not borrowed:
             continue
         named_times = [
             datetime.combine(day, datetime.min.time(), tzinfo=now.tzinfo) + timedelta(hours=hour, minutes=minute)
             for day in days
             for hour, minute in times
         ]
-        moments = [moment - ahead for moment in named_times or above for ahead in early]
+        moments = [moment - ahead for moment in (above if borrowed else named_times) for ahead in early]
         moments += named_times + later
-        above = named_times or above
+        text = f"{line} (before: {above_text})" if borrowed else line
+        if named_times:
+            above, above_text = named_times, line
         near = [moment for moment in moments if -grace <= moment - now <= within]
         if near:
-            found.append(Due(min(near), line[:MAX_LINE_CHARS]))
+            found.append(Due(min(near), text[:MAX_LINE_CHARS]))
     return sorted(found, key=lambda due: due.when)[:MAX_ITEMS]
 
 

@@ -33,6 +33,12 @@ _MONTH = (
     r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 )
 _CLOCK = re.compile(r"(?<![\d.:/])([01]?\d|2[0-3])[:h.]([0-5]\d)(?!\d|:\d)(?:\s*([ap])\.?m\b\.?)?", re.IGNORECASE)
+_FOUR_DIGITS = re.compile(
+    r"(?:(?<=\bat )|(?<=@ )|(?<=@)|(?<=\bby ))([01]\d|2[0-3])([0-5]\d)\b"
+    r"|(?<![\w#£$€.,/-])([01]\d|2[0-3])([0-5]\d)(?=\s*(?:h\b|hrs\b|hours\b|(?i:mon|tue|wed|thu|fri|sat|sun)))",
+    re.IGNORECASE,
+)
+"""A time written as four digits, where one is meant: "at 0930", "1045 Tues", "1530 hrs" (not "ref 2291")."""
 _HOUR_AMPM = re.compile(r"(?<![\d.:/])(1[0-2]|0?[1-9])\s*([ap])\.?m\b\.?", re.IGNORECASE)
 _NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
 _HOUR_WORD = r"(1[0-2]|[1-9]|" + "|".join(_NUMBERS) + r")"
@@ -51,7 +57,8 @@ _RANGE = re.compile(
     re.IGNORECASE,
 )
 _EITHER = re.compile(
-    r"(?<![\d.:/])\d{1,2}(?:[:.]\d\d)?\s*(?:[ap]\.?m\.?)?\s+or\s+\d{1,2}(?:[:.]\d\d)?(?!\d)\s*(?:[ap]\.?m\b\.?)?",
+    r"(?<![\d.:/])(?:\d{1,2}(?:[:.]\d\d)?\s*(?:[ap]\.?m\.?)?\s*,\s*)*"
+    r"\d{1,2}(?:[:.]\d\d)?\s*(?:[ap]\.?m\.?)?\s+or\s+\d{1,2}(?:[:.]\d\d)?(?!\d)\s*(?:[ap]\.?m\b\.?)?",
     re.IGNORECASE,
 )
 _BETWEEN = re.compile(r"\b(?:between|btw|from)\s*$", re.IGNORECASE)
@@ -72,6 +79,10 @@ _WEEKDAY = re.compile(r"\b(?i:(next\s+)?(" + "|".join(WEEKDAYS) + r")s?)\b|\b(?i
 _WORKDAYS = re.compile(r"\b(weekdays|workdays|every working day|weekends|every weekend)\b", re.IGNORECASE)
 _DAY_MONTH = re.compile(r"\b([0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"\b\.?(?:\s+(\d{4}))?", re.IGNORECASE)
 _MONTH_DAY = re.compile(r"\b" + _MONTH + r"\.?\s+([0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
+_MONTH_ALONE = re.compile(  # a month as a word ("July hols"); "may" and "march" only capitalised
+    r"\b((?i:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?)|May|March|Mar)\b"
+)
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)\b")
 _DAY_OF_MONTH = re.compile(  # "the 25th", "(25th)", "Mon 25th": a day of this month or the next
     r"(?:\bthe\s+|\bon\s+|\(|\b(?i:" + "|".join(WEEKDAYS) + "|" + _WEEKDAY_SHORT[1:-1] + r")\s+)"
@@ -156,6 +167,9 @@ def days_named(line: str, now: datetime, written: date, said: bool = False) -> t
         found = [(start, day) for start, day in found if start >= moved_to.end()]
     if found:
         return [day for _, day in found], True
+    months = {_month(match[1]) for match in _MONTH_ALONE.finditer(line)}
+    if months and now.month not in months:  # "July hols: ferry 09:15", "book by May": not today
+        return [], True
     if "tomorrow" in lowered:
         return [written + timedelta(days=1)], True
     return [now.date()], False  # today, tonight, every day, or no day named: today
@@ -251,6 +265,9 @@ def times_named(line: str, after: time | None = None) -> list[tuple[int, int]]:
             add(start, int(match[2] or 0), meridiem, match.span(), match[1])
     for match in _CLOCK.finditer(line):
         add(int(match[1]), int(match[2]), match[3], match.span(), match[1])
+    for match in _FOUR_DIGITS.finditer(line):
+        hour, minute = (match[1], match[2]) if match[1] else (match[3], match[4])
+        add(int(hour), int(minute), None, match.span(), hour)
     for match in _HOUR_AMPM.finditer(line):
         add(int(match[1]), 0, match[2], match.span())
     for match in _SAID_TIME.finditer(line):
