@@ -8,8 +8,8 @@ check-in would. Scored:
 - ``quiet``: the list is empty.
 
 Sets: ``builtin`` (the 40 in heartbeat_eval.py), ``dev_2``, ``held_out`` and ``held_out_3`` to
-``held_out_6`` (all development data now: each was scored once as the held-out set, then studied);
-with ``--held-out``, ``held_out_7`` instead, when it exists, to report: no rule is chosen on it.
+``held_out_7`` (all development data now: each was scored once as the held-out set); with
+``--held-out``, ``held_out_8`` instead, when it exists, to report: no rule is chosen on it.
 
     python bench/due_offline.py [--verbose] [--held-out]
 """
@@ -41,12 +41,13 @@ def scenarios() -> dict[str, list[Scenario]]:
         "held_out_4": load_set("held_out_4", "dev"),
         "held_out_5": load_set("held_out_5", "dev"),
         "held_out_6": load_set("held_out_6", "dev"),
+        "held_out_7": load_set("held_out_7", "dev"),
     }
 
 
 def held_out() -> dict[str, list[Scenario]]:
     """The held-out set: reported, never a reason to change a rule."""
-    name = "held_out_7"
+    name = "held_out_8"
     return {name: load_set(name, "held-out")} if (SETS / f"{name}.json").exists() else {}
 
 
@@ -91,7 +92,7 @@ async def main_async(verbose: bool, held: bool = False) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true", help="print every scenario, not only the misses")
-    parser.add_argument("--held-out", action="store_true", help="score held_out_7.json instead (report only)")
+    parser.add_argument("--held-out", action="store_true", help="score held_out_8.json instead (report only)")
     args = parser.parse_args()
     asyncio.run(main_async(args.verbose, args.held_out))
 

@@ -15,18 +15,19 @@ instructions and built-in tools, the workspace's memory, ``companion_check_in``
 (the local time, the "Due soon" list, unattended, not remembered unless it
 speaks).
 
-The development set is 280 scenarios: the 40 in this file, written by the same
+The development set is 320 scenarios: the 40 in this file, written by the same
 hand as ``companion/due.py``; ``bench/heartbeat_set/dev_2.json``, written by a
 separate session as a held-out set and scored once as one (1.5B model: quiet
 18/20, due 13/20), its misses then studied and the time parser extended; and
 ``bench/heartbeat_set/held_out.json``, written after that by another separate
 session that saw neither the code nor the other sets, scored once as the
 held-out set (1.5B: quiet 17/20, due 15/20), its misses then studied in turn;
-``bench/heartbeat_set/held_out_3.json`` to ``held_out_6.json``, written the same
-way by a third to a sixth session, each scored once as the held-out set (1.5B:
-quiet 17/20, due 16/20; 17/20, 19/20; 17/20, 16/20; 16/20, 14/20) and then
-studied. The next held-out set is ``bench/heartbeat_set/held_out_7.json``, to be
-written the same way; until it exists ``--split held-out`` has nothing to run.
+``bench/heartbeat_set/held_out_3.json`` to ``held_out_7.json``, written the same
+way by a third to a seventh session, each scored once as the held-out set (1.5B:
+quiet 17/20, due 16/20; 17/20, 19/20; 17/20, 16/20; 16/20, 14/20; 17/20,
+13/20), the first four then studied. The next held-out set is
+``bench/heartbeat_set/held_out_8.json``, to be written the same way; until it
+exists ``--split held-out`` has nothing to run.
 
     python bench/heartbeat_eval.py [--model qwen2.5-coder-1.5b] [--split dev|held-out] [--only ID,...]
 """
@@ -248,9 +249,9 @@ def load_set(name: str, split: str) -> list[Scenario]:
 
 def all_scenarios() -> list[Scenario]:
     """The development scenarios (this file's and the studied sets'), then the held-out ones."""
-    studied = ("dev_2", "held_out", "held_out_3", "held_out_4", "held_out_5", "held_out_6")
+    studied = ("dev_2", "held_out", "held_out_3", "held_out_4", "held_out_5", "held_out_6", "held_out_7")
     development = [*SCENARIOS, *(scenario for name in studied for scenario in load_set(name, "dev"))]
-    held_out = load_set("held_out_7", "held-out") if (SETS / "held_out_7.json").exists() else []
+    held_out = load_set("held_out_8", "held-out") if (SETS / "held_out_8.json").exists() else []
     return [*development, *held_out]
 
 
