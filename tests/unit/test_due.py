@@ -98,6 +98,11 @@ def test_a_note_that_is_not_due_is_left_out(note: str, now: datetime) -> None:
         ("- dentst 1045 Tues, get there 10 min early for forms", at(1, 10, 5), at(1, 10, 35)),  # four digits
         ("- Dec 3rd: MOT 8:00 at Kwik Fit, they'll ring when done", at(3, 7, 20), at(3, 8)),
         ("- CVS pickup: ready after 12, pharmacy closes 1pm Sat!!", at(5, 12, 25), at(5, 13)),  # a pickup
+        ("- dentst tues 8th @ 9, dr okafor", at(8, 8, 15), at(8, 9)),
+        ("- amoxicillin 3x a day: 8am / 2pm / 10pm, course ends sat 12th", at(5, 21, 50), at(5, 22)),
+        ("- FRI 4 DEC flight LHR to LIS 09:05, leave house 6:45 at the latest!!", at(4, 6, 10), at(4, 6, 45)),
+        ("- expense report!! finance closes the portal 5pm fri", at(4, 16, 20), at(4, 17)),  # a deadline
+        ("- sun roast at the in-laws 1pm", at(6, 12, 40), at(6, 13)),  # "sun" opening a note: Sunday
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, now: datetime, due: datetime) -> None:
@@ -132,6 +137,9 @@ def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, no
         ("- grant report due 12:00 Tue 1 Dec, SUBMITTED last night", at(1, 11, 30)),
         ("- July hols: Oban ferry 09:15, 13:40 or 18:00 (book by May!)", at(1, 8, 30)),  # another month
         ("- Flight ref 2291 to Rome", at(1, 22, 50)),  # four digits that are no time
+        ("- sun roast at the in-laws 1pm", at(5, 12, 40)),  # Sunday is tomorrow
+        ("- amoxicillin 8am / 2pm / 10pm, course ends 5 Dec", at(7, 21, 50)),  # the course has ended
+        ("- meeting 14:00, pick up Ana at 5", at(1, 4, 30)),  # only a morning 24-hour time makes "5" 05:00
     ],
 )
 def test_approximate_times_ranges_and_the_half_of_the_day_do_not_misfire(note: str, now: datetime) -> None:
@@ -171,6 +179,9 @@ def test_a_message_saying_a_note_was_done_or_moved_drops_it() -> None:
     (meds,) = due_soon("- take meds every day at 8pm", at(20, 19, 55))
     early = [("user", "just took my 8 o'clock pills early with dinner", at(20, 18, 55))]
     assert due_in_conversation(early, at(20, 19, 55), notes=[meds]) == []
+    (lease,) = due_soon("- tues 4pm: send signed lease back to the agent", at(8, 15, 40))
+    emailed = [("user", "just emailed the signed lease back to the agent, one less thing", at(8, 14, 40))]
+    assert due_in_conversation(emailed, at(8, 15, 40), notes=[lease]) == []
     (plumber,) = due_soon("- call plumber re leak under sink ~5pm", at(14, 17, 5))
     phoned = [("user", "just got off the phone with the plumber, he's coming Saturday morning", at(14, 16, 5))]
     assert due_in_conversation(phoned, at(14, 17, 5), notes=[plumber]) == []
@@ -200,6 +211,17 @@ def test_a_conversation_counts_what_was_asked_what_was_promised_and_what_was_cal
     assert [item.when for item in due_in_conversation(promised, at(1, 14, 30))] == [at(1, 15)]
     called_off = [*promised, ("user", "No need for the reminder, I'm done already.", said)]
     assert due_in_conversation(called_off, at(1, 14, 30)) == []
+    dropped = [
+        *promised,
+        ("user", "oh never mind, all sorted", said),
+        ("assistant", "Great, I'll drop that 3 o'clock check-in.", said),
+    ]
+    assert due_in_conversation(dropped, at(1, 14, 30)) == []
+    half = [
+        ("user", "the permit portal closes at 11 today and I've only done half the form", at(1, 9, 30)),
+        ("assistant", "I'll remind you before 11 so you can finish the permit renewal.", at(1, 9, 30)),
+    ]
+    assert [item.when for item in due_in_conversation(half, at(1, 10, 30))] == [at(1, 11)]
     tomorrow = [("user", "Remind me tomorrow at 9 to call Ana.", at(1, 20))]
     assert [item.when for item in due_in_conversation(tomorrow, at(2, 8, 40))] == [at(2, 9)]
 

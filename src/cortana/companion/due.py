@@ -10,33 +10,39 @@ with how long until they are due.
 - Days: today, tomorrow, a weekday ("Friday", "Fri", "weds"; "next Monday" in a
   message said on a Monday: a week on), weekdays/weekends, a date ("4 December",
   "Dec 3rd", "22/12", "2026-12-23", "the 25th", "NYE", "Christmas Eve"; in "next
-  Monday (25th)" the date says which Monday). A date something was moved *from*, and the days named
-  before what it was moved *to*, are not its days.
+  Monday (25th)" the date says which Monday; "sun roast" opening a note is
+  Sunday's; "3x a day ... course ends sat 27th" is every day until then). A date
+  something was moved *from*, and the days named before what it was moved *to*,
+  are not its days.
 - Times: ``15:00``, ``3pm``, ``3:30 p.m.``, "1045 Tues", "half past three",
-  "half 4" (4:30), "quarter to nine", "at 11", "~9", "9ish", "around 9", "noon";
-  a range ("12:30-1pm", "2-3pm", "btw 1-2") is its start; a part of the day
-  ("morning", "evening", "tonight") when no time is named, but not "this
-  afternoon", which only says which day; "midnight" ends the day named; "at 2
-  or 3?" and "09:15, 13:40 or 18:00" are a choice, none of them due; a line
-  naming only another month ("July hols") is not about today. "in 20 minutes"
-  in a message counts from when it was said; "leave 2h before" makes a time due
-  that much earlier too (on a line of its own, the time of the line above:
-  "online check-in opens 24h before"). A reply's promise ("I'll remind you at
-  11:35") is listed with the message it answers.
-- Am or pm, when not written: the half of the day named nearest the hour, in
-  its clause (evening, dinner, bed, tonight, a pm time: after noon; morning,
+  "half 4" (4:30), "quarter to nine", "at 11", "@ 9", "before 11", "~9", "9ish",
+  "around 9", "noon"; a range ("12:30-1pm", "2-3pm", "btw 1-2") is its start; a
+  part of the day ("morning", "evening", "tonight") when no time is named, but
+  not "this afternoon", which only says which day; "midnight" ends the day
+  named; "at 2 or 3?" and "09:15, 13:40 or 18:00" are a choice, none of them
+  due; a line naming only another month ("July hols") is not about today. "in 20
+  minutes" in a message counts from when it was said; "leave 2h before" makes a
+  time due that much earlier too (on a line of its own, the time of the line
+  above: "online check-in opens 24h before"). A reply's promise ("I'll remind
+  you at 11:35") is listed with the message it answers.
+- Am or pm, when not written: the half of the day named nearest the hour, in its
+  clause (evening, dinner, bed, tonight, a pm time: after noon; morning,
   breakfast, an am time: before); in a message naming no day, the first one
   after it was said ("at 7" said at 17:35 is 19:00, "quarter past six" said at
   04:50 is 06:15); 5 and 6 with an early start (early shift, alarm) in the
-  morning; else the waking hours ("at 9" is 09:00, "at 5:15" is 17:15).
+  morning; on a line that writes a morning time on a 24-hour clock ("flight
+  09:05, leave 6:45"), the morning; else the waking hours ("at 9" is 09:00, "at
+  5:15" is 17:15).
 - Left out: text struck out (``~~...~~``); lines marked done, cancelled, off,
   submitted or with a tick, or paid when paying is the task ("slot 12:30-1pm,
   already paid" is still due); opening hours that ask for nothing ("gym closes
-  at 10pm", "8am-8pm Sun, 7am-10pm Mon-Sat"); and what a message of today says
-  was done or moved ("took my thyroid pill early today", "got pushed to next
-  Monday", "just got off the phone with the plumber"): the notes sharing a word
-  with it or the reply to it (pills, meds and tablets are one word), or due at
-  a time it names ("my 8 o'clock pills").
+  at 10pm", "8am-8pm Sun, 7am-10pm Mon-Sat"; but "closes the portal 5pm fri" is
+  a deadline); a reply that drops what it promised ("I'll drop that 3 o'clock
+  check-in"); and what a message of today says was done or moved ("took my
+  thyroid pill early today", "got pushed to next Monday", "just got off the
+  phone with the plumber"): the notes sharing a word with it or the reply to it
+  (pills, meds and tablets are one word), or due at a time it names ("my 8
+  o'clock pills").
 
 It reads text, so it can be wrong; what it lists is a hint the model checks
 against the notes, never an action.
@@ -71,14 +77,17 @@ _DONE_AHEAD = timedelta(hours=3)
 MAX_LINE_CHARS = 200
 MAX_ITEMS = 5
 
+_NOT_YET = r"(?<!be )(?<!when )(?<!once )(?<!only )(?<!not )(?<!n't )(?<!half )"
+"""Before "done": "should be done", "when done", "only done half" say it is not."""
 _SETTLED = re.compile(
-    r"\b((?<!be )(?<!when )(?<!once )done(?! by\b| at\b| around\b| before\b| in\b)|cancel+ed|finished|completed"
-    r"|went well|took place|already(?! paid)|no longer|(?:is|are|'s) off|called off|submitted|handed in)\b"
+    r"\b(" + _NOT_YET + r"done(?! by\b| at\b| around\b| before\b| in\b| half)|cancel+ed|finished|completed"
+    r"|went well|took place|already(?! paid)|no longer|(?:is|are|'s) off|called off|submitted|handed in"
+    r"|(?:I'll|I will|will) (?:drop|skip|scrap|cancel)|won't (?:remind|check))\b"
     r"|[\u2713\u2714\u2611\u2705]",  # a tick
     re.IGNORECASE,
 )
 _OPENING_HOURS = re.compile(
-    r"\b(closes|closing|shuts|open (?:till|until|late)|opening hours)\b"
+    r"\b(?:closes|closing|shuts)(?:\s+at)?\s+\d|\b(?:open (?:till|until|late)|opening hours)\b"
     r"|\d\s*(?:[ap]m)?\s*-\s*\d{1,2}(?::\d\d)?\s*(?:[ap]m)?\s+(?:mon|tue|wed|thu|fri|sat|sun)\w*\s*-\s*(?:mon|tue|wed|thu|fri|sat|sun)"
     r"|\d\s*(?:[ap]m)?\s*-\s*\d{1,2}(?::\d\d)?\s*(?:[ap]m)?\s+(?:mon|tue|wed|thu|fri|sat|sun)\w*\s*,",
     re.IGNORECASE,
@@ -194,8 +203,9 @@ _CALLED_OFF = re.compile(
     re.IGNORECASE,
 )
 _DONE_SAID = re.compile(
-    r"\b(took|taken|had my|done|finished|already|picked (?:\w+ )?up|collected|(?:just|got) back from|paid|sent"
-    r"|submitted|handed in|got off the phone|spoke (?:to|with)|talked (?:to|with)|heard back)\b",
+    r"\b(took|taken|had my|" + _NOT_YET + r"done(?! half)|finished|already|picked (?:\w+ )?up|collected"
+    r"|(?:just|got) back from|paid|sent|emailed|mailed|posted|submitted|handed in|got off the phone"
+    r"|spoke (?:to|with)|talked (?:to|with)|heard back|all sorted)\b",
     re.IGNORECASE,
 )
 _MOVED_SAID = re.compile(

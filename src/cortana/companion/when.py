@@ -47,7 +47,8 @@ _SAID_TIME = re.compile(
     re.IGNORECASE,
 )
 _AT_HOUR = re.compile(
-    r"(?:\b(?:at|by|around|about|until|till|roughly|approx\.?|approximately)\s+|~\s*)(1[0-2]|[1-9])\b(?![:.,]?\d)"
+    r"(?:\b(?:at|by|before|around|about|until|till|roughly|approx\.?|approximately)\s+|[~@]\s*)(1[0-2]|[1-9])\b"
+    r"(?![:.,]?\d)"
     r"(?!\s*(?:%|st\b|nd\b|rd\b|th\b|[ap]\.?m))|(?<![\d.:/])(1[0-2]|[1-9])\s*-?ish\b",
     re.IGNORECASE,
 )
@@ -75,7 +76,10 @@ _EARLY = re.compile(r"\b(early|alarm|wake|waking|commute)\b", re.IGNORECASE)
 _IN_A_WHILE = re.compile(r"\bin\s+(\d{1,3}|an?|half an)\s+(minutes?|mins?|hours?|hrs?)\b", re.IGNORECASE)
 _WEEKDAY_SHORT = r"(Mon|Tue|Tues|Wed|Weds|Thu|Thur|Thurs|Fri|Sat|Sun|(?i:tues?|weds?|thu(?:rs?)?|fri))"
 """Capitalised for the short names that are words ("sat down" is no Saturday, nor "sun" Sunday)."""
-_WEEKDAY = re.compile(r"\b(?i:(next\s+)?(" + "|".join(WEEKDAYS) + r")s?)\b|\b(?i:(next\s+))?" + _WEEKDAY_SHORT + r"\b")
+_WEEKDAY = re.compile(
+    r"\b(?i:(next\s+)?(" + "|".join(WEEKDAYS) + r")s?)\b|\b(?i:(next\s+))?" + _WEEKDAY_SHORT + r"\b"
+    r"|^(?i:(mon|sat|sun)):?(?=\s)"  # opening a note, "sun roast" and "sat 3pm" are days
+)
 _WORKDAYS = re.compile(r"\b(weekdays|workdays|every working day|weekends|every weekend)\b", re.IGNORECASE)
 _DAY_MONTH = re.compile(r"\b([0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"\b\.?(?:\s+(\d{4}))?", re.IGNORECASE)
 _MONTH_DAY = re.compile(r"\b" + _MONTH + r"\.?\s+([0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
@@ -83,6 +87,13 @@ _MONTH_ALONE = re.compile(  # a month as a word ("July hols"); "may" and "march"
     r"\b((?i:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?"
     r"|nov(?:ember)?|dec(?:ember)?)|May|March|Mar)\b"
 )
+_UNTIL = re.compile(
+    r"\b(?:ends?|ending|until|till|through|thru)\s+(?:on\s+)?(?:(?i:" + "|".join(WEEKDAYS) + r"|mon|tue|tues|wed|weds"
+    r"|thu|thur|thurs|fri|sat|sun)\s+)?(?:the\s+)?$",
+    re.IGNORECASE,
+)
+_TWENTY_FOUR_HOUR = re.compile(r"(?<![\d.:/])0\d[:h.][0-5]\d(?!\d)")
+"""A morning time written on a 24-hour clock ("09:05"): the line's other bare hours are the morning's."""
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d\d)-(\d\d)\b")
 _DAY_OF_MONTH = re.compile(  # "the 25th", "(25th)", "Mon 25th": a day of this month or the next
     r"(?:\bthe\s+|\bon\s+|\(|\b(?i:" + "|".join(WEEKDAYS) + "|" + _WEEKDAY_SHORT[1:-1] + r")\s+)"
@@ -129,10 +140,15 @@ def days_named(line: str, now: datetime, written: date, said: bool = False) -> t
     moved_from = moved.end() if moved else -1  # where the date right after "moved ... from" starts
     moved_to = _MOVED_TO.search(line)
     found: list[tuple[int, date]] = []
+    ended: list[int] = []
 
     def add(when: list[date], start: int) -> None:
-        if start != moved_from:
-            found.extend((start, day) for day in when)
+        if start == moved_from:
+            return
+        if _UNTIL.search(line, 0, start):  # "3x a day ... course ends sat 27th": every day until then
+            ended.append(start)
+            when = [now.date() for day in when if now.date() <= day]
+        found.extend((start, day) for day in when)
 
     for match in _ISO_DATE.finditer(line):
         try:
@@ -153,7 +169,9 @@ def days_named(line: str, now: datetime, written: date, said: bool = False) -> t
             add(_day_of_month(int(match[1]), now.date()), match.start(1))
     dated = {day.weekday() for _, day in found}  # "Monday 14 Dec", "next Monday (25th)" name one day
     for match in _WEEKDAY.finditer(line):
-        weekday = next(index for index, name in enumerate(WEEKDAYS) if name[:3] == (match[2] or match[4])[:3].lower())
+        weekday = next(
+            index for index, name in enumerate(WEEKDAYS) if name[:3] == (match[2] or match[4] or match[5])[:3].lower()
+        )
         its_date = any(match.end() <= start <= match.end() + 4 for start, _ in found)
         if weekday not in dated or ((match[1] or match[3]) and not its_date):
             if (match[1] or match[3]) and said:  # "next Monday" said on a Monday: a week on
@@ -165,7 +183,7 @@ def days_named(line: str, now: datetime, written: date, said: bool = False) -> t
         add([_next_matching(now.date(), weekend)], match.start())
     if moved_to and any(start >= moved_to.end() for start, _ in found):
         found = [(start, day) for start, day in found if start >= moved_to.end()]
-    if found:
+    if found or ended:  # a course that has ended is due on no day
         return [day for _, day in found], True
     months = {_month(match[1]) for match in _MONTH_ALONE.finditer(line)}
     if months and now.month not in months:  # "July hols: ferry 09:15", "book by May": not today
@@ -228,6 +246,8 @@ def _read_hour(hour: int, minute: int, line: str, at: int, after: time | None) -
         halves.append((bool(_CLAUSE_END.search(between)), match.start() > at, len(between), bool(match[1] or match[3])))
     if halves:
         return hour + 12 if min(halves)[3] else hour
+    if _TWENTY_FOUR_HOUR.search(line):  # "flight 09:05, leave 6:45": a morning on a 24-hour clock
+        return hour
     if after is not None:
         for reading in (hour, hour + 12):
             if time(reading, minute) >= after:
