@@ -75,7 +75,8 @@ _CLAUSE_END = re.compile(r"[,;]|\.\s")
 _EARLY = re.compile(r"\b(early|alarm|wake|waking|commute)\b", re.IGNORECASE)
 _IN_A_WHILE = re.compile(r"\bin\s+(\d{1,3}|an?|half an)\s+(minutes?|mins?|hours?|hrs?)\b", re.IGNORECASE)
 _WEEKDAY_SHORT = r"(Mon|Tue|Tues|Wed|Weds|Thu|Thur|Thurs|Fri|Sat|Sun|(?i:tues?|weds?|thu(?:rs?)?|fri))"
-"""Capitalised for the short names that are words ("sat down" is no Saturday, nor "sun" Sunday)."""
+"""Capitalised for the short names that are words ("sat down" is no Saturday); lower-case "mon", "sat" and
+"sun" are days only opening a note ("sun roast at 1pm")."""
 _WEEKDAY = re.compile(
     r"\b(?i:(next\s+)?(" + "|".join(WEEKDAYS) + r")s?)\b|\b(?i:(next\s+))?" + _WEEKDAY_SHORT + r"\b"
     r"|^(?i:(mon|sat|sun)):?(?=\s)"  # opening a note, "sun roast" and "sat 3pm" are days
