@@ -167,3 +167,12 @@ def test_zero_and_one_are_a_new_calls_own_value_only_when_the_message_says_them(
     assert not added("Status of order A-77 and tell me all about it", 1), "1 passes the check, but nobody said it"
     assert added("Status of order A-77, and the volume to 1 please", 1)
     assert added("Status of order A-77, and set the volume once to one", 1)
+
+
+def test_the_request_is_what_the_user_typed_not_the_turn_context() -> None:
+    typed = "<context>\nLocal time: Tue 1 Dec 2026 09:00, and you were away 2 hours\n</context>\n\nKitchen lights off"
+    evidence = conversation_evidence([Message.user(typed)])
+    assert evidence.request == "Kitchen lights off"
+    kitchen = ToolCall(id="a", name="set_lights", arguments={"room": "kitchen", "power": "off"})
+    call = ToolCall(id="b", name=VOLUME.name, arguments={"level": 2}, extra=True)
+    assert not is_grounded_addition(call, VOLUME, evidence, [(kitchen, LIGHTS)]), "the context's 'and' asks for nothing"

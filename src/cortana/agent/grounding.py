@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cortana.messages import Message, ToolCall
+from cortana.prompts import strip_turn_context
 from cortana.tools import Tool
 
 __all__ = ["Evidence", "conversation_evidence", "is_fully_grounded", "is_grounded", "is_grounded_addition"]
@@ -64,7 +65,7 @@ _CODE = re.compile(r"^[A-Z0-9]{2,5}(?:[./:-][A-Z0-9]{1,5})?$")
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """What the user said and tools returned: its words, the same with plurals folded, and its numbers;
-    and the user's latest message (``request``), as written."""
+    and the user's latest message (``request``), as typed (without the turn's ``<context>`` block)."""
 
     text: str
     stems: str
@@ -85,7 +86,7 @@ def conversation_evidence(messages: Iterable[Message]) -> Evidence:
     messages = list(messages)
     raw = "\n".join(m.content for m in messages if m.role in ("user", "tool"))
     text = _normalize(raw)
-    request = next((m.content for m in reversed(messages) if m.role == "user"), "")
+    request = next((strip_turn_context(m.content) for m in reversed(messages) if m.role == "user"), "")
     return Evidence(text, " ".join(_stem(word) for word in text.split()), _numbers(raw) | _ALWAYS, request)
 
 
