@@ -90,6 +90,7 @@ def test_a_note_that_is_not_due_is_left_out(note: str, now: datetime) -> None:
         ("- next Monday (21st) 10am: MRI", at(21, 9, 30), at(21, 10)),  # the date says which Monday
         ("- Mon 21st: boiler service at 10", at(21, 9, 30), at(21, 10)),
         ("- Pharmacy closes at 6, pick up the prescription", at(1, 17, 30), at(1, 18)),  # a deadline
+        ("- call Jan at 3 about May's party", at(1, 14, 30), at(1, 15)),  # Jan and May are people here
         ("- gp tel appt wed btw 1-2, they call me", at(2, 13, 5), at(2, 13)),  # "btw 1-2": a time range
         ("- Weds 4.45pm parents' evening", at(2, 16, 30), at(2, 16, 45)),
         ("- card payment due the 31st, bank cut-off midnight!!", at(31, 23, 15), datetime(2027, 1, 1, tzinfo=ZONE)),
@@ -137,6 +138,7 @@ def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, no
         ("- grant report due 12:00 Tue 1 Dec, SUBMITTED last night", at(1, 11, 30)),
         ("- July hols: Oban ferry 09:15, 13:40 or 18:00 (book by May!)", at(1, 8, 30)),  # another month
         ("- Flight ref 2291 to Rome", at(1, 22, 50)),  # four digits that are no time
+        ("- book club tonight at 8, moving it to next jan", at(1, 19, 30)),  # another month
         ("- sun roast at the in-laws 1pm", at(5, 12, 40)),  # Sunday is tomorrow
         ("- amoxicillin 8am / 2pm / 10pm, course ends 5 Dec", at(7, 21, 50)),  # the course has ended
         ("- meeting 14:00, pick up Ana at 5", at(1, 4, 30)),  # only a morning 24-hour time makes "5" 05:00

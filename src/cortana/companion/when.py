@@ -84,9 +84,9 @@ _WEEKDAY = re.compile(
 _WORKDAYS = re.compile(r"\b(weekdays|workdays|every working day|weekends|every weekend)\b", re.IGNORECASE)
 _DAY_MONTH = re.compile(r"\b([0-3]?\d)(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"\b\.?(?:\s+(\d{4}))?", re.IGNORECASE)
 _MONTH_DAY = re.compile(r"\b" + _MONTH + r"\.?\s+([0-3]?\d)(?:st|nd|rd|th)?\b(?:,?\s+(\d{4}))?", re.IGNORECASE)
-_MONTH_ALONE = re.compile(  # a month as a word ("July hols"); "may" and "march" only capitalised
-    r"\b((?i:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?"
-    r"|nov(?:ember)?|dec(?:ember)?)|May|March|Mar)\b"
+_MONTH_ALONE = re.compile(  # "July hols", "in jan", "by May"; not "call Jan" or "May's party": people
+    r"\b((?i:january|february|april|june|july|august|september|october|november|december)|March)\b"
+    r"|\b(?i:in|by|until|till|next|mid|late|early)[- ]+((?i:jan|feb|mar|apr|may|jun|jul|aug|sept?|oct|nov|dec))\b"
 )
 _UNTIL = re.compile(
     r"\b(?:ends?|ending|until|till|through|thru)\s+(?:on\s+)?(?:(?i:" + "|".join(WEEKDAYS) + r"|mon|tue|tues|wed|weds"
@@ -186,7 +186,7 @@ def days_named(line: str, now: datetime, written: date, said: bool = False) -> t
         found = [(start, day) for start, day in found if start >= moved_to.end()]
     if found or ended:  # a course that has ended is due on no day
         return [day for _, day in found], True
-    months = {_month(match[1]) for match in _MONTH_ALONE.finditer(line)}
+    months = {_month(match[1] or match[2]) for match in _MONTH_ALONE.finditer(line)}
     if months and now.month not in months:  # "July hols: ferry 09:15", "book by May": not today
         return [], True
     if "tomorrow" in lowered:
