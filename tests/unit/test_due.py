@@ -219,6 +219,10 @@ def test_a_conversation_counts_what_was_asked_what_was_promised_and_what_was_cal
         ("assistant", "Great, I'll drop that 3 o'clock check-in.", said),
     ]
     assert due_in_conversation(dropped, at(1, 14, 30)) == []
+    skipping = [("user", "I'll skip lunch today, remind me at 3 to call the bank", said)]
+    assert [item.when for item in due_in_conversation(skipping, at(1, 14, 30))] == [at(1, 15)]
+    finished = [("user", "done with work already, remind me at 3 to call the bank", said)]
+    assert [item.when for item in due_in_conversation(finished, at(1, 14, 30))] == [at(1, 15)]
     half = [
         ("user", "the permit portal closes at 11 today and I've only done half the form", at(1, 9, 30)),
         ("assistant", "I'll remind you before 11 so you can finish the permit renewal.", at(1, 9, 30)),

@@ -82,7 +82,8 @@ _NOT_YET = r"(?<!be )(?<!when )(?<!once )(?<!only )(?<!not )(?<!n't )(?<!half )"
 _SETTLED = re.compile(
     r"\b(" + _NOT_YET + r"done(?! by\b| at\b| around\b| before\b| in\b| half)|cancel+ed|finished|completed"
     r"|went well|took place|already(?! paid)|no longer|(?:is|are|'s) off|called off|submitted|handed in"
-    r"|(?:I'll|I will|will) (?:drop|skip|scrap|cancel)|won't (?:remind|check))\b"
+    r"|(?:I'll|I will) (?:drop|skip|scrap|cancel) (?:that|the|this|your)\b[^.;]*?\b(?:check-in|reminder|nudge)"
+    r"|won't (?:remind|check))\b"
     r"|[\u2713\u2714\u2611\u2705]",  # a tick
     re.IGNORECASE,
 )
@@ -144,6 +145,7 @@ def due_soon(
     said_at: datetime | None = None,
     within: timedelta = WITHIN,
     grace: timedelta = GRACE,
+    asked: bool = False,
 ) -> list[Due]:
     """The lines that fall due between ``grace`` ago and ``within`` from ``now``, soonest first.
 
@@ -154,6 +156,8 @@ def due_soon(
             from it, and an hour without am or pm that names no day is the first one after it;
             default: notes of no known time ("tomorrow" counts from today; "in 20 minutes"
             is not read).
+        asked: the lines ask for a reminder ("I'm done with work, remind me at 6"): what they
+            say was done is something else, so such words do not leave them out.
     """
     items = lines.splitlines() if isinstance(lines, str) else list(lines)
     found: list[Due] = []
@@ -161,7 +165,7 @@ def due_soon(
     above_text = ""
     for raw in items:
         line = _STRUCK.sub(" ", " ".join(raw.split())).lstrip("-*• ").strip()  # struck out: done with
-        if not line or _settled(line) or (_OPENING_HOURS.search(line) and not _TASK.search(line)):
+        if not line or (_settled(line) and not asked) or (_OPENING_HOURS.search(line) and not _TASK.search(line)):
             continue
         days, named = days_named(line, now, said_at.date() if said_at else now.date(), said_at is not None)
         after = None
@@ -211,6 +215,7 @@ _DONE_SAID = re.compile(
 _MOVED_SAID = re.compile(
     r"\b(moved|rescheduled|postponed|pushed|put off|delayed|called off|cancel+ed)\b", re.IGNORECASE
 )
+_REMIND = re.compile(r"\b(remind|nudge|ping)\s+me\b", re.IGNORECASE)
 _ASKS = re.compile(r"\b(remind|nudge|ping|check (?:in|on))\b|\?", re.IGNORECASE)
 _WORD = re.compile(r"[a-z][a-z-]*[a-z]", re.IGNORECASE)
 _COMMON_WORDS = """the and for with from that this then than they them their there have has had just got get not but
@@ -263,8 +268,8 @@ def due_in_conversation(
     for index, (role, text, said_at) in enumerate(messages):
         if role != "user":
             if not skip_reply:
-                asked = messages[index - 1][1] if index and messages[index - 1][0] == "user" else ""
-                found.extend(_answering(item, asked) for item in due_soon(text, now, said_at=said_at))
+                request = messages[index - 1][1] if index and messages[index - 1][0] == "user" else ""
+                found.extend(_answering(item, request) for item in due_soon(text, now, said_at=said_at))
             skip_reply = False
             continue
         if _CALLED_OFF.search(text) or _SETTLED.search(text):
@@ -279,7 +284,8 @@ def due_in_conversation(
             skip_reply = bool(done and not moved)
             if skip_reply:
                 continue
-        found.extend(due_soon(text, now, said_at=said_at))
+        reminder = bool(_REMIND.search(text)) and not _CALLED_OFF.search(text)
+        found.extend(due_soon(text, now, said_at=said_at, asked=reminder))
     return kept + found
 
 
