@@ -141,6 +141,7 @@ def test_approximate_times_ranges_and_the_half_of_the_day_are_read(note: str, no
         ("- book club tonight at 8, moving it to next jan", at(1, 19, 30)),  # another month
         ("- sun roast at the in-laws 1pm", at(5, 12, 40)),  # Sunday is tomorrow
         ("- amoxicillin 8am / 2pm / 10pm, course ends 5 Dec", at(7, 21, 50)),  # the course has ended
+        ("- amoxicillin 8am / 2pm / 10pm, course ends Sat 5 Dec", at(12, 21, 50)),  # ended last Saturday
         ("- meeting 14:00, pick up Ana at 5", at(1, 4, 30)),  # only a morning 24-hour time makes "5" 05:00
     ],
 )

@@ -173,8 +173,9 @@ def days_named(line: str, now: datetime, written: date, said: bool = False) -> t
         weekday = next(
             index for index, name in enumerate(WEEKDAYS) if name[:3] == (match[2] or match[4] or match[5])[:3].lower()
         )
-        its_date = any(match.end() <= start <= match.end() + 4 for start, _ in found)
-        if weekday not in dated or ((match[1] or match[3]) and not its_date):
+        if any(match.end() <= start <= match.end() + 4 for start in [*(start for start, _ in found), *ended]):
+            continue  # "Mon 25th", "next Monday (25th)", "ends sat 27th": the weekday names the date after it
+        if weekday not in dated or match[1] or match[3]:
             if (match[1] or match[3]) and said:  # "next Monday" said on a Monday: a week on
                 add([written + timedelta(days=(weekday - written.weekday()) % 7 or 7)], match.start())
             else:
