@@ -174,12 +174,7 @@ def assistant_agent(client: EmbeddedClient, workspace: Path, tools: list[Tool]) 
         instructions=assistant_instructions(workspace),
         tools=tools,
         permissions=workspace_gate(workspace, approve=None),
-        max_tool_iterations=settings.agent.max_tool_iterations,
-        max_parallel_tools=settings.agent.max_parallel_tools,
-        parallel_tool_calls=settings.agent.parallel_tool_calls,
-        retry_failed_calls=settings.agent.retry_failed_calls,
-        tool_timeout=settings.tools.timeout,
-        max_tool_output=settings.tools.max_output_chars,
+        **settings.loop_options(),
         settings=ModelSettings(temperature=0, seed=42, max_tokens=settings.max_tokens),
     )
 

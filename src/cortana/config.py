@@ -528,6 +528,18 @@ class Settings(_Section):
     untrusted: TrustRequest | None = Field(None, exclude=True)
     """What the workspace's cortana.yml asked for and did not get: its folder is not trusted."""
 
+    def loop_options(self) -> dict[str, Any]:
+        """The loop's limits from ``agent:`` and ``tools:``, as :class:`~cortana.Agent` keyword arguments."""
+        return {
+            "max_tool_iterations": self.agent.max_tool_iterations,
+            "max_parallel_tools": self.agent.max_parallel_tools,
+            "parallel_tool_calls": self.agent.parallel_tool_calls,
+            "retry_failed_calls": self.agent.retry_failed_calls,
+            "tool_timeout": self.tools.timeout,
+            "tool_timeouts": self.tools.timeouts,
+            "max_tool_output": self.tools.max_output_chars,
+        }
+
     @field_validator("voice", mode="before")
     @classmethod
     def _voice_switch(cls, value: Any) -> Any:

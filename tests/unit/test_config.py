@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cortana import ConfigError
+from cortana import Agent, ConfigError
 from cortana.config import (
+    Settings,
     compaction_threshold,
     effective_context_window,
     engine_url,
@@ -16,6 +17,7 @@ from cortana.config import (
     requested_context_window,
     thread_count,
 )
+from cortana.testing import ScriptedModel
 
 
 @pytest.fixture
@@ -217,3 +219,11 @@ def test_a_bare_yaml_off_turns_working_memory_off(homes: tuple[Path, Path]) -> N
     _, workspace = homes
     (workspace / "cortana.yml").write_text("memory:\n  working_memory: off\n")  # YAML reads `off` as false
     assert load_settings(workspace, environ={}).memory.working_memory == "off"
+
+
+def test_loop_options_are_the_agent_keywords_the_settings_give() -> None:
+    settings = Settings.model_validate({"agent": {"max_tool_iterations": 3}, "tools": {"timeout": 7}})
+    options = settings.loop_options()
+    assert options["max_tool_iterations"] == 3 and options["tool_timeout"] == 7
+    agent = Agent(ScriptedModel([]), **options)  # every key is one Agent takes
+    assert agent.max_tool_iterations == 3

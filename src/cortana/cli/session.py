@@ -426,13 +426,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             context_window=args.context_window or settings.context_window,
             permissions=_gate(workspace, settings, args, approver),
             logger=AgentLogger(console),
-            max_tool_iterations=settings.agent.max_tool_iterations,
-            max_parallel_tools=settings.agent.max_parallel_tools,
-            parallel_tool_calls=settings.agent.parallel_tool_calls,
-            retry_failed_calls=settings.agent.retry_failed_calls,
-            tool_timeout=settings.tools.timeout,
-            tool_timeouts=settings.tools.timeouts,
-            max_tool_output=settings.tools.max_output_chars,
+            **settings.loop_options(),
             settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
         )
 
