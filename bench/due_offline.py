@@ -9,7 +9,8 @@ check-in would. Scored:
 
 Sets: ``builtin`` (the 40 in heartbeat_eval.py), ``dev_2``, ``held_out`` and ``held_out_3`` to
 ``held_out_7`` (all development data now: each was scored once as the held-out set); with
-``--held-out``, ``held_out_8`` instead, when it exists, to report: no rule is chosen on it.
+``--held-out``, ``held_out_8`` and ``held_out_9`` instead, where they exist, to report: no rule is
+chosen on them.
 
     python bench/due_offline.py [--verbose] [--held-out]
 """
@@ -28,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cortana.companion import ManualClock
 from cortana.companion.due import Due, DueSoon
 from cortana.memory.sqlite import SQLiteMemory
-from heartbeat_eval import SCENARIOS, SETS, THREAD, Scenario, load_set, prepare
+from heartbeat_eval import HELD_OUT, SCENARIOS, SETS, THREAD, Scenario, load_set, prepare
 
 
 def scenarios() -> dict[str, list[Scenario]]:
@@ -46,9 +47,8 @@ def scenarios() -> dict[str, list[Scenario]]:
 
 
 def held_out() -> dict[str, list[Scenario]]:
-    """The held-out set: reported, never a reason to change a rule."""
-    name = "held_out_8"
-    return {name: load_set(name, "held-out")} if (SETS / f"{name}.json").exists() else {}
+    """The held-out sets: reported, never a reason to change a rule."""
+    return {name: load_set(name, "held-out") for name in HELD_OUT if (SETS / f"{name}.json").exists()}
 
 
 async def listed(scenario: Scenario, root: Path) -> tuple[datetime, list[Due]]:
@@ -92,7 +92,7 @@ async def main_async(verbose: bool, held: bool = False) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true", help="print every scenario, not only the misses")
-    parser.add_argument("--held-out", action="store_true", help="score held_out_8.json instead (report only)")
+    parser.add_argument("--held-out", action="store_true", help="score the held-out sets instead (report only)")
     args = parser.parse_args()
     asyncio.run(main_async(args.verbose, args.held_out))
 

@@ -25,11 +25,12 @@ held-out set (1.5B: quiet 17/20, due 15/20), its misses then studied in turn;
 ``bench/heartbeat_set/held_out_3.json`` to ``held_out_7.json``, written the same
 way by a third to a seventh session, each scored once as the held-out set (1.5B:
 quiet 17/20, due 16/20; 17/20, 19/20; 17/20, 16/20; 16/20, 14/20; 17/20,
-13/20), the first four then studied. The next held-out set is
-``bench/heartbeat_set/held_out_8.json``, to be written the same way; until it
-exists ``--split held-out`` has nothing to run.
+13/20) and then studied. The held-out sets now are ``held_out_8.json`` and
+``held_out_9.json`` (``HELD_OUT``), written the same way after the parser's last
+change and each scored once with it; no rule is chosen on them.
 
     python bench/heartbeat_eval.py [--model qwen2.5-coder-1.5b] [--split dev|held-out] [--only ID,...]
+    python bench/heartbeat_eval.py --split held-out --sets held_out_9   # one set
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SETS = Path(__file__).resolve().parent / "heartbeat_set"
 ZONE = timezone(timedelta(hours=1))
 SPLITS = ("dev", "held-out")
+HELD_OUT = ("held_out_8", "held_out_9")
+"""Sets written blind after the time parser's last change, each scored once with it: no rule is chosen on them."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Scenario:
     chat: tuple[tuple[str, str], ...] = ()  # earlier (user, assistant) exchanges
     words: tuple[str, ...] = ()  # for "due": a reply that names the item holds one of these
     split: str = "dev"
+    source: str = "builtin"  # the set it comes from: "builtin" (this file) or a file of bench/heartbeat_set/
 
 
 S = Scenario
@@ -242,6 +246,7 @@ def load_set(name: str, split: str) -> list[Scenario]:
             chat=tuple((user, assistant) for user, assistant in row["chat"]),
             words=tuple(word.lower() for word in row["words"]),
             split=split,
+            source=name,
         )
         for row in rows
     ]
@@ -251,7 +256,9 @@ def all_scenarios() -> list[Scenario]:
     """The development scenarios (this file's and the studied sets'), then the held-out ones."""
     studied = ("dev_2", "held_out", "held_out_3", "held_out_4", "held_out_5", "held_out_6", "held_out_7")
     development = [*SCENARIOS, *(scenario for name in studied for scenario in load_set(name, "dev"))]
-    held_out = load_set("held_out_8", "held-out") if (SETS / "held_out_8.json").exists() else []
+    held_out = [
+        scenario for name in HELD_OUT if (SETS / f"{name}.json").exists() for scenario in load_set(name, "held-out")
+    ]
     return [*development, *held_out]
 
 
@@ -337,6 +344,9 @@ async def main_async(args: argparse.Namespace) -> None:
     if args.only:
         wanted = args.only.split(",")
         chosen = [s for s in chosen if s.id in wanted]
+    if args.sets:
+        sets = args.sets.split(",")
+        chosen = [s for s in chosen if s.source in sets]
     client = await create_model_client("embedded", model=args.model, threads=args.threads)
     rows: list[dict[str, object]] = []
     try:
@@ -355,7 +365,8 @@ async def main_async(args: argparse.Namespace) -> None:
     for kind, splits in table.items():
         goal = "dropped HEARTBEAT_OK" if kind == "quiet" else "named the due item"
         print(f"{kind:<5} ({goal}): " + "; ".join(f"{split} {value}" for split, value in splits.items()))
-    name = f"heartbeat_eval_{args.model}" + (f"_{args.split}" if args.split else "") + ".json"
+    name = f"heartbeat_eval_{args.model}" + (f"_{args.split}" if args.split else "")
+    name += (f"_{args.sets.replace(',', '_')}" if args.sets else "") + ".json"
     save(args.json or RESULTS / name, {"model": args.model, "summary": table, "rows": rows})
 
 
@@ -364,6 +375,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--split", choices=SPLITS)
     parser.add_argument("--only", help="scenario ids, comma-separated")
+    parser.add_argument("--sets", help="only the scenarios of these sets, comma-separated (e.g. held_out_9)")
     parser.add_argument("--threads", type=int, help="CPU threads of the embedded engine (default: Cortana's)")
     parser.add_argument("--json", type=Path, help="where to write the results (default: bench/results/, by model)")
     asyncio.run(main_async(parser.parse_args()))
