@@ -24,8 +24,18 @@ executed calls are exactly the expected ones, argument by argument (strings
 compared loosely, numbers with a tolerance, ``one_of`` alternatives); a no-fit
 case is a false call when anything is executed.
 
+The guided path's pieces (``--record-guided``: the decision, the calls the
+grammar writes, the check that showed the calls alone) are in
+``MODEL.guided.jsonl``; ``--record-check`` adds the shipped check (the calls
+with their tools' descriptions) for the calls each free answer opened. The
+guided settings add one part at a time, so each part's gain shows; the check's
+threshold is the one the embedded engine ships for the model
+(``BundledModel.check_margin``), and the one the development half would choose
+is reported beside it.
+
     python bench/toolcall_eval.py                       # score what is recorded
     python bench/toolcall_eval.py --record qwen2.5-coder-0.5b
+    python bench/toolcall_eval.py --record-guided qwen2.5-coder-0.5b --record-check qwen2.5-coder-0.5b
 """
 
 from __future__ import annotations
@@ -183,10 +193,15 @@ GUIDED_SETTINGS = (
     "grammar, one call",
     "grammar, added calls grounded",
     "grammar + check, added calls grounded",
+    "grammar + described check, added calls grounded",
     "decision + grammar + check",
 )
-SHIPPED = "grammar + check, added calls grounded"
+SHIPPED = "grammar + described check, added calls grounded"
 """What ``cortana.models.guided`` and the loop do together; the check's threshold is tuned on it."""
+RECORDED_EXTRAS = (".guided", ".check_prompts")
+"""Output files that go with a model's answers (``MODEL.guided.jsonl``...) rather than name a model."""
+PLAIN_CHECK_MARGIN = {"qwen2.5-coder-1.5b": -0.97, "qwen2.5-coder-0.5b": None}
+"""The thresholds the check shipped with while it showed the calls alone (``None``: the greedy answer)."""
 SETTINGS = ("no recovery", "recovery", "recovery + grounding", *GUIDED_SETTINGS)
 
 
@@ -197,13 +212,16 @@ def guided_settings(
     specs: list[ToolSpec],
     offered: dict[str, SchemaTool],
     margin: float | None,
+    plain_margin: float | None = None,
 ) -> dict[str, list[ToolCall]]:
     """The calls of the guided path (``cortana.models.guided``), from its recorded pieces.
 
     The free answer is watched as the engine streams it: if it opens with a call of an offered
     tool, the call is written under the grammar instead (``guided``), then checked; a free
     answer that starts as prose keeps the text recovery and its grounding check, as unguided.
-    ``margin``: the check rejects calls whose log P(no) - log P(yes) reaches it (``None``: greedy).
+    ``margin``: the check (as shipped: the calls with their tools' descriptions) rejects calls
+    whose log P(no) - log P(yes) reaches it; ``plain_margin``: the same for the check that showed
+    the calls alone (``None``: its greedy answer).
     """
     from cortana.models.guided import CallOpening
 
@@ -217,7 +235,13 @@ def guided_settings(
         check = (path or {}).get("check")
         if not check:
             return False
-        return bool(check["ok"]) if margin is None else check["margin"] < margin
+        return bool(check["ok"]) if plain_margin is None else check["margin"] < plain_margin
+
+    def passes_described(path: dict[str, Any] | None) -> bool:
+        check = (path or {}).get("check_described")
+        if not check:
+            return False
+        return margin is None or check["margin"] < margin
 
     evidence = conversation_evidence([Message.user(case.prompt)])
 
@@ -245,6 +269,8 @@ def guided_settings(
         "grammar, one call": unguided or written[:1],
         "grammar, added calls grounded": unguided or added_grounded(written),
         "grammar + check, added calls grounded": unguided or added_grounded(written if passes(free_path) else []),
+        "grammar + described check, added calls grounded": unguided
+        or added_grounded(written if passes_described(free_path) else []),
         "decision + grammar + check": added_grounded(calls(decided)) if passes(decided) else [],
     }
 
@@ -255,14 +281,16 @@ def tune_margin(model: str, cases: list[Case], tools: dict[str, dict[str, Any]])
     dev_ids = {case.id for case in dev}
     margins = sorted(
         {
-            path["check"]["margin"]
+            path["check_described"]["margin"]
             for row in _rows(OUTPUTS / f"{model}.guided.jsonl").values()
             if row["id"] in dev_ids
             for path in row["paths"].values()
-            if path.get("check")
+            if path.get("check_described")
         }
     )
-    best: tuple[int, float | None] = (_dev_score(model, dev, tools, None), None)
+    if not margins:
+        return None
+    best: tuple[int, float | None] = (_dev_score(model, dev, tools, margins[-1] + 1), margins[-1] + 1)
     for low, high in itertools.pairwise(margins):
         threshold = round((low + high) / 2, 3)
         best = max(best, (_dev_score(model, dev, tools, threshold), threshold), key=lambda item: item[0])
@@ -304,7 +332,8 @@ def score(
         offered = {s.name: SchemaTool(s.name, s.description, s.parameters, lambda **_: "ok") for s in specs}
         per_setting = settings(case, row, specs, offered)
         if case.id in guided_rows:
-            per_setting |= guided_settings(case, row, guided_rows[case.id], specs, offered, margin)
+            plain = PLAIN_CHECK_MARGIN.get(model)
+            per_setting |= guided_settings(case, row, guided_rows[case.id], specs, offered, margin, plain)
         for setting, calls in per_setting.items():
             run = executed(calls, offered)
             hit = bool(run) if case.category == "nofit" else right(run, case.expected)
@@ -438,6 +467,60 @@ async def record_guided(
         await client.aclose()
 
 
+async def record_check(
+    model: str, cases: list[Case], tools: dict[str, dict[str, Any]], progress: Callable[[str], None]
+) -> None:
+    """The shipped check (the calls with their tools' descriptions) on the calls each free answer opened.
+
+    Stored as ``check_described`` next to the ``check`` each path already holds (the check that
+    showed the calls alone). A path of one call that ``bench/check_prompts.py`` already asked about
+    with the same wording (its ``v1``) takes that answer instead of asking again.
+    """
+    from cortana.models.factory import create_model_client
+    from cortana.models.guided import CallOpening, described
+
+    path = OUTPUTS / f"{model}.guided.jsonl"
+    rows = _rows(path)
+    free = _rows(OUTPUTS / f"{model}.jsonl")
+    asked = _rows(OUTPUTS / f"{model}.check_prompts.jsonl")
+    ordered = sorted((c for c in cases if c.id in rows), key=lambda c: (tuple(c.tools), c.id))
+    client = await create_model_client("embedded", model=model, threads=2)
+    guided = client.guided  # type: ignore[attr-defined]
+    try:
+        for case in ordered:
+            request = case_request(case, tools)
+            opening = CallOpening(case.tools)
+            opening.feed(free[case.id].get("content") or "")
+            for name, path_row in rows[case.id]["paths"].items():
+                written = path_row.get("calls") or []
+                if not written or "check_described" in path_row or name != opening.tool:
+                    continue  # only the call a free answer opens is checked (the decision's path is not shipped)
+                calls = [
+                    ToolCall(id=f"g{i}", name=c["name"], arguments=c["arguments"] or {}) for i, c in enumerate(written)
+                ]
+                before = asked.get(case.id)
+                if (
+                    len(calls) == 1
+                    and before
+                    and "v1" in before
+                    and (before["tool"], before["arguments"]) == (calls[0].name, calls[0].arguments)
+                ):
+                    path_row["check_described"] = {"margin": before["v1"]}
+                    continue
+                started = time.perf_counter()
+                verdict = await guided.verify(request, calls)
+                path_row["check_described"] = {"margin": round(verdict.margin, 3)}
+                progress(
+                    f"{case.id} {name} {verdict.margin:.3f} {time.perf_counter() - started:.1f}s"
+                    f" {described(request, calls)[:60]!r}"
+                )
+            temporary = path.with_suffix(".tmp")
+            temporary.write_text("".join(json.dumps(row) + "\n" for row in rows.values()))
+            temporary.replace(path)
+    finally:
+        await client.aclose()
+
+
 async def timing(model: str, cases: list[Case], tools: dict[str, dict[str, Any]], count: int) -> dict[str, Any]:
     """Seconds per answer, guided and through the chat API, on the first ``count`` cases of each category.
 
@@ -489,6 +572,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", metavar="MODEL", help="run the set on the embedded engine and store the answers")
     parser.add_argument("--record-guided", metavar="MODEL", help="run the set through the guided path and store it")
+    parser.add_argument(
+        "--record-check", metavar="MODEL", help="ask the shipped check about every recorded guided call"
+    )
     parser.add_argument("--timing", metavar="MODEL", help="time guided answers against the chat API on a few cases")
     parser.add_argument("--json", type=Path, default=RESULTS / "toolcall_eval.json")
     args = parser.parse_args()
@@ -497,12 +583,14 @@ def main() -> None:
         asyncio.run(record(args.record, cases, tools, lambda line: print(line, file=sys.stderr)))
     if args.record_guided:
         asyncio.run(record_guided(args.record_guided, cases, tools, lambda line: print(line, file=sys.stderr)))
+    if args.record_check:
+        asyncio.run(record_check(args.record_check, cases, tools, lambda line: print(line, file=sys.stderr)))
     if args.timing:
         measured = asyncio.run(timing(args.timing, cases, tools, 3))
         print(json.dumps(measured))
         save(RESULTS / f"toolcall_timing_{args.timing}.json", measured)
         return
-    recorded = sorted(path.stem for path in OUTPUTS.glob("*.jsonl") if not path.stem.endswith(".guided"))
+    recorded = sorted(path.stem for path in OUTPUTS.glob("*.jsonl") if not path.stem.endswith(RECORDED_EXTRAS))
     results = []
     for model in recorded:
         result = score(model, cases, tools, shipped_margin(model))
