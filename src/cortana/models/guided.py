@@ -19,8 +19,10 @@ server's own chat template, through ``/apply-template``) and answers through
    :attr:`~cortana.messages.ToolCall.extra`, and the loop runs one only when
    the conversation holds every argument it can check.
 3. **The check.** The conversation plus one question ("you are about to
-   call ...; does that do exactly what I asked?") answered ``yes`` or ``no``
-   under a grammar. A ``no`` turns the answer into prose, with the model told
+   call X, which does this: <its description>, with these arguments: ...; is
+   that exactly what I asked for?") answered ``yes`` or ``no`` under a
+   grammar. A ``no`` (or, with ``verify_margin``, a margin of ``no`` over
+   ``yes`` at or above it) turns the answer into prose, with the model told
    that no tool fits.
 
 ``tool_choice`` naming a tool writes its call at once; ``required`` first
@@ -36,6 +38,7 @@ recovery (``cortana.models.toolparse``). Measured by
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -53,13 +56,25 @@ from cortana.models.openai_compat import to_openai_messages
 from cortana.models.toolparse import make_tool_call, new_call_id
 from cortana.prompts import prompt_text
 
-__all__ = ["NO_TOOL", "CallOpening", "Decision", "GuidedCalls", "Verdict", "parse_calls", "template_supports_guiding"]
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "NO_TOOL",
+    "CallOpening",
+    "Decision",
+    "GuidedCalls",
+    "Verdict",
+    "described",
+    "parse_calls",
+    "template_supports_guiding",
+]
 
 NO_TOOL = "none"
 """The decision's answer when no offered tool should be called."""
 
 DECISION_ROLE = "user"
 _DECISION_TOKENS = 48
+_DESCRIPTION_CHARS = 400
 _FLOOR = -30.0  # the log-probability of a word the engine did not list among its top ones
 # Prose after "none": anything that does not open like a call (a brace, a fence, a tag).
 _PROSE_GRAMMAR = "root ::= [^{`<\\x00-\\x20] [^\\x00]*\n"
@@ -69,6 +84,27 @@ _BLOCK = re.compile(r"<tool_call>\n(.*?)(?:\n</tool_call>|\Z)", re.S)
 def template_supports_guiding(chat_template: str) -> bool:
     """Whether a chat template teaches the ``<tool_call>`` JSON format the grammar writes."""
     return "<tool_call>" in chat_template and "tools" in chat_template
+
+
+def described(request: ModelRequest, calls: list[ToolCall]) -> str:
+    """The calls as the check shows them: each with what its tool does, then its arguments.
+
+    Shown the tool's description, the model can see that a tool which looks close does something
+    else than what was asked (development half of ``bench/toolcall_eval.py``: the check separated
+    right calls from calls for no-fit questions with an AUC of 0.95, against 0.91 shown the calls
+    alone).
+    """
+    descriptions = {tool.name: " ".join(tool.description.split())[:_DESCRIPTION_CHARS] for tool in request.tools}
+
+    def one(call: ToolCall) -> str:
+        return (
+            f"{call.name}, which does this: {descriptions.get(call.name, '(no description)')}\n"
+            f"with these arguments: {json.dumps(call.arguments)}"
+        )
+
+    if len(calls) == 1:
+        return one(calls[0])
+    return "these tools:\n" + "\n".join("- " + one(call).replace("\n", "\n  ") for call in calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,16 +199,20 @@ class GuidedCalls:
 
     async def verify(self, request: ModelRequest, calls: list[ToolCall]) -> Verdict:
         """Ask the model whether ``calls`` do what the user asked, before they run (``yes`` or ``no``)."""
-        shown = "\n".join(
-            json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False) for call in calls
-        )
-        question = {"role": DECISION_ROLE, "content": prompt_text("tool_check").format(calls=shown)}
+        question = {"role": DECISION_ROLE, "content": prompt_text("tool_check").format(calls=described(request, calls))}
         # Models answer "Yes"/"No" more often than "yes"/"no": a grammar of the lower-case words
         # alone would pick between two unlikely tokens. Both spellings count, summed.
         answer, logprobs, _ = await self._ask(await self.render(request, [question]), ["yes", "no", "Yes", "No"])
         yes, no = _word_logprob(logprobs, "yes"), _word_logprob(logprobs, "no")
         margin = no - yes
         ok = answer.lower() == "yes" if self.verify_margin is None else margin < self.verify_margin
+        log.log(
+            logging.DEBUG if ok else logging.INFO,
+            "the check %s %s (margin %.3f)",
+            "let through" if ok else "turned away",
+            ", ".join(call.name for call in calls),
+            margin,
+        )
         return Verdict(ok, margin, logprobs)
 
     async def _ask(self, prompt: str, options: list[str]) -> tuple[str, tuple[tuple[str, float], ...], dict[str, Any]]:
