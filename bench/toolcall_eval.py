@@ -504,7 +504,8 @@ async def record_check(
                     and before
                     and "v1" in before
                     and (before["tool"], before["arguments"]) == (calls[0].name, calls[0].arguments)
-                ):
+                    and json.dumps(calls[0].arguments) == json.dumps(calls[0].arguments, ensure_ascii=False)
+                ):  # v1 showed the arguments ASCII-escaped; the shipped check shows them as written
                     path_row["check_described"] = {"margin": before["v1"]}
                     continue
                 started = time.perf_counter()

@@ -99,7 +99,7 @@ def described(request: ModelRequest, calls: list[ToolCall]) -> str:
     def one(call: ToolCall) -> str:
         return (
             f"{call.name}, which does this: {descriptions.get(call.name, '(no description)')}\n"
-            f"with these arguments: {json.dumps(call.arguments)}"
+            f"with these arguments: {json.dumps(call.arguments, ensure_ascii=False)}"
         )
 
     if len(calls) == 1:
