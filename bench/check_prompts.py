@@ -1,13 +1,15 @@
 """Other wordings of the guided path's check, measured on the development half of the tool-call set.
 
-The check (``cortana.models.guided``: "You are about to call ...; does that do exactly what I
-asked?") is the only layer that sees false calls whose arguments are all numbers, and it is a
-weak signal on the bundled models. This script asks three other questions about the first call
-the grammar wrote for each development case (single, choice and no-fit questions) and scores
-how well each separates right calls from calls made for no-fit questions:
+The check (``cortana.models.guided``) is the only layer that sees false calls whose arguments are
+all numbers. It used to show the calls alone ("You are about to call: {...}; does that do exactly
+what I asked, with the values I gave?"), a weak signal on the bundled models. This script asked
+three other questions about the first call the grammar wrote for each development case (single,
+choice and no-fit questions) and scored how well each separates right calls from calls made for
+no-fit questions:
 
 - ``v1``: the call with its tool's description ("You are about to call X, which does this: ...;
-  is that exactly what I asked for?"), yes or no;
+  is that exactly what I asked for?"), yes or no: it won, and is the check shipped since
+  (``bench/toolcall_eval.py --record-check`` records it for every case);
 - ``v2``: "does it do what I asked, or does my request need a different tool?", same or different;
 - ``v3``: "if you could write one new function for this, what would its name be?", the name
   generated freely, then compared word by word with the called tool's name and description.
