@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -12,7 +13,9 @@ import pytest
 
 from cortana.messages import ToolCall
 from cortana.models.embedded import BUNDLED_MODELS
+from cortana.models.guided import _word_logprob
 from cortana.tools import SchemaTool
+from tests.wire import FIXTURES
 
 BENCH = Path(__file__).parents[2] / "bench"
 
@@ -76,10 +79,17 @@ def test_the_check_threshold_is_chosen_on_the_development_half_alone(evaluation:
         assert (evaluation.OUTPUTS / f"{model}.guided.jsonl").exists(), "the guided answers are recorded"
         chosen = evaluation.tune_margin(model, cases, tools)
         assert chosen == evaluation.tune_margin(model, dev, tools)
-    assert BUNDLED_MODELS["qwen2.5-coder-1.5b"].check_margin == evaluation.tune_margin(
-        "qwen2.5-coder-1.5b", cases, tools
-    ), "the engine ships the threshold the evaluation chose"
-    assert BUNDLED_MODELS["qwen2.5-coder-0.5b"].check_margin is None, "its tuned threshold refuses a plain weather call"
+    for model in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):
+        assert BUNDLED_MODELS[model].check_margin == evaluation.tune_margin(model, cases, tools), (
+            "the engine ships the threshold the evaluation chose"
+        )
+    # The 0.5B model's check of "What's the weather in Paris?" -> get_weather(city="Paris"), captured
+    # from the real engine: its threshold lets that call through.
+    capture = json.loads((FIXTURES / "llamacpp" / "q05_completion_check.json").read_text())
+    top = [(t["token"], t["logprob"]) for t in capture["completion_probabilities"][0]["top_logprobs"]]
+    paris = _word_logprob(tuple(top), "no") - _word_logprob(tuple(top), "yes")
+    threshold = BUNDLED_MODELS["qwen2.5-coder-0.5b"].check_margin
+    assert threshold is not None and paris < threshold, "a plain weather call passes the 0.5B check"
 
 
 def test_guided_scoring_follows_the_free_start(evaluation: Any) -> None:
@@ -87,14 +97,17 @@ def test_guided_scoring_follows_the_free_start(evaluation: Any) -> None:
     specs = [evaluation.ToolSpec(n, tools[n]["description"], tools[n]["parameters"]) for n in case.tools]
     offered = {s.name: SchemaTool(s.name, s.description, s.parameters, print) for s in specs}
     written = {"calls": [{"name": "weather_current", "arguments": {"location": "Lisbon"}, "raw": None}]}
-    guided = {"decision": "none", "paths": {"weather_current": {**written, "check": {"ok": True, "margin": -2.0}}}}
+    checks = {"check": {"ok": True, "margin": -2.0}, "check_described": {"margin": -2.0}}
+    guided = {"decision": "none", "paths": {"weather_current": {**written, **checks}}}
     call = '```json\n{"name": "weather_current", "arguments": {"location": "Lyon"}}\n```'
     settings = evaluation.guided_settings(case, {"content": call}, guided, specs, offered, None)
-    assert [c.arguments for c in settings["grammar + check, added calls grounded"]] == [{"location": "Lisbon"}], (
-        "the grammar's call runs"
-    )
+    for setting in ("grammar + check, added calls grounded", "grammar + described check, added calls grounded"):
+        assert [c.arguments for c in settings[setting]] == [{"location": "Lisbon"}], "the grammar's call runs"
     assert settings["decision + grammar + check"] == [], "the decision said none"
     strict = evaluation.guided_settings(case, {"content": call}, guided, specs, offered, -2.5)
-    assert strict["grammar + check, added calls grounded"] == [], "a margin above the threshold rejects the calls"
+    assert strict["grammar + described check, added calls grounded"] == [], "a margin above the threshold rejects"
+    assert strict["grammar + check, added calls grounded"], "the earlier check keeps its own threshold"
+    plain = evaluation.guided_settings(case, {"content": call}, guided, specs, offered, None, -2.5)
+    assert plain["grammar + check, added calls grounded"] == [], "... which rejects at or above it"
     prose = evaluation.guided_settings(case, {"content": "It is sunny."}, guided, specs, offered, None)
     assert prose["grammar + check, added calls grounded"] == [], "a free start in prose never reaches the grammar"
