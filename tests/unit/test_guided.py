@@ -262,5 +262,10 @@ def test_the_check_shows_each_call_with_what_its_tool_does() -> None:
     assert len(lines[3]) < 460  # a long description is cut: the check's prompt stays small
     assert lines[4] == '  with these arguments: {"path": "a.txt"}'
 
+    big = described(request, [ToolCall(id="1", name="fs.read", arguments={"text": "y" * 10_000, "n": 3})])
+    assert len(big) < 1_000 and '"n": 3' in big, "a file's whole content is not shown again"
+    many = described(request, [ToolCall(id="1", name="fs.read", arguments={"lines": ["z" * 400] * 50})])
+    assert len(many) < 2_600 and many.endswith(" ..."), "nor are many long values"
+
     unknown = described(request, [ToolCall(id="1", name="nope", arguments={})])
     assert "(no description)" in unknown

@@ -75,6 +75,9 @@ NO_TOOL = "none"
 DECISION_ROLE = "user"
 _DECISION_TOKENS = 48
 _DESCRIPTION_CHARS = 400
+_VALUE_CHARS = 500  # longer than any argument in bench/toolcall_set's recorded calls (330)
+_ARGUMENTS_CHARS = 2_000
+"""The check shows a call's arguments bounded: a write_file's whole file would fill a small window twice."""
 _FLOOR = -30.0  # the log-probability of a word the engine did not list among its top ones
 # Prose after "none": anything that does not open like a call (a brace, a fence, a tag).
 _PROSE_GRAMMAR = "root ::= [^{`<\\x00-\\x20] [^\\x00]*\n"
@@ -97,14 +100,28 @@ def described(request: ModelRequest, calls: list[ToolCall]) -> str:
     descriptions = {tool.name: " ".join(tool.description.split())[:_DESCRIPTION_CHARS] for tool in request.tools}
 
     def one(call: ToolCall) -> str:
+        arguments = json.dumps(_shortened(call.arguments), ensure_ascii=False)
+        if len(arguments) > _ARGUMENTS_CHARS:
+            arguments = arguments[:_ARGUMENTS_CHARS] + " ..."
         return (
             f"{call.name}, which does this: {descriptions.get(call.name, '(no description)')}\n"
-            f"with these arguments: {json.dumps(call.arguments, ensure_ascii=False)}"
+            f"with these arguments: {arguments}"
         )
 
     if len(calls) == 1:
         return one(calls[0])
     return "these tools:\n" + "\n".join("- " + one(call).replace("\n", "\n  ") for call in calls)
+
+
+def _shortened(value: Any) -> Any:
+    """``value`` with long strings cut: a file's whole content need not be read again to judge a call."""
+    if isinstance(value, str):
+        return value if len(value) <= _VALUE_CHARS else value[:_VALUE_CHARS] + "..."
+    if isinstance(value, dict):
+        return {key: _shortened(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shortened(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True, slots=True)
