@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 from prompt_toolkit.application import create_app_session
@@ -17,22 +18,46 @@ from cortana.memory.sqlite import SQLiteMemory
 from cortana.testing import ScriptedModel
 
 
-async def session(tmp_path: Path, loading: asyncio.Future[Agent], typed: str) -> tuple[int, str, str]:
-    console, out = Console(file=io.StringIO(), width=200), Console(file=io.StringIO(), width=200)
+class Watched(io.StringIO):
+    """A console's file that runs `then` once `text` has been printed to it: the test's clock is the REPL's output."""
+
+    def __init__(self, text: str = "", then: Callable[[], None] = lambda: None) -> None:
+        super().__init__()
+        self.text, self.then, self.fired = text, then, False
+
+    def write(self, s: str) -> int:
+        written = super().write(s)
+        if self.text and not self.fired and self.text in self.getvalue():
+            self.fired = True
+            asyncio.get_running_loop().call_soon(self.then)
+        return written
+
+
+async def session(
+    tmp_path: Path,
+    loading: asyncio.Future[Agent],
+    typed: str,
+    console_file: io.StringIO | None = None,
+    out_file: io.StringIO | None = None,
+) -> tuple[int, str, str]:
+    console = Console(file=console_file or io.StringIO(), width=200)
+    out = Console(file=out_file or io.StringIO(), width=200)
     memory = SQLiteMemory(tmp_path / "m.db")
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         repl = Repl(loading, memory, tmp_path, console, ready_note=lambda _: "engine: scripted")
         repl.out = out
         pipe.send_text(typed)
-        code = await repl.run()
+        async with asyncio.timeout(60):  # a REPL that never shows what the test waits for fails, not hangs
+            code = await repl.run()
     memory.close()
     return code, console.file.getvalue(), out.file.getvalue()  # type: ignore[attr-defined]
 
 
 async def test_a_message_typed_while_the_engine_loads_waits_and_is_answered(tmp_path: Path) -> None:
     loading: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
-    asyncio.get_running_loop().call_later(0.3, loading.set_result, Agent(ScriptedModel(["Hello, Ada."])))
-    code, console, out = await session(tmp_path, loading, "hi, I'm Ada\n/exit\n")
+    # The engine finishes loading only after the message has been seen waiting for it.
+    loaded = Watched("waiting for the engine", lambda: loading.set_result(Agent(ScriptedModel(["Hello, Ada."]))))
+    code, console, out = await session(tmp_path, loading, "hi, I'm Ada\n/exit\n", console_file=loaded)
     assert code == 0
     assert "The engine is loading; type away" in console
     assert "waiting for the engine to finish loading" in console and "engine: scripted" in console
@@ -42,7 +67,8 @@ async def test_a_message_typed_while_the_engine_loads_waits_and_is_answered(tmp_
 async def test_help_needs_no_engine_and_a_failed_start_ends_the_session_saying_why(tmp_path: Path) -> None:
     loading: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
     failure = EngineUnavailable("The embedded engine exited while loading model.gguf: out of memory")
-    asyncio.get_running_loop().call_later(0.3, loading.set_exception, failure)
-    code, console, out = await session(tmp_path, loading, "/help\nhello\n")
+    # The engine fails only after /help has been answered.
+    answered = Watched("/stats", lambda: loading.set_exception(failure))
+    code, console, out = await session(tmp_path, loading, "/help\nhello\n", out_file=answered)
     assert "/stats" in out, "/help answered at once"
     assert code == 1 and "EngineUnavailable: The embedded engine exited while loading model.gguf" in console
