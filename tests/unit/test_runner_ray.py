@@ -250,18 +250,18 @@ async def test_a_failing_task_keeps_its_error_and_the_others_run(cluster: list[s
 
 
 async def test_a_run_past_its_timeout_is_cancelled_on_its_worker(cluster: list[str], tmp_path: Path) -> None:
-    slow = functools.partial(marking_agent, str(tmp_path), 3.0)
+    slow = functools.partial(marking_agent, str(tmp_path), 10.0)  # far past the timeout: slack for a loaded machine
     log = tmp_path / "runs.log"
     runner = AgentRunner(
         functools.partial(recording_agent, str(log), 0.0), backend="ray", max_concurrency=1, timeout=1.0
     )
     batch = await runner.run([AgentTask("slow", agent=slow), "fast"])
     assert isinstance(batch[0].error, TimeoutError) and "did not finish within 1s" in str(batch[0].error)
-    assert batch[0].duration < 2 and batch[1].ok
+    assert batch[0].duration < 5 and batch[1].ok
     assert [records(log)[0]["pid"]] == marked(tmp_path, "started"), (
         "the worker stopped the cancelled run and took the next task (one that ignored ray.cancel would be replaced)"
     )
-    assert batch.elapsed < 3 and not marked(tmp_path, "finished")
+    assert batch.elapsed < 9 and not marked(tmp_path, "finished")
 
 
 async def test_a_worker_that_will_not_stop_is_replaced(
