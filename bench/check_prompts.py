@@ -3,7 +3,7 @@
 The check (``cortana.models.guided``) is the only layer that sees false calls whose arguments are
 all numbers. It used to show the calls alone ("You are about to call: {...}; does that do exactly
 what I asked, with the values I gave?"), a weak signal on the bundled models. This script asked
-three other questions about the first call the grammar wrote for each development case (single,
+other questions about the first call the grammar wrote for each development case (single,
 choice and no-fit questions) and scored how well each separates right calls from calls made for
 no-fit questions:
 
@@ -12,13 +12,26 @@ no-fit questions:
   (``bench/toolcall_eval.py --record-check`` records it for every case);
 - ``v2``: "does it do what I asked, or does my request need a different tool?", same or different;
 - ``v3``: "if you could write one new function for this, what would its name be?", the name
-  generated freely, then compared word by word with the called tool's name and description.
+  generated freely, then compared word by word with the called tool's name and description;
+
+and, in a second round, three more built on ``v1``:
+
+- ``v4``: the same question in a fresh, short conversation that holds only the request, the
+  tool's description and the call (no tool list, no system prompt of the assistant's);
+- ``v5``: ``v1`` after four worked examples (two close-but-wrong tools answered "no", two right
+  ones "yes"; written for this, on requests and tools that are not in the set);
+- ``v6``: "does that do exactly what I asked, or only something close to it?", exact or close;
+
+with ``v1+v4`` (and others) the sum of two wordings' margins, each standardised over the
+development rows. None won on the development half where it counts: ``v1+v4`` catches 3 more
+no-fit calls of 23 while losing one right call, at the same AUC, for a second prompt per check
+(docs/engines.md).
 
 The recorded answers are in ``bench/toolcall_set/outputs/MODEL.check_prompts.jsonl``. The three
 wordings were compared on the development half; ``--held-out`` then records ``v1`` alone on the
 held-out half, to see whether what the development half showed holds.
 
-    python bench/check_prompts.py --record qwen2.5-coder-1.5b [--held-out]   # 10-20 s a case, 2 cores
+    python bench/check_prompts.py --record qwen2.5-coder-1.5b [--held-out] [--wordings v1,v4]  # 10-20 s a case
     python bench/check_prompts.py --report qwen2.5-coder-1.5b
 """
 
@@ -28,8 +41,10 @@ import argparse
 import asyncio
 import json
 import re
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +66,32 @@ V3 = (
     "Forget the tools above. If you could write one new function that does exactly what I asked, "
     "what would its name be? Answer with the snake_case name only."
 )
+V4_SYSTEM = (
+    "You check function calls. Given a request and a call, say whether the call does exactly what the request asks."
+)
+V4 = (
+    "Request: {prompt}\n\nFunction: {name}: {description}\nCall: {name}({arguments})\n\n"
+    "Does this call do exactly what the request asks for? Answer yes or no."
+)
+V5 = (
+    "Before you call a tool, check that it does what I asked, not just something close. For example:\n"
+    '- I asked "How long is the drive from Lyon to Paris?" and you were about to call road_distance, which '
+    "returns the distance in km between two cities: no, I asked for a time, not a distance.\n"
+    '- I asked "Remind me to water the plants at 6pm" and you were about to call create_reminder, which '
+    "creates a reminder with a text and a time: yes.\n"
+    '- I asked "What is 15% of 80?" and you were about to call compound_interest, which computes the interest '
+    "earned on a deposit over some years: no, that is a different calculation.\n"
+    '- I asked "Play something by Miles Davis" and you were about to call play_artist, which plays songs by '
+    "an artist: yes.\n\n"
+    "Now you are about to call {name}, which does this: {description}\nwith these arguments: {arguments}\n"
+    "Is that exactly what I asked for? Answer yes or no."
+)
+V6 = (
+    "You are about to call {name}, which does this: {description}\nwith these arguments: {arguments}\n"
+    "Does that do exactly what I asked, or only something close to it? Answer 'exact' or 'close'."
+)
+DEV_WORDINGS = ("v1", "v2", "v3", "v4", "v5", "v6")
+"""Every wording is asked on the development half; the held-out half got ``v1`` alone."""
 GENERIC = frozenset(
     [
         "get",
@@ -95,48 +136,58 @@ def _first_calls(model: str, split: str = "dev") -> list[tuple[Any, ToolCall]]:
     return chosen
 
 
-async def record(model: str, split: str = "dev") -> None:
+async def record(model: str, split: str = "dev", wordings: tuple[str, ...] = DEV_WORDINGS) -> None:
+    """Ask each of ``wordings`` not asked yet about each first call of ``split``; the file is rewritten as it goes."""
     from cortana.models.factory import create_model_client
-    from cortana.models.guided import _word_logprob
 
     out_path = OUTPUTS / f"{model}.check_prompts.jsonl"
-    done = set(_rows(out_path))
+    rows = _rows(out_path)
+    wanted = wordings if split == "dev" else ("v1",)
     tools = load_tools()
     client = await create_model_client("embedded", model=model, threads=2)
-    guided = client.guided  # type: ignore[attr-defined]
     try:
-        with open(out_path, "a") as out:  # noqa: ASYNC230 - one line per case, flushed as it goes
-            for case, call in _first_calls(model, split):
-                if case.id in done:
-                    continue
-                request, started = case_request(case, tools), time.perf_counter()
-                description = tools[call.name]["description"]
-                row: dict[str, Any] = {"id": case.id, "category": case.category}
-                row |= {"tool": call.name, "arguments": call.arguments}
-                ask = V1.format(name=call.name, description=description, arguments=json.dumps(call.arguments))
-                prompt = await guided.render(request, [{"role": "user", "content": ask}])
-                _, logprobs, _ = await guided._ask(prompt, ["yes", "no", "Yes", "No"])
-                row["v1"] = round(_word_logprob(logprobs, "no") - _word_logprob(logprobs, "yes"), 3)
-                if split != "dev":  # the wordings were compared on the development half: v1 alone here
-                    row["seconds"] = round(time.perf_counter() - started, 2)
-                    out.write(json.dumps(row) + "\n")
-                    out.flush()
-                    print(case.id, call.name, row["v1"], row["seconds"], flush=True)
-                    continue
-                ask = V2.format(name=call.name, description=description)
-                prompt = await guided.render(request, [{"role": "user", "content": ask}])
-                _, logprobs, _ = await guided._ask(prompt, ["same", "different", "Same", "Different"])
-                row["v2"] = round(_word_logprob(logprobs, "different") - _word_logprob(logprobs, "same"), 3)
-                prompt = await guided.render(request, [{"role": "user", "content": V3}])
-                body = {"prompt": prompt, "grammar": "root ::= [a-z] [a-z_]*\n", "n_predict": 16, "temperature": 0}
-                data = await guided.http.request_json("POST", "/completion", json_body=body | {"cache_prompt": True})
-                row["v3"] = str(data.get("content", "")).strip()
-                row["seconds"] = round(time.perf_counter() - started, 2)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                print(case.id, call.name, row["v1"], row["v2"], row["v3"], row["seconds"], flush=True)
+        for case, call in _first_calls(model, split):
+            row = rows.setdefault(case.id, {"id": case.id, "category": case.category})
+            row |= {"tool": call.name, "arguments": call.arguments}
+            missing = [wording for wording in wanted if wording not in row]
+            if not missing:
+                continue
+            started = time.perf_counter()
+            for wording in missing:
+                row[wording] = await _ask_wording(client.guided, wording, case, call, tools)  # type: ignore[attr-defined]
+            row["seconds"] = round(row.get("seconds", 0) + time.perf_counter() - started, 2)
+            out_path.write_text("".join(json.dumps(r) + "\n" for r in rows.values()))
+            print(case.id, call.name, *(row[w] for w in missing), flush=True)
     finally:
         await client.aclose()
+
+
+async def _ask_wording(guided: Any, wording: str, case: Any, call: ToolCall, tools: dict[str, Any]) -> float | str:
+    """One wording's answer about ``call``: log P(reject) - log P(accept), or ``v3``'s generated name."""
+    from cortana.messages import Message
+    from cortana.models.base import ModelRequest
+    from cortana.models.guided import _word_logprob
+
+    request = case_request(case, tools)
+    fields = {"name": call.name, "description": tools[call.name]["description"]}
+    fields |= {"arguments": json.dumps(call.arguments), "prompt": case.prompt}
+    if wording == "v3":
+        prompt = await guided.render(request, [{"role": "user", "content": V3}])
+        body = {"prompt": prompt, "grammar": "root ::= [a-z] [a-z_]*\n", "n_predict": 16, "temperature": 0}
+        data = await guided.http.request_json("POST", "/completion", json_body=body | {"cache_prompt": True})
+        return str(data.get("content", "")).strip()
+    if wording == "v4":  # a fresh conversation: the request, the tool and the call, nothing else
+        request = ModelRequest(messages=[Message.system(V4_SYSTEM)], tools=[], settings=request.settings)
+    text, (accept, reject) = {
+        "v1": (V1, ("yes", "no")),
+        "v2": (V2, ("same", "different")),
+        "v4": (V4, ("yes", "no")),
+        "v5": (V5, ("yes", "no")),
+        "v6": (V6, ("exact", "close")),
+    }[wording]
+    prompt = await guided.render(request, [{"role": "user", "content": text.format(**fields)}])
+    _, logprobs, _ = await guided._ask(prompt, [accept, reject, accept.title(), reject.title()])
+    return round(_word_logprob(logprobs, reject) - _word_logprob(logprobs, accept), 3)
 
 
 def _words(text: str) -> set[str]:
@@ -175,6 +226,10 @@ def report(model: str, split: str = "dev") -> dict[str, Any]:
     scores = {"shipped check": first_check, "v1": lambda r: r["v1"]}
     if split == "dev":
         scores |= {"v2": lambda r: r["v2"], "v3 overlap": overlap}
+        scores |= {wording: _field(wording) for wording in ("v4", "v5", "v6") if all(wording in r for r in rows)}
+        for extra in ("v4", "v5", "v6"):
+            if extra in scores:
+                scores[f"v1+{extra}"] = _summed([_standardised(good + false, w) for w in ("v1", extra)])
     result: dict[str, Any] = {"model": model, "split": split, "right calls": len(good), "no-fit calls": len(false)}
     for name, score in scores.items():
         right_scores = [s for r in good if (s := score(r)) is not None]
@@ -187,14 +242,31 @@ def report(model: str, split: str = "dev") -> dict[str, Any]:
     return result
 
 
+def _field(name: str) -> Callable[[dict[str, Any]], float]:
+    return lambda row: float(row[name])
+
+
+def _standardised(rows: list[dict[str, Any]], name: str) -> Callable[[dict[str, Any]], float]:
+    """``name``'s margin in standard deviations from its mean over ``rows``, so two wordings can be summed."""
+    values = [float(row[name]) for row in rows]
+    mean, spread = statistics.fmean(values), statistics.pstdev(values) or 1.0
+    return lambda row: (float(row[name]) - mean) / spread
+
+
+def _summed(parts: list[Callable[[dict[str, Any]], float]]) -> Callable[[dict[str, Any]], float]:
+    return lambda row: sum(part(row) for part in parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", metavar="MODEL")
     parser.add_argument("--report", metavar="MODEL")
     parser.add_argument("--held-out", action="store_true", help="record v1 on the held-out half")
+    parser.add_argument("--wordings", default=",".join(DEV_WORDINGS), help="which to record on the development half")
     args = parser.parse_args()
     if args.record:
-        asyncio.run(record(args.record, "held-out" if args.held_out else "dev"))
+        wordings = tuple(w for w in args.wordings.split(",") if w in DEV_WORDINGS)
+        asyncio.run(record(args.record, "held-out" if args.held_out else "dev", wordings))
     if args.report:
         print(json.dumps([report(args.report, split) for split in ("dev", "held-out")], indent=2))
 
