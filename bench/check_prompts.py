@@ -223,13 +223,14 @@ def report(model: str, split: str = "dev") -> dict[str, Any]:
     calls = {row["id"]: ToolCall(id="c", name=row["tool"], arguments=row["arguments"]) for row in rows}
     good = [row for row in rows if row["category"] != "nofit" and right([calls[row["id"]]], cases[row["id"]].expected)]
     false = [row for row in rows if row["category"] == "nofit"]
-    scores = {"shipped check": first_check, "v1": lambda r: r["v1"]}
-    if split == "dev":
-        scores |= {"v2": lambda r: r["v2"], "v3 overlap": overlap}
-        scores |= {wording: _field(wording) for wording in ("v4", "v5", "v6") if all(wording in r for r in rows)}
-        for extra in ("v4", "v5", "v6"):
-            if extra in scores:
-                scores[f"v1+{extra}"] = _summed([_standardised(good + false, w) for w in ("v1", extra)])
+    asked = [wording for wording in DEV_WORDINGS if rows and all(wording in row for row in rows)]
+    scores: dict[str, Callable[[dict[str, Any]], float | None]] = {"calls alone (earlier check)": first_check}
+    scores |= {wording: _field(wording) for wording in asked if wording != "v3"}
+    if "v3" in asked:
+        scores["v3 overlap"] = overlap
+    for extra in ("v4", "v5", "v6"):
+        if "v1" in asked and extra in asked:
+            scores[f"v1+{extra}"] = _summed([_standardised(good + false, w) for w in ("v1", extra)])
     result: dict[str, Any] = {"model": model, "split": split, "right calls": len(good), "no-fit calls": len(false)}
     for name, score in scores.items():
         right_scores = [s for r in good if (s := score(r)) is not None]
