@@ -27,8 +27,9 @@ development rows. None won on the development half where it counts: ``v1+v4`` ca
 no-fit calls of 23 while losing one right call, at the same AUC, for a second prompt per check
 (docs/engines.md).
 
-The recorded answers are in ``bench/toolcall_set/outputs/MODEL.check_prompts.jsonl``. The three
-wordings were compared on the development half; ``--held-out`` then records ``v1`` alone on the
+The recorded answers are in ``bench/toolcall_set/outputs/MODEL.check_prompts.jsonl`` (the 1.5B
+model was asked all six, the 0.5B ``v1`` and ``v4`` to ``v6``, where ``v1`` also won: AUC 0.78
+against 0.54-0.56). The wordings were compared on the development half; ``--held-out`` then records ``v1`` alone on the
 held-out half, to see whether what the development half showed holds.
 
     python bench/check_prompts.py --record qwen2.5-coder-1.5b [--held-out] [--wordings v1,v4]  # 10-20 s a case
