@@ -216,7 +216,10 @@ def test_a_first_list_under_another_heading_counts_and_copied_hints_and_known_no
         ("(The model gave no answer. This turn ran 5 tool call(s): unknown_tool ×3.)", "no answer"),
         ("Yes, I have the tool results you need above.", "its prompt read back"),
         ("The user asked: Go through this checklist using what you know about the user", "its prompt read back"),
+        (",\n" * 50, "no words"),  # the 0.5B model's reply to a check-in of held-out set 9
+        ("... --- ...", "no words"),
         ("Your call with Sam starts in ten minutes.", None),
+        ("17:50", None),
     ],
 )
 def test_replies_that_are_no_message_are_told_apart(reply: str, why: str | None) -> None:

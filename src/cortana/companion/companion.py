@@ -91,11 +91,13 @@ def not_a_message(reply: str, prompts: Sequence[str], *, items: Sequence[str] = 
     message whatever else it copies.
 
     Small models answer a check-in with a tool call written as JSON, the loop's own note that
-    the model gave no answer, or their prompt read back ("Yes, I have the tool results you need
-    above"): measured on the 0.5B model, 39 of its 40 replies to development check-ins with nothing
-    due. Shown every half hour, those would be noise.
+    the model gave no answer, punctuation without a word, or their prompt read back ("Yes, I
+    have the tool results you need above"): measured on the 0.5B model, 39 of its 40 replies to
+    development check-ins with nothing due. Shown every half hour, those would be noise.
     """
     text = reply.strip()
+    if not re.search(r"[^\W_]", text):
+        return "no words"  # the 0.5B model once answered a check-in with fifty lines of commas
     if text.startswith(("{", "[", "<tool_call>", "```json")):
         return "a tool call written as text"
     if text.startswith("(The model gave no answer"):
