@@ -14,13 +14,16 @@ no-fit questions:
 - ``v3``: "if you could write one new function for this, what would its name be?", the name
   generated freely, then compared word by word with the called tool's name and description;
 
-and, in a second round, three more built on ``v1``:
+and, in a second round, four more built on ``v1``:
 
 - ``v4``: the same question in a fresh, short conversation that holds only the request, the
   tool's description and the call (no tool list, no system prompt of the assistant's);
 - ``v5``: ``v1`` after four worked examples (two close-but-wrong tools answered "no", two right
   ones "yes"; written for this, on requests and tools that are not in the set);
 - ``v6``: "does that do exactly what I asked, or only something close to it?", exact or close;
+- ``v7``: one sentence first on what I asked for and what the tool does, then "Answer: yes/no"
+  (the margin of that word): the model names the difference ("I asked for the current volume;
+  the tool sets the volume") and answers yes all the same (AUC 0.69);
 
 with ``v1+v4`` (and others) the sum of two wordings' margins, each standardised over the
 development rows. None won on the development half where it counts: ``v1+v4`` catches 3 more
@@ -28,9 +31,9 @@ no-fit calls of 23 while losing one right call, at the same AUC, for a second pr
 (docs/engines.md).
 
 The recorded answers are in ``bench/toolcall_set/outputs/MODEL.check_prompts.jsonl`` (the 1.5B
-model was asked all six, the 0.5B ``v1`` and ``v4`` to ``v6``, where ``v1`` also won: AUC 0.78
-against 0.54-0.56). The wordings were compared on the development half; ``--held-out`` then records ``v1`` alone on the
-held-out half, to see whether what the development half showed holds.
+model was asked all seven, the 0.5B ``v1`` and ``v4`` to ``v6``, where ``v1`` also won: AUC 0.78
+against 0.54-0.56). The wordings were compared on the development half; ``--held-out`` then
+records ``v1`` alone on the held-out half, to see whether what the development half showed holds.
 
     python bench/check_prompts.py --record qwen2.5-coder-1.5b [--held-out] [--wordings v1,v4]  # 10-20 s a case
     python bench/check_prompts.py --report qwen2.5-coder-1.5b
@@ -91,7 +94,13 @@ V6 = (
     "You are about to call {name}, which does this: {description}\nwith these arguments: {arguments}\n"
     "Does that do exactly what I asked, or only something close to it? Answer 'exact' or 'close'."
 )
-DEV_WORDINGS = ("v1", "v2", "v3", "v4", "v5", "v6")
+V7 = (
+    "You are about to call {name}, which does this: {description}\nwith these arguments: {arguments}\n"
+    "First say in one short sentence what I asked for and what that tool does; then, on a new line, "
+    "'Answer: yes' if it is exactly what I asked for, 'Answer: no' if not."
+)
+V7_GRAMMAR = 'root ::= [^\\n]{1,300} "\\nAnswer: " ("yes" | "no")\n'
+DEV_WORDINGS = ("v1", "v2", "v3", "v4", "v5", "v6", "v7")
 """Every wording is asked on the development half; the held-out half got ``v1`` alone."""
 GENERIC = frozenset(
     [
@@ -177,6 +186,21 @@ async def _ask_wording(guided: Any, wording: str, case: Any, call: ToolCall, too
         body = {"prompt": prompt, "grammar": "root ::= [a-z] [a-z_]*\n", "n_predict": 16, "temperature": 0}
         data = await guided.http.request_json("POST", "/completion", json_body=body | {"cache_prompt": True})
         return str(data.get("content", "")).strip()
+    if wording == "v7":  # a sentence of reasoning first, then the verdict: its token's margin
+        prompt = await guided.render(request, [{"role": "user", "content": V7.format(**fields)}])
+        body = {"prompt": prompt, "grammar": V7_GRAMMAR, "n_predict": 120, "temperature": 0, "n_probs": 10}
+        data = await guided.http.request_json("POST", "/completion", json_body=body | {"cache_prompt": True})
+        said, verdict = "", {}
+        for step in data.get("completion_probabilities") or []:  # the first yes or no after "Answer:"
+            token = str(step.get("token", ""))
+            if token.strip().lower() in ("yes", "no") and said.rstrip().endswith("Answer:"):
+                verdict = step
+                break
+            said += token
+        logprobs = tuple(
+            (str(i.get("token", "")), float(i.get("logprob", -30.0))) for i in verdict.get("top_logprobs", [])
+        )
+        return round(_word_logprob(logprobs, "no") - _word_logprob(logprobs, "yes"), 3)
     if wording == "v4":  # a fresh conversation: the request, the tool and the call, nothing else
         request = ModelRequest(messages=[Message.system(V4_SYSTEM)], tools=[], settings=request.settings)
     text, (accept, reject) = {
@@ -229,7 +253,7 @@ def report(model: str, split: str = "dev") -> dict[str, Any]:
     scores |= {wording: _field(wording) for wording in asked if wording != "v3"}
     if "v3" in asked:
         scores["v3 overlap"] = overlap
-    for extra in ("v4", "v5", "v6"):
+    for extra in ("v4", "v5", "v6", "v7"):
         if "v1" in asked and extra in asked:
             scores[f"v1+{extra}"] = _summed([_standardised(good + false, w) for w in ("v1", extra)])
     result: dict[str, Any] = {"model": model, "split": split, "right calls": len(good), "no-fit calls": len(false)}
