@@ -22,8 +22,8 @@ and, in a second round, four more built on ``v1``:
   ones "yes"; written for this, on requests and tools that are not in the set);
 - ``v6``: "does that do exactly what I asked, or only something close to it?", exact or close;
 - ``v7``: one sentence first on what I asked for and what the tool does, then "Answer: yes/no"
-  (the margin of that word): the model names the difference ("I asked for the current volume;
-  the tool sets the volume") and answers yes all the same (AUC 0.69);
+  (the margin of that word): the model names the difference (asked for the current volume, it
+  writes that the tool sets the volume) and answers yes all the same (AUC 0.69);
 
 with ``v1+v4`` (and others) the sum of two wordings' margins, each standardised over the
 development rows. None won on the development half where it counts: ``v1+v4`` catches 3 more
