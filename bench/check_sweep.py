@@ -41,7 +41,7 @@ OFF = 1e9
 
 
 def sweep(model: str) -> dict[str, Any]:
-    """For each threshold and half: each goal's rate, whether it is met, and how many goals are."""
+    """For each threshold and half: each goal's rate, whether it is met, and whether all of them are."""
     cases, tools = load_cases(), load_tools()
     points = []
     for threshold in THRESHOLDS:
