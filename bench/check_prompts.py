@@ -176,7 +176,7 @@ async def _ask_wording(guided: Any, wording: str, case: Any, call: ToolCall, too
     """One wording's answer about ``call``: log P(reject) - log P(accept), or ``v3``'s generated name."""
     from cortana.messages import Message
     from cortana.models.base import ModelRequest
-    from cortana.models.guided import _word_logprob
+    from cortana.models.guided import _FLOOR, _word_logprob
 
     request = case_request(case, tools)
     fields = {"name": call.name, "description": tools[call.name]["description"]}
@@ -198,7 +198,7 @@ async def _ask_wording(guided: Any, wording: str, case: Any, call: ToolCall, too
                 break
             said += token
         logprobs = tuple(
-            (str(i.get("token", "")), float(i.get("logprob", -30.0))) for i in verdict.get("top_logprobs", [])
+            (str(i.get("token", "")), float(i.get("logprob", _FLOOR))) for i in verdict.get("top_logprobs", [])
         )
         return round(_word_logprob(logprobs, "no") - _word_logprob(logprobs, "yes"), 3)
     if wording == "v4":  # a fresh conversation: the request, the tool and the call, nothing else
