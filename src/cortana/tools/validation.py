@@ -108,15 +108,12 @@ def _coerce(value: Any, schema: dict[str, Any]) -> tuple[Any, str | None]:
             if isinstance(value, str) and value.lower() in ("true", "false"):
                 return value.lower() == "true", None
         if candidate in ("integer", "number") and not isinstance(value, bool):
-            number = value
-            if isinstance(value, str):
-                try:
-                    number = float(value.strip())
-                except ValueError:
-                    continue
-            if isinstance(number, (int, float)):
+            number = _number(value) if isinstance(value, str) else value
+            if isinstance(number, int):  # exact: float() would round past 2**53 and overflow past 1e308
+                return number, None
+            if isinstance(number, float):
                 if candidate == "integer":
-                    if float(number).is_integer():
+                    if number.is_integer():
                         return int(number), None
                     continue
                 return number, None
@@ -125,3 +122,16 @@ def _coerce(value: Any, schema: dict[str, Any]) -> tuple[Any, str | None]:
         if candidate == "object" and isinstance(value, dict):
             return value, None
     return value, f"Input should be of type {' or '.join(str(k) for k in kinds)}"
+
+
+def _number(text: str) -> int | float | None:
+    """The number a string spells (``"7"``, ``" 2.5 "``), exactly for whole numbers; None if it spells none."""
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
