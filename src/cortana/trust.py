@@ -53,7 +53,10 @@ TRUST_FILE = "trusted-folders.json"
 
 def is_loopback_url(url: str) -> bool:
     """Whether ``url`` points at this machine (127.0.0.0/8, ::1 or localhost)."""
-    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    try:
+        host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    except ValueError:  # not a URL at all ("[", "http://[::1"): not this machine, as far as anyone can tell
+        return False
     if host == "localhost":
         return True
     try:
