@@ -7,7 +7,11 @@ needed.
 
 An answer may be remembered for the rest of the session ("always", "deny
 always"), but only for its **scope**: the tool and, where the gate knows how,
-a part of the arguments (writes in one folder, commands of one program). A
+a part of the arguments (writes in one folder, commands with one argv prefix
+such as ``git status``). A scope may have parts (the commands of ``cd src &&
+pytest | tail``): an answer remembers each part, and a later call is covered
+when every one of its parts is. ``remembered()`` lists what is remembered and
+``forget(index)`` drops one answer (``/permissions`` in the assistant). A
 call the check marks ``every_time`` (a protected path) is asked for every
 time: no rule, no ``--yes`` and no earlier "always" covers it. When rules
 disagree, deny wins. One model response may ask at most
@@ -72,17 +76,24 @@ class Scope:
 
     Attributes:
         tool: the tool's name.
-        key: a path-like key (``folder:notes/drafts``, ``program:pytest``); None: every call of the tool.
-        label: how the prompt names it ("write_file in notes/").
+        key: a path-like key (``folder:notes/drafts``, ``argv:git status``); None: every call of the tool.
+        label: how the prompt names it ("write_file in notes/", "git status …").
+        parts: for a call made of several parts (a list of commands), each part's scope: an answer is
+            remembered for each part, and the call is covered only when each part is.
     """
 
     tool: str
     key: str | None = None
     label: str = ""
+    parts: tuple[Scope, ...] = ()
+
+    def pieces(self) -> tuple[Scope, ...]:
+        """What an answer for this scope remembers: its parts, or the scope itself."""
+        return self.parts or (self,)
 
     def covers(self, other: Scope) -> bool:
-        """Whether an answer for this scope applies to a call in ``other``."""
-        if self.tool != other.tool:
+        """Whether an answer for this scope applies to a call in ``other`` (a scope with parts covers nothing)."""
+        if self.tool != other.tool or self.parts or other.parts:
             return False
         if self.key is None:
             return True
@@ -187,7 +198,7 @@ class PermissionGate:
             )
         answer = await self._ask(call, tool, decision.reason, None if every_time else scope, asks)
         if answer.remember and scope is not None and (answer.action == "deny" or not every_time):
-            self._remembered.append((scope, answer))
+            self._remembered.extend((piece, answer) for piece in scope.pieces())
         return answer
 
     def static_action(self, tool: Tool) -> Action:
@@ -199,9 +210,22 @@ class PermissionGate:
         ruled = self._rule(tool)
         return (ruled or self._default(tool)).action
 
-    def forget(self) -> None:
-        """Drop every remembered answer (a new session)."""
-        self._remembered.clear()
+    def remembered(self) -> list[tuple[Scope, PermissionDecision]]:
+        """The answers remembered this session, oldest first: each with the scope it covers."""
+        return list(self._remembered)
+
+    def forget(self, index: int | None = None) -> None:
+        """Drop the remembered answer at ``index`` (as :meth:`remembered` lists them), or every one (a new session).
+
+        Raises:
+            IndexError: there is no answer at ``index``.
+        """
+        if index is None:
+            self._remembered.clear()
+            return
+        if not 0 <= index < len(self._remembered):
+            raise IndexError(f"no remembered answer {index + 1}; there are {len(self._remembered)}")
+        del self._remembered[index]
 
     async def _check(self, call: ToolCall, tool: Tool, context: RunContext) -> PermissionDecision | None:
         if self.check is None:
@@ -229,8 +253,18 @@ class PermissionGate:
         return PermissionDecision(self.default, None if self.default == "allow" else f"default policy: {self.default}")
 
     def _recall(self, scope: Scope | None) -> PermissionDecision | None:
+        """The remembered answer for ``scope``: a denial of any part, else an approval covering every part."""
         if scope is None:
             return None
+        answers = [self._recall_one(piece) for piece in scope.pieces()]
+        denied = next((answer for answer in answers if answer is not None and answer.action == "deny"), None)
+        if denied is not None:
+            return denied
+        if all(answer is not None and answer.action == "allow" for answer in answers):
+            return answers[0]
+        return None
+
+    def _recall_one(self, scope: Scope) -> PermissionDecision | None:
         for remembered, decision in reversed(self._remembered):
             if remembered.covers(scope):
                 return decision

@@ -5,24 +5,28 @@
   anyone is asked. No approval changes that: confinement is checked first, on
   every call.
 - A write to a protected path (``.git/``, ``.cortana/``, ``cortana.yml``,
-  ``personality/``, ``skills/``) is asked for every time, whatever ``allow``
-  rules, ``--yes`` or an earlier "always" say.
+  ``personality/``, ``skills/``, and the files a trusted MCP server runs) is
+  asked for every time, whatever ``allow`` rules, ``--yes`` or an earlier
+  "always" say; so is a command that may reach one, however it spells it, or
+  that the gate cannot show to stay clear of them (``reach.py``).
 - "Always" covers a scope, shown in the prompt: writes and edits in one folder
-  (and below), commands of one program without chaining, redirection or
-  substitution (``pytest …``, never ``ls && curl … | sh``). A command that
-  chains is asked for every time.
+  (and below); for a command, its argv prefix (``git status``, ``python -m
+  pytest``), and only when the command is plain (``command_scope.py``): a
+  command with a redirection, a substitution, or options that run code or
+  change the program's config is never covered, and none is offered.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cortana.errors import ToolError
-from cortana.tools.builtin.workspace import PROTECTED, Workspace
+from cortana.tools.builtin.command_scope import command_prefixes, prefix_label
+from cortana.tools.builtin.reach import command_reach
+from cortana.tools.builtin.shell import parse_command
+from cortana.tools.builtin.workspace import Workspace
 from cortana.tools.permissions import Action, Approver, PermissionDecision, PermissionGate, Scope
 
 if TYPE_CHECKING:
@@ -30,25 +34,29 @@ if TYPE_CHECKING:
     from cortana.tools.base import Tool
     from cortana.tools.context import RunContext
 
-__all__ = ["PATH_ARGUMENTS", "command_program", "workspace_gate", "workspace_scope"]
+__all__ = ["PATH_ARGUMENTS", "command_scope", "workspace_gate", "workspace_scope"]
 
 PATH_ARGUMENTS = ("path",)
 COMMAND_TOOL = "run_command"
-_SHELL_SYNTAX = re.compile(r"[;&|<>`$(){}\n\r\\*?\[\]~!#]")
-"""Characters that chain, redirect, substitute or expand: a command with any of them is never covered by "always"."""
 
 
-def command_program(command: str) -> str | None:
-    """The program of a plain command (``pytest -q tests`` -> ``pytest``); None when it chains or expands."""
-    if _SHELL_SYNTAX.search(command):
+def command_scope(command: str, space: Workspace, tool: str = COMMAND_TOOL) -> Scope | None:
+    """What "always" covers for ``command``: its argv prefix, or each part's for a list; None when it is not plain."""
+    prefixes = command_prefixes(parse_command(command), lambda folder: _inside(space, folder))
+    if prefixes is None:
         return None
+    parts = tuple(Scope(tool, f"argv:{prefix_label(prefix)}", prefix_label(prefix)) for prefix in prefixes)
+    if len(parts) == 1:
+        return parts[0]
+    return Scope(tool, None, ", ".join(part.label for part in parts), parts=parts)
+
+
+def _inside(space: Workspace, folder: str) -> bool:
     try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if not words or "=" in words[0]:  # VAR=value cmd: the environment changes what runs
-        return None
-    return words[0]
+        space.resolve(folder)
+    except ToolError:
+        return False
+    return True
 
 
 def workspace_scope(space: Workspace) -> Callable[[ToolCall, Tool], Scope | None]:
@@ -71,10 +79,7 @@ def workspace_scope(space: Workspace) -> Callable[[ToolCall, Tool], Scope | None
             return Scope(tool.name, f"folder:{folder}", f"{tool.name} in {folder}/ and below")
         if tool.name == COMMAND_TOOL:
             command = call.arguments.get("command")
-            program = command_program(command) if isinstance(command, str) else None
-            if program is None:
-                return None
-            return Scope(tool.name, f"program:{program}", f"{tool.name}: {program} … (without ; && | > $( ` )")
+            return command_scope(command, space, tool.name) if isinstance(command, str) else None
         return Scope(tool.name, None, f"every call of {tool.name}")
 
     return scope
@@ -86,6 +91,7 @@ def workspace_gate(
     approve: Approver | None = None,
     allow: tuple[str, ...] = (),
     deny: tuple[str, ...] = (),
+    protected_files: tuple[Path, ...] = (),
 ) -> PermissionGate:
     """A gate for the built-in tools: reads allowed, writes/edits/commands ask, paths outside the workspace refused.
 
@@ -95,8 +101,16 @@ def workspace_gate(
         allow: tool-name globs allowed without asking (cortana.yml ``permissions.allow``, or ``--yes``: ``("*",)``);
             never protected paths.
         deny: tool-name globs always refused (cortana.yml ``permissions.deny``); deny wins over allow.
+        protected_files: more paths asked for every time (the files a trusted MCP server runs); with a
+            :class:`Workspace`, its own ``protected_files`` count too.
     """
-    space = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    if isinstance(workspace, Workspace):
+        space = workspace
+        if protected_files:
+            space = Workspace(workspace.root, forbidden=workspace.forbidden,
+                              protected_files=[*workspace.protected_files, *protected_files])  # fmt: skip
+    else:
+        space = Workspace(workspace, protected_files=protected_files)
 
     def check(call: ToolCall, tool: Tool, context: RunContext) -> PermissionDecision | None:
         for name in PATH_ARGUMENTS:
@@ -112,9 +126,9 @@ def workspace_gate(
                 return PermissionDecision.ask(f"{protected} is protected: asked every time", every_time=True)
         command = call.arguments.get("command")
         if tool.name == COMMAND_TOOL and isinstance(command, str):
-            named = sorted({shown for name, shown in PROTECTED.items() if name in command})
-            if named:
-                return PermissionDecision.ask(f"it names {', '.join(named)}: asked every time", every_time=True)
+            reach = command_reach(command, space)
+            if reach is not None:
+                return PermissionDecision.ask(f"{reach}: asked every time", every_time=True)
         return None
 
     rules: dict[str, Action] = {**dict.fromkeys(allow, "allow"), **dict.fromkeys(deny, "deny")}

@@ -44,11 +44,17 @@ class Workspace:
         root: the folder.
         forbidden: folders no tool may write to even inside the workspace (the user's
             Cortana config, which holds the trusted-folders list).
+        protected_files: more protected paths inside the workspace, besides :data:`PROTECTED`
+            (the files a trusted MCP server runs: a write there is asked for every time).
     """
 
-    def __init__(self, root: Path | str, *, forbidden: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, root: Path | str, *, forbidden: Sequence[Path] = (), protected_files: Sequence[Path] = ()
+    ) -> None:
         self.root = Path(root).resolve()
         self.forbidden = [Path(path).resolve() for path in forbidden]
+        self.protected_files = [self.root / Path(path) for path in protected_files]
+        self.protected_files = [path.resolve() for path in self.protected_files if self.contains(path.resolve())]
         graph_folder = Path(graphify_out())
         self.ignored = ALWAYS_IGNORED | {graph_folder.name} if len(graph_folder.parts) == 1 else ALWAYS_IGNORED
         """Folder names listings and searches skip (with ``GRAPHIFY_OUT``'s folder, when it is one name)."""
@@ -85,7 +91,18 @@ class Workspace:
         """The protected path ``target`` is or is in (``.git/``, ``cortana.yml``...), if any."""
         if not self.contains(target) or target == self.root:
             return None
+        for path in self.protected_files:
+            if target == path or path in target.parents:
+                return f"{self.relative(path)} (run by a trusted MCP server)"
         return PROTECTED.get(target.relative_to(self.root).parts[0])
+
+    def protected_files_in(self, folder: Path) -> dict[str, str]:
+        """The extra protected files directly in ``folder``: name -> how the gate shows it."""
+        return {
+            path.name: f"{self.relative(path)} (run by a trusted MCP server)"
+            for path in self.protected_files
+            if path.parent == folder
+        }
 
     def check_writable(self, target: Path, shown: str) -> None:
         """Refuse a write to a forbidden folder (whatever was approved)."""
