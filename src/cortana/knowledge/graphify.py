@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cortana.config import child_process_environment, graphify_out
 from cortana.errors import UserError
+from cortana.safegit import safe_git_environment
 
 __all__ = [
     "IGNORE_FILE",
@@ -107,18 +108,25 @@ class UpdateOutcome:
 
 
 async def run_update(root: Path, executable: str, *, timeout: float, force: bool = False) -> UpdateOutcome:
-    """Run ``graphify update .`` in ``root``; past ``timeout`` seconds its whole process group is killed."""
+    """Run ``graphify update .`` in ``root``; past ``timeout`` seconds its whole process group is killed.
+
+    The git that graphify runs gets :func:`cortana.safegit.safe_git_environment`: a repository's
+    ``core.fsmonitor``, hooks or other configured programs never run through a graph build.
+    """
     started = time.perf_counter()
     out_folder = graph_json(root).parent
     existed = out_folder.exists()
     arguments = [executable, "update", ".", *(["--force"] if force else [])]
+    # graphify runs git (ls-files, rev-parse): the repository's own programs must not run with it
+    environment = child_process_environment({"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"})
+    environment = await asyncio.to_thread(safe_git_environment, root, environment)
     process = await asyncio.create_subprocess_exec(
         *arguments,
         cwd=root,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        env=child_process_environment({"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"}),
+        env=environment,
         start_new_session=True,  # its extraction workers are killed with it
     )
     try:

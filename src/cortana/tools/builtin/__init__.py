@@ -13,6 +13,9 @@ ask. Outputs are bounded, with a note saying how to see more.
     files.py       read_file, list_files, grep_files, write_file, edit_file
     commands.py    run_command
     gate.py        workspace_gate
+    shell.py       reading a command as sh does: words, operators, redirections, expansions
+    command_scope.py   what an "always" for a command covers (an argv prefix, plain commands only)
+    reach.py       whether a command may reach a protected path, however it spells it
 """
 
 from __future__ import annotations
@@ -30,7 +33,11 @@ __all__ = ["MAX_OUTPUT_CHARS", "PROTECTED", "Workspace", "builtin_tools", "works
 
 
 def builtin_tools(
-    workspace: Path | str | Workspace, *, command_timeout: float = 120.0, forbidden: Sequence[Path] = ()
+    workspace: Path | str | Workspace,
+    *,
+    command_timeout: float = 120.0,
+    forbidden: Sequence[Path] = (),
+    trusted_git: bool = False,
 ) -> list[Tool]:
     """The six built-in tools, confined to ``workspace``.
 
@@ -38,6 +45,8 @@ def builtin_tools(
         workspace: the folder.
         command_timeout: the default timeout of ``run_command`` (the model may ask for up to 600 s).
         forbidden: folders inside the workspace no tool may write to (when ``workspace`` is a path).
+        trusted_git: let the git that commands run use the repository's hooks and configured programs
+            (off by default: a folder's ``.git/config`` is the folder's text, not its user's).
     """
     space = workspace if isinstance(workspace, Workspace) else Workspace(workspace, forbidden=forbidden)
-    return [*file_tools(space), command_tool(space, command_timeout)]
+    return [*file_tools(space), command_tool(space, command_timeout, trusted_git=trusted_git)]

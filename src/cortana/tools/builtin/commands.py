@@ -17,7 +17,9 @@ from typing import Annotated
 
 from pydantic import Field
 
+from cortana.config import child_process_environment
 from cortana.errors import ToolError
+from cortana.safegit import safe_git_environment
 from cortana.tools import Tool
 from cortana.tools.builtin.files import MAX_OUTPUT_CHARS
 from cortana.tools.builtin.workspace import Workspace
@@ -62,8 +64,16 @@ class HeadTail:
         return f"{head}\n[... output cut at {MAX_OUTPUT_CHARS:,} of {self.total:,} characters; {hint}]\n{tail}"
 
 
-def command_tool(space: Workspace, default_timeout: float = 120.0) -> Tool:
-    """``run_command``, run in ``space``'s root."""
+def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_git: bool = False) -> Tool:
+    """``run_command``, run in ``space``'s root.
+
+    Args:
+        space: the workspace.
+        default_timeout: seconds a command runs when the model asks for no other limit.
+        trusted_git: let the git a command runs use the repository's hooks and the programs its config names
+            (fsmonitor, pager, textconv, aliases…); by default they are switched off
+            (:func:`cortana.safegit.safe_git_environment`): only for a folder whose user trusts it.
+    """
     default_timeout = min(default_timeout, MAX_COMMAND_TIMEOUT)
 
     async def run_command(
@@ -76,10 +86,14 @@ def command_tool(space: Workspace, default_timeout: float = 120.0) -> Tool:
         """
         loop = asyncio.get_running_loop()
         output = HeadTail(MAX_OUTPUT_CHARS * 3 // 4, MAX_OUTPUT_CHARS // 4)
+        environment = child_process_environment({})
+        if not trusted_git:
+            environment = await asyncio.to_thread(safe_git_environment, space.root, environment)
         transport, protocol = await loop.subprocess_shell(
             lambda: _Command(output, loop),
             command,
             cwd=space.root,
+            env=environment,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
