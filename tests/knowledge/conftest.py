@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cortana.knowledge.graphify import find_graphify
+from cortana.knowledge.built import BuildRecords
+from cortana.knowledge.graphify import find_graphify, graph_json
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "graph_project"
 
@@ -42,6 +43,8 @@ def project(built: Path, tmp_path: Path) -> Path:
     """A copy of the built fixture project (graph included) that a test may change."""
     root = tmp_path / "project"
     shutil.copytree(built, root, symlinks=True)
+    out = graph_json(root).parent
+    BuildRecords(root).remember({"graph": out / "graph.json", "report": out / "GRAPH_REPORT.md"})  # built here
     return root
 
 

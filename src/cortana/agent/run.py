@@ -27,7 +27,7 @@ from cortana.memory.base import MemoryProvider, resolve_memory
 from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall
 from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from cortana.models.toolparse import recover_tool_calls
-from cortana.prompts import prompt_text
+from cortana.prompts import as_data, prompt_text
 from cortana.tools import RunContext, Tool, ToolGroup, as_tools
 
 if TYPE_CHECKING:
@@ -462,10 +462,14 @@ async def _gather_turn(agent: Agent, memory: MemoryProvider | None, request: Tur
 
 
 def _with_context(prompt: str, blocks: list[str]) -> str:
-    """The user message: the ``<context>`` block (when there is one), then what the user typed."""
+    """The user message: the ``<context>`` block (when there is one), then what the user typed.
+
+    This is the one place a turn's context is assembled, so it is the one place it is escaped: every block
+    (memory, recall, the extensions', the caller's) is data that must not close or forge the block.
+    """
     if not blocks:
         return prompt
-    return prompt_text("turn_context").format(context="\n\n".join(blocks), prompt=prompt)
+    return prompt_text("turn_context").format(context="\n\n".join(as_data(block) for block in blocks), prompt=prompt)
 
 
 def _recent_start(transcript: list[Message], tools: list[ToolSpec], *, budget: int, floor: int) -> int:

@@ -22,6 +22,7 @@ from cortana.agent.repeats import RepeatGuard
 from cortana.agent.toolbox import Toolbox
 from cortana.errors import ToolError
 from cortana.messages import Message, ToolCall
+from cortana.prompts import as_data
 from cortana.tools import RunContext, Tool, bound_output, format_tool_result
 from cortana.tools.permissions import AskBudget, authorize_call
 
@@ -79,7 +80,8 @@ class CallRunner:
             yield ToolCallFinished(call, checked, 0.0)
         async for event in self._run_all(runnable, slots):
             yield event
-        done = [message for message in slots if message is not None]
+        # Every result is what a tool, a server or a file said: data that must not forge the prompt's structure.
+        done = [message.model_copy(update={"content": as_data(message.content)}) for message in slots if message]
         assert len(done) == len(calls), "every call has its result"
         self.guard.record([(item.call, item.tool, done[item.index]) for item in runnable])
         self.guard.record_failures(call for call, message in zip(calls, done, strict=True) if message.is_error)

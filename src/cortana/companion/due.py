@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Protocol
 from cortana.agent.extensions import TurnExtension
 from cortana.companion.heartbeat import CHECK_IN_NAME, Clock, SystemClock
 from cortana.companion.when import MONTHS, WEEKDAYS, after_a_while, ahead_of_time, days_named, times_named
-from cortana.prompts import as_data, strip_turn_context
+from cortana.prompts import strip_turn_context
 
 if TYPE_CHECKING:
     from cortana.memory.stored import StoredMessage
@@ -199,7 +199,7 @@ def due_text(items: Sequence[Due], now: datetime) -> str | None:
         return None
     lines = ["Due soon, from your notes and the user's messages (worked out from the local time):"]
     lines.extend(f"- {item.describe(now)}" for item in items)
-    return as_data("\n".join(lines))  # notes and messages are untrusted: they must not close the block
+    return "\n".join(lines)  # untrusted notes and messages: the run escapes the block (cortana.prompts.as_data)
 
 
 _CALLED_OFF = re.compile(

@@ -13,8 +13,9 @@ Bounds: at most ``max_files`` files, each shown up to ``max_chars`` characters
 (longer ones are cut with a note to use ``read_file``), binary files, files
 outside the workspace and anything that is not a regular file are skipped,
 and the workspace is searched for a bare name only as far as
-``MAX_SCANNED_FILES`` files. The text is the user's own file; it is shown as
-data, with any ``</context>`` in it broken so it cannot close the block.
+``MAX_SCANNED_FILES`` files. The text is shown as data: the run escapes every
+context block (``cortana.prompts.as_data``), so a ``</context>`` in a file
+cannot close the block.
 """
 
 from __future__ import annotations
@@ -28,10 +29,9 @@ from pathlib import Path
 from cortana.agent.extensions import TurnExtension
 from cortana.errors import ToolError
 from cortana.messages import ThreadRef
-from cortana.prompts import as_data
 from cortana.tools.builtin.workspace import Workspace
 
-__all__ = ["MAX_SCANNED_FILES", "NamedFiles", "as_data", "named_paths"]
+__all__ = ["MAX_SCANNED_FILES", "NamedFiles", "named_paths"]
 
 MAX_SCANNED_FILES = 5_000
 """The most workspace files looked at to find a bare file name (``calc.py``)."""
@@ -139,4 +139,4 @@ class NamedFiles(TurnExtension):
                 text[: cut if cut > 0 else self.max_chars]
                 + f"\n[... cut after line {lines}; read_file with start_line={lines + 1} shows the rest]"
             )
-        return as_data(text.rstrip("\n"))
+        return text.rstrip("\n")

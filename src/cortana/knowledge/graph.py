@@ -37,6 +37,7 @@ from typing import Literal, Self, get_args
 from cortana.agent.extensions import TurnExtension
 from cortana.display import printable
 from cortana.errors import ToolError, UserError
+from cortana.knowledge.built import BuildRecords
 from cortana.knowledge.describe import (
     describe_affected,
     describe_god_nodes,
@@ -69,6 +70,7 @@ MAX_LOOKUPS = 4
 """The most names one turn's context describes."""
 MAX_REPORT_CHARS = 2_000
 TOOL_GROUP = "code_graph"
+REPORT_FILE = "GRAPH_REPORT.md"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,9 @@ class KnowledgeGraph(TurnExtension):
         self._last: UpdateOutcome | None = None
         self._reported: dict[str, int] = {}
         self._tools: list[Tool] | None = None
+        self._records = BuildRecords(self.root)
+        self._foreign = False
+        """graph.json is there but Cortana did not build it (or it changed since): it is rebuilt, not read."""
 
     # -- what is there -------------------------------------------------------------------------
 
@@ -204,6 +209,8 @@ class KnowledgeGraph(TurnExtension):
         stats = self._index.stats() if self._index is not None else {}
         if self.rebuilding:
             state = "building"
+        elif self._index is None and self._foreign:
+            state = "not built"
         elif self._index is None and built_at is None:
             if self._last is None or self._last.ok:
                 state = "not built"
@@ -319,6 +326,9 @@ class KnowledgeGraph(TurnExtension):
             self._last = outcome
             if outcome.ok or outcome.no_code:
                 self._changed = False
+                if outcome.ok:
+                    report = self.graph_file.parent / REPORT_FILE
+                    await asyncio.to_thread(self._records.remember, {"graph": self.graph_file, "report": report})
                 await self._load_if_newer()
                 log.info("code graph of %s rebuilt in %.1fs", self.root, outcome.seconds)
             else:
@@ -340,6 +350,15 @@ class KnowledgeGraph(TurnExtension):
         stamp = (stat.st_mtime_ns, stat.st_size)
         if stamp == self._loaded_stamp and self._index is not None:
             return
+        if not await asyncio.to_thread(self._records.built, "graph", self.graph_file):
+            if not self._foreign:
+                log.warning(
+                    "%s was not built by Cortana here (or it changed since): it is rebuilt before it is read",
+                    self.graph_file,
+                )
+            self._foreign = True
+            return
+        self._foreign = False
         try:
             index = await asyncio.to_thread(GraphIndex.load, self.graph_file)
         except UserError as exc:
@@ -398,7 +417,8 @@ class KnowledgeGraph(TurnExtension):
         stamp = self._loaded_stamp[0] if self._loaded_stamp else 0
         if self._reported.get(thread.thread_id) == stamp:
             return None
-        report = read_report(self.graph_file.parent / "GRAPH_REPORT.md")
+        path = self.graph_file.parent / REPORT_FILE
+        report = read_report(path) if self._records.built("report", path) else None
         if report:
             self._reported[thread.thread_id] = stamp
         return report

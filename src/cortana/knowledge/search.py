@@ -7,7 +7,7 @@ the workspace for the distinctive words of a message (names, and words of four
 letters or more that are not common English or the vocabulary of any code
 question: "function", "file", "default"...) and puts the best lines, as
 ``path:line: text``, into the turn's ``<context>``, so the model starts from
-where the answer is (a ``</context>`` in a line is broken, as in :mod:`cortana.knowledge.files`).
+where the answer is (as data: the run escapes every context block).
 A message that names a file (:class:`NamedFiles` shows
 those) or has no distinctive word gets no search.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cortana.agent.extensions import TurnExtension
-from cortana.knowledge.files import NamedFiles, as_data, named_paths
+from cortana.knowledge.files import NamedFiles, named_paths
 from cortana.messages import ThreadRef
 from cortana.tools.builtin.files import searchable_text
 from cortana.tools.builtin.workspace import Workspace
@@ -116,7 +116,7 @@ class PromptSearch(TurnExtension):
         hits = self.search(words)
         if not hits:
             return None
-        rows = as_data("\n".join(f"{hit.path}:{hit.number}: {hit.text}" for hit in hits))
+        rows = "\n".join(f"{hit.path}:{hit.number}: {hit.text}" for hit in hits)
         return f"Lines of this workspace with words of this message ({', '.join(words)}):\n{rows}"
 
     def search(self, words: list[str]) -> list[_Hit]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from cortana.display import printable
 from cortana.messages import Message, RunResult, ToolCall
-from cortana.prompts import as_data, prompt_text
+from cortana.prompts import prompt_text
 
 __all__ = [
     "FileFingerprint",
@@ -335,7 +335,7 @@ def render_recipe(recipe: Recipe, changed: Sequence[str]) -> str:
         lines.append("Relies on (unchanged since): " + ", ".join(unchanged))
     if changed:
         lines.append("CHANGED since this recipe (read them again before following it): " + ", ".join(changed))
-    return "\n".join(as_data(printable(line)) for line in lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 # -- corrections ----------------------------------------------------------------------------------
