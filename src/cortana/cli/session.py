@@ -139,10 +139,13 @@ def workspace_experience(workspace: Path, settings: Settings, memory: StoredMemo
 
 
 def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | None:
-    """The skills in the workspace's ``skills/`` and the user's config folder's ``skills/`` (workspace first)."""
+    """The skills in the user's config folder's ``skills/`` and the workspace's ``skills/``.
+
+    The user's come first: a repository's skill of the same name is skipped and reported, never in their place.
+    """
     if not settings.learning.skills:
         return None
-    return SkillRegistry([workspace / "skills", user_config_path().parent / "skills"])
+    return SkillRegistry([user_config_path().parent / "skills", workspace / "skills"])
 
 
 async def learning_doctor_lines(

@@ -11,7 +11,8 @@ A skill is a Markdown file named ``SKILL.md``: YAML front matter with a
     2. ...
 
 :class:`SkillRegistry` finds them at start in the folders it is given (the
-workspace's ``skills/`` and the user's config folder's ``skills/``), one
+user's config folder's ``skills/``, then the workspace's ``skills/``: the
+user's own skill wins over a workspace's of the same name), one
 folder per skill: ``skills/<anything>/SKILL.md``, exactly one level down.
 The model sees each skill's name and description in the system prompt
 (:meth:`SkillRegistry.instructions`: sorted by name, no timestamps, so the
@@ -43,6 +44,7 @@ import yaml
 
 from cortana.errors import ToolError
 from cortana.models.base import loose_name
+from cortana.prompts import as_data
 from cortana.tools import Tool
 
 __all__ = [
@@ -252,7 +254,8 @@ class SkillRegistry:
     Folders whose names start with ``.`` are not looked in.
 
     Args:
-        folders: the ``skills/`` folders to look in, most important first (the workspace's, then the user's).
+        folders: the ``skills/`` folders to look in, most important first: the user's own (their config
+            folder's), then the workspace's, so that a repository cannot replace a skill the user wrote.
 
     Attributes:
         skills: the skills, sorted by name.
@@ -319,7 +322,7 @@ class SkillRegistry:
         loose = loose_name(skill.name)
         first = self._by_loose_name.get(loose)
         if first is not None:
-            self._problem(path, f"another skill named {first.name} was found first at {first.path}")
+            self._problem(path, f"skipped: the skill {first.name} at {first.path} has this name and comes first")
             return
         self._by_name[skill.name] = skill
         self._by_loose_name[loose] = skill
@@ -368,7 +371,8 @@ class SkillRegistry:
         """
         if not self.skills:
             return ""
-        return "\n".join([_HEADER, *(f"- {skill.name}: {skill.description}" for skill in self.skills)])
+        listed = as_data("\n".join(f"- {skill.name}: {skill.description}" for skill in self.skills))
+        return f"{_HEADER}\n{listed}"  # a repository's descriptions, in the system prompt: data, never tokens
 
     def tools(self) -> list[Tool]:
         """``[load_skill]``, the read-only tool that shows the model a skill's instructions; ``[]`` with no skills."""
