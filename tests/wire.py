@@ -78,6 +78,7 @@ class WireServer:
     routes: dict[tuple[str, str], list[Reply]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     keep_alive: bool = False  # HTTP/1.1, streams chunked, as llama.cpp and Ollama serve them
+    host: str = "127.0.0.1"  # another of this machine's addresses stands for "another machine"
 
     def add(self, method: str, path: str, *replies: Reply) -> WireServer:
         self.routes.setdefault((method, path), []).extend(replies)
@@ -140,7 +141,7 @@ class WireServer:
                 if chunked:
                     self.wfile.write(b"0\r\n\r\n")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.host, 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
         host, port = self._server.server_address[:2]

@@ -53,7 +53,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cortana.errors import ConfigError
-from cortana.trust import TRUST_FILE, TrustDecider, TrustRequest, TrustStore, sensitive_sections, without_sections
+from cortana.trust import (
+    TRUST_FILE,
+    TrustDecider,
+    TrustRequest,
+    TrustStore,
+    files_digests,
+    is_loopback_url,
+    sensitive_sections,
+    started_files,
+    without_sections,
+)
 
 __all__ = [
     "ENVIRONMENT_VARIABLES",
@@ -64,6 +74,7 @@ __all__ = [
     "compaction_threshold",
     "editor_command",
     "effective_context_window",
+    "engine_destination",
     "engine_url",
     "graphify_out",
     "load_settings",
@@ -523,10 +534,20 @@ class Settings(_Section):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    send_key_over_http: bool = False
+    """Send ``api_key`` to an engine on another machine over plain ``http://`` (unencrypted); only your own
+    cortana.yml (or a folder you trusted) can say so."""
     sources: list[str] = Field(default_factory=list, exclude=True)
     """The files and variables these settings came from (for ``cortana doctor``)."""
     untrusted: TrustRequest | None = Field(None, exclude=True)
     """What the workspace's cortana.yml asked for and did not get: its folder is not trusted."""
+    untrusted_reason: str = Field("", exclude=True)
+    """Why it did not get it ("this folder is not trusted", "start.sh changed since you trusted this folder")."""
+    trusted: bool = Field(False, exclude=True)
+    """The user trusts the workspace as it is now (``cortana trust``): its git may run the repository's hooks
+    and configured programs for the model's commands."""
+    started_files: list[Path] = Field(default_factory=list, exclude=True)
+    """Files and folders inside the workspace that configured MCP servers run: writing them is asked every time."""
 
     def loop_options(self) -> dict[str, Any]:
         """The loop's limits from ``agent:`` and ``tools:``, as :class:`~cortana.Agent` keyword arguments."""
@@ -561,16 +582,31 @@ def load_settings(workspace: Path, environ: Environ | None = None, *, trust: Tru
     merged: dict[str, Any] = {}
     sources: list[str] = []
     untrusted: TrustRequest | None = None
-    for path in (user_config_path(), workspace / FILE_NAME):
-        if path.is_file():
-            data = _read_yaml(path)
-            _validate(data, str(path))  # name the file that holds a bad value
-            if path == workspace / FILE_NAME and (sections := sensitive_sections(data)):
-                request = TrustRequest(workspace.resolve(), path, sections)
-                if not (trust or trust_store().is_trusted)(request):
-                    data, untrusted = without_sections(data, list(sections)), request
-            merged = _deep_merge(merged, data)
-            sources.append(str(path))
+    reason = ""
+    store = trust_store()
+    own_file = workspace / FILE_NAME
+    request = TrustRequest(workspace.resolve(), own_file, {})
+    started: list[Path] = []
+    for path in (user_config_path(), own_file):
+        if not path.is_file():
+            continue
+        data = _read_yaml(path)
+        _validate(data, str(path))  # name the file that holds a bad value
+        servers = (data.get("mcp") or {}).get("servers") if isinstance(data.get("mcp"), dict) else None
+        runs = started_files(servers, workspace)
+        started += runs
+        if path == own_file:
+            sections = sensitive_sections(data)
+            destination = engine_destination(data, merged, env)
+            if destination is not None:
+                sections["engine"] = destination
+            files = files_digests(runs, workspace) if "mcp.servers" in sections else {}
+            request = TrustRequest(workspace.resolve(), path, sections, files)
+            if sections and not (trust or store.is_trusted)(request):
+                reason = store.why_not(request)
+                data, untrusted = without_sections(data, list(sections)), request
+        merged = _deep_merge(merged, data)
+        sources.append(str(path))
     for variable, key in SETTINGS_VARIABLES.items():
         if env.get(variable):
             merged[key] = env[variable]
@@ -582,7 +618,44 @@ def load_settings(workspace: Path, environ: Environ | None = None, *, trust: Tru
     settings = _validate(merged, " + ".join(sources) or "defaults")
     settings.sources = sources
     settings.untrusted = untrusted
+    settings.untrusted_reason = reason
+    settings.trusted = untrusted is None and store.is_trusted(request)
+    settings.started_files = list(dict.fromkeys(started))
     return settings
+
+
+ENGINE_ADDRESS_VARIABLES = {
+    "openai": ("OPENAI_BASE_URL",),
+    "ollama": ("OLLAMA_HOST",),
+    "docker": ("CORTANA_DMR_URL",),
+    "llamacpp": ("CORTANA_LLAMACPP_URL",),
+    "auto": ("OLLAMA_HOST", "CORTANA_DMR_URL", "CORTANA_LLAMACPP_URL"),
+}
+"""Where each engine finds its address when no base_url is given (``auto`` probes all three)."""
+
+
+def engine_destination(workspace_data: Mapping[str, Any], user_data: Mapping[str, Any], environ: Environ) -> str | None:
+    """Where a workspace's ``engine`` would send prompts, when that is another machine and the user did not choose it.
+
+    The workspace picks the engine; the address comes from a loopback ``base_url`` of the workspace, else
+    the user's own (their cortana.yml, ``CORTANA_BASE_URL``), else the engine's variable
+    (``OPENAI_BASE_URL``, ``OLLAMA_HOST``...). None when it stays on this machine, when the user's
+    ``CORTANA_ENGINE`` overrides it, or when the user's own cortana.yml names the same engine.
+    """
+    engine = workspace_data.get("engine")
+    if not isinstance(engine, str) or environ.get("CORTANA_ENGINE") or user_data.get("engine") == engine:
+        return None
+    own = workspace_data.get("base_url")
+    if isinstance(own, str) and own and is_loopback_url(own):
+        return None
+    given = user_data.get("base_url") or environ.get("CORTANA_BASE_URL")
+    candidates = [(str(given), "your base_url")] if given else []
+    variables = ENGINE_ADDRESS_VARIABLES.get(engine, ())
+    candidates += [(environ[name], f"${name}") for name in variables if environ.get(name)]
+    for url, source in candidates:
+        if not is_loopback_url(url):
+            return f"{engine} at {url} (from {source})"
+    return None
 
 
 MAX_FILE_BYTES = 1 << 20

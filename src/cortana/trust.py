@@ -1,27 +1,35 @@
-"""Workspace trust: a folder's cortana.yml may not run code or widen permissions until its user says so.
+"""Workspace trust: a folder's cortana.yml may not run code, widen permissions or send prompts away unasked.
 
 A repository is someone else's text. Its ``cortana.yml`` may set the model
 and the temperature, but the sections that would run code, let tools run
 without asking, or send the conversation off the machine (``SENSITIVE``) only
-apply once the user has trusted the folder. Trust is remembered in the user's
-Cortana config folder, keyed by the folder's real path and a hash of exactly
-those sections: a changed file asks again. Untrusted, or with no terminal to
-ask on, those sections are ignored and one line says so. The model's file
-tools cannot write the trust file, and any write to ``cortana.yml`` is asked
-for every time, so nothing the model writes can make a folder trusted.
+apply once the user has trusted the folder. That includes an ``engine`` whose
+address (from the user's own environment, such as ``OPENAI_BASE_URL``) is on
+another machine. Trust is remembered in the user's Cortana config folder,
+keyed by the folder's real path and a hash of exactly those sections and of
+the files inside the folder that a trusted command runs (an MCP server's
+``sh start.sh``): a changed section or a changed script asks again.
+Untrusted, or with no terminal to ask on, those sections are ignored and one
+line says so. The model's file tools cannot write the trust file, and any
+write to ``cortana.yml`` or to such a script is asked for every time, so
+nothing the model writes can make a folder trusted.
+
+A trusted folder is also one whose git may run the repository's own hooks and
+configured programs for the commands the model runs (``cortana.safegit``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
+import itertools
 import json
 import os
 import re
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,9 +42,11 @@ __all__ = [
     "TrustDecider",
     "TrustRequest",
     "TrustStore",
+    "files_digests",
     "is_loopback_url",
     "masked_dsn",
     "sensitive_sections",
+    "started_files",
     "without_sections",
 ]
 
@@ -44,7 +54,9 @@ SENSITIVE: dict[str, str] = {
     "mcp.servers": "start MCP servers (run their commands, or connect to their addresses)",
     "permissions.allow": "let these tools run without asking",
     "base_url": "send the conversation to an engine on another machine",
+    "engine": "send the conversation to an engine on another machine",
     "memory.dsn": "store your conversations in this PostgreSQL database",
+    "send_key_over_http": "send the engine's API key unencrypted (plain http) to another machine",
 }
 """The cortana.yml keys a workspace needs the user's trust for, and what each would do."""
 
@@ -52,17 +64,18 @@ TRUST_FILE = "trusted-folders.json"
 
 
 def is_loopback_url(url: str) -> bool:
-    """Whether ``url`` points at this machine (127.0.0.0/8, ::1 or localhost)."""
+    """Whether ``url`` points at this machine (127.0.0.0/8, ::1, localhost, or 0.0.0.0, which reaches it too)."""
     try:
         host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
     except ValueError:  # not a URL at all ("[", "http://[::1"): not this machine, as far as anyone can tell
         return False
-    if host == "localhost":
+    if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    return address.is_loopback or address.is_unspecified
 
 
 def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +93,59 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
     memory = data.get("memory")
     if isinstance(memory, dict) and memory.get("dsn"):
         found["memory.dsn"] = memory["dsn"]
+    if data.get("send_key_over_http"):
+        found["send_key_over_http"] = data["send_key_over_http"]
     return found
+
+
+MAX_STARTED_FILES = 500
+"""The most files of one folder argument that trust hashes (a server started as ``node server/``)."""
+
+
+def started_files(servers: Any, workspace: Path) -> list[Path]:
+    """The files and folders inside ``workspace`` that stdio MCP servers ``servers`` (cortana.yml entries) run.
+
+    A server's program when it is a path (``./serve.sh``), and each argument that names an existing file or
+    folder inside the workspace, from the server's ``cwd`` (``sh start.sh``, ``python server.py``,
+    ``--config=tools.json``), with ``-m pkg.mod`` found as ``pkg/mod.py`` or ``pkg/mod/``.
+    """
+    root = workspace.resolve()
+    found: dict[Path, None] = {}
+    for server in servers if isinstance(servers, list) else []:
+        if not isinstance(server, dict) or not isinstance(server.get("command"), str):
+            continue
+        cwd = server.get("cwd")
+        base = (root / cwd).resolve() if isinstance(cwd, str) and cwd else root
+        words = [server["command"], *(arg for arg in server.get("args") or [] if isinstance(arg, str))]
+        candidates = [word for word in words[1:] if not word.startswith("-")]
+        candidates += [word.split("=", 1)[1] for word in words[1:] if word.startswith("-") and "=" in word]
+        if "/" in words[0]:
+            candidates.append(words[0])
+        for flag, module in itertools.pairwise(words):
+            if flag == "-m":
+                candidates += [module.replace(".", "/") + ".py", module.replace(".", "/")]
+        for candidate in candidates:
+            try:
+                path = (base / os.path.expanduser(candidate)).resolve()
+            except (OSError, RuntimeError, ValueError):
+                continue
+            if path != root and root in path.parents and path.exists():
+                found[path] = None
+    return list(found)
+
+
+def files_digests(paths: list[Path], workspace: Path) -> dict[str, str]:
+    """Relative path -> SHA-256 of each file, or of every file in each folder (bounded), for a trust request."""
+    root = workspace.resolve()
+    digests: dict[str, str] = {}
+    for path in paths:
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())[:MAX_STARTED_FILES]
+        for file in files:
+            try:
+                digests[str(file.relative_to(root))] = hashlib.sha256(file.read_bytes()).hexdigest()
+            except (OSError, ValueError):
+                digests[str(file)] = "unreadable"
+    return digests
 
 
 def masked_dsn(dsn: str) -> str:
@@ -110,26 +175,31 @@ class TrustRequest:
         folder: the workspace's real path.
         file: its cortana.yml.
         sections: dotted key -> value of each sensitive section it sets.
+        files: relative path -> SHA-256 of each file inside the folder that those sections run
+            (an MCP server's script): trust covers these exact contents.
     """
 
     folder: Path
     file: Path
     sections: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
-        """A hash of exactly the sensitive sections: trust given to them does not cover changed ones."""
-        canonical = json.dumps(self.sections, sort_keys=True, ensure_ascii=False, default=str)
+        """A hash of exactly the sensitive sections and the files they run: trust given to them covers no change."""
+        trusted: Any = {"sections": self.sections, "files": self.files} if self.files else self.sections
+        canonical = json.dumps(trusted, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def describe(self) -> list[str]:
-        """One line per section: what it would do, with its value."""
+        """One line per section: what it would do, with its value; then one per file it runs."""
         lines = []
         for key, value in self.sections.items():
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
             if key == "memory.dsn":
                 shown = masked_dsn(shown)
             lines.append(f"{key}: {SENSITIVE[key]}: {shown[:2000]}")
+        lines += [f"runs {path} as it is now (sha256 {digest[:12]}…)" for path, digest in sorted(self.files.items())]
         return lines
 
 
@@ -151,12 +221,25 @@ class TrustStore:
         entry = self._entries().get(str(request.folder))
         return isinstance(entry, dict) and entry.get("digest") == request.digest
 
+    def why_not(self, request: TrustRequest) -> str:
+        """Why ``request`` is not trusted, for the line that says its sections are ignored."""
+        entry = self._entries().get(str(request.folder))
+        if not isinstance(entry, dict):
+            return "this folder is not trusted"
+        recorded = entry.get("files")
+        before: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+        changed = sorted(path for path, digest in request.files.items() if before.get(path) != digest)
+        if changed:
+            return f"{', '.join(changed[:3])} changed since you trusted this folder"
+        return "its settings changed since you trusted this folder"
+
     def trust(self, request: TrustRequest) -> None:
         """Remember that the user trusts these sections of this folder (replacing what they trusted before)."""
         entries = self._entries()
         entries[str(request.folder)] = {
             "digest": request.digest,
             "sections": sorted(request.sections),
+            "files": dict(request.files),
             "at": time.time(),
         }
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

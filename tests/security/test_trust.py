@@ -150,3 +150,66 @@ def test_a_workspace_cannot_send_memory_to_its_own_database_untrusted(home: Path
     assert "thief:***@203.0.113.9/loot" in line and "hunter2" not in line, "asking for trust shows no password"
     trusted = load_settings(workspace, environ={}, trust=lambda request: True)
     assert trusted.memory.dsn == "postgresql://thief:hunter2@203.0.113.9/loot"
+
+
+@pytest.mark.parametrize(
+    ("workspace_yml", "user_yml", "environ", "sensitive"),
+    [
+        ("engine: openai\n", "", {"OPENAI_BASE_URL": "http://203.0.113.9:8000/v1"}, True),
+        ("engine: openai\n", "", {"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"}, False),
+        ("engine: ollama\n", "", {"OLLAMA_HOST": "gpu-box:11434"}, True),
+        ("engine: ollama\n", "", {"OLLAMA_HOST": "0.0.0.0"}, False),  # a bind address: this machine
+        ("engine: llamacpp\n", "", {"CORTANA_LLAMACPP_URL": "http://10.0.0.5:8080"}, True),
+        ("engine: openai\n", "engine: openai\n", {"OPENAI_BASE_URL": "http://203.0.113.9/v1"}, False),  # the user's
+        ("engine: openai\n", "", {"OPENAI_BASE_URL": "http://203.0.113.9/v1", "CORTANA_ENGINE": "embedded"}, False),
+        ("engine: openai\nbase_url: http://127.0.0.1:9/v1\n", "", {"OPENAI_BASE_URL": "http://203.0.113.9/v1"}, False),
+        ("engine: openai\n", "base_url: https://gpu.example/v1\n", {}, True),
+        ("engine: embedded\n", "", {"OPENAI_BASE_URL": "http://203.0.113.9/v1"}, False),
+    ],
+)
+def test_a_workspace_engine_that_sends_prompts_elsewhere_needs_trust(
+    home: Path, workspace_yml: str, user_yml: str, environ: dict[str, str], sensitive: bool
+) -> None:
+    workspace = home / "repo"
+    workspace.mkdir()
+    (workspace / "cortana.yml").write_text(workspace_yml)
+    if user_yml:
+        (home / "config" / "cortana").mkdir(parents=True)
+        (home / "config" / "cortana" / "cortana.yml").write_text(user_yml)
+    settings = load_settings(workspace, environ=environ)
+    assert (settings.untrusted is not None and "engine" in settings.untrusted.sections) is sensitive
+    if sensitive:
+        assert settings.engine == "auto" and settings.untrusted_reason == "this folder is not trusted"
+
+
+def test_a_workspace_cannot_allow_keys_over_plain_http(home: Path) -> None:
+    workspace = home / "repo"
+    workspace.mkdir()
+    (workspace / "cortana.yml").write_text("send_key_over_http: true\n")
+    settings = load_settings(workspace, environ={})
+    assert not settings.send_key_over_http and settings.untrusted is not None
+    assert load_settings(workspace, environ={}, trust=lambda request: True).send_key_over_http
+
+
+def test_a_folder_is_trusted_for_its_git_only_as_the_user_trusted_it(home: Path) -> None:
+    workspace = home / "repo"
+    workspace.mkdir()
+    assert not load_settings(workspace, environ={}).trusted, "a folder nobody trusted"
+    trust_store().trust(TrustRequest(workspace.resolve(), workspace / "cortana.yml", {}))
+    assert load_settings(workspace, environ={}).trusted
+    hostile(workspace, home / "marker")  # a cortana.yml that needs trust arrives later
+    settings = load_settings(workspace, environ={})
+    assert not settings.trusted and settings.untrusted is not None
+    assert settings.untrusted_reason == "its settings changed since you trusted this folder"
+
+
+def test_an_api_key_refused_over_plain_http_names_the_host() -> None:
+    from cortana.errors import UserError
+    from cortana.models.openai_server import OpenAIServerClient
+
+    with pytest.raises(UserError, match=r"Not sending the API key to gpu-box over plain http"):
+        OpenAIServerClient(base_url="http://gpu-box:8000/v1", api_key="k")
+    for fine in ("https://gpu-box/v1", "http://127.0.0.1:8000/v1", "http://localhost:8000"):
+        OpenAIServerClient(base_url=fine, api_key="k")
+    OpenAIServerClient(base_url="http://gpu-box:8000/v1", api_key="k", send_key_over_http=True)
+    OpenAIServerClient(base_url="http://gpu-box:8000/v1")  # no key, nothing to leak

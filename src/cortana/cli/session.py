@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from cortana.agent.extensions import TurnExtension
     from cortana.agent.turnstats import TurnStats
     from cortana.models.factory import create_model_client
+    from cortana.tools.builtin import Workspace
     from cortana.tools.permissions import PermissionGate
 else:
 
@@ -288,12 +289,20 @@ async def _client(
 
 
 def _gate(
-    workspace: Path, settings: Settings, args: argparse.Namespace, approver: TerminalApprover | None
+    space: Workspace, settings: Settings, args: argparse.Namespace, approver: TerminalApprover | None
 ) -> PermissionGate:
     from cortana.tools.builtin import workspace_gate
 
     allow = (*settings.permissions.allow, *(("*",) if args.yes else ()))
-    return workspace_gate(workspace, approve=approver, allow=allow, deny=tuple(settings.permissions.deny))
+    return workspace_gate(space, approve=approver, allow=allow, deny=tuple(settings.permissions.deny))
+
+
+def workspace_space(workspace: Path, settings: Settings) -> Workspace:
+    """The folder the built-in tools work in: the user's Cortana config never written, and the files a configured
+    MCP server runs protected like ``cortana.yml`` (asked every time)."""
+    from cortana.tools.builtin import Workspace
+
+    return Workspace(workspace, forbidden=[user_config_path().parent], protected_files=settings.started_files)
 
 
 def trust_decider(console: Console, interactive: bool) -> TrustDecider:
@@ -305,7 +314,7 @@ def trust_decider(console: Console, interactive: bool) -> TrustDecider:
             return True
         if not interactive:
             return False
-        console.print(Text(f"{request.file} asks to:", style="yellow"))
+        console.print(Text(f"{printable(str(request.file))} asks to:", style="yellow"))
         for line in request.describe():
             console.print(Text(f"  - {printable(line)}"), soft_wrap=False)
         answer = input("Trust this folder with these settings? (remembered until they change) [y/N] ")
@@ -321,11 +330,15 @@ def settings_for(workspace: Path, console: Console) -> Settings:
     """The settings, asking whether to trust the folder when its cortana.yml needs it; one line if it is not."""
     settings = load_settings(workspace, trust=trust_decider(console, sys.stdin.isatty()))
     if settings.untrusted is not None:
-        keys = ", ".join(settings.untrusted.sections)
+        sections = settings.untrusted.sections
+        keys = ", ".join(f"engine ({sections[key]})" if key == "engine" else key for key in sections)
+        reason = settings.untrusted_reason or "this folder is not trusted"
         console.print(
             Text(
-                f"cortana: ignoring {keys} in {settings.untrusted.file}: this folder is not trusted "
-                "(run `cortana trust` here to trust it)",
+                printable(
+                    f"cortana: ignoring {keys} in {settings.untrusted.file}: {reason} "
+                    "(run `cortana trust` here to trust it)"
+                ),
                 style="yellow",
             ),
             soft_wrap=True,
@@ -342,6 +355,7 @@ TURN_MODULES = (
     "cortana.tools.builtin",
     "rich.live",
     "rich.markdown",
+    "cortana.cli.markdown",
 )
 """What assembling the agent and showing a turn import, left out of the path to the prompt (issue 16)."""
 
@@ -404,6 +418,8 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     if (settings.voice.enabled or args.voice) and not voice.available:
         console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
 
+    space = workspace_space(workspace, settings)
+
     def assemble(client: ModelClient) -> Agent:
         from cortana.agent.agent import Agent
         from cortana.agent.logger import AgentLogger
@@ -416,9 +432,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
                 part for part in (assistant_instructions(workspace), skills.instructions() if skills else "") if part
             ),
             tools=[
-                *builtin_tools(
-                    workspace, command_timeout=settings.tools.command_timeout, forbidden=[user_config_path().parent]
-                ),
+                *builtin_tools(space, command_timeout=settings.tools.command_timeout, trusted_git=settings.trusted),
                 *(skills.tools() if skills else ()),
                 *servers.groups(),
             ],
@@ -427,7 +441,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             extensions=[*workspace_context(workspace, settings), *([local_time] if local_time else [])],
             experience=experience,
             context_window=args.context_window or settings.context_window,
-            permissions=_gate(workspace, settings, args, approver),
+            permissions=_gate(space, settings, args, approver),
             logger=AgentLogger(console),
             **settings.loop_options(),
             settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
@@ -605,18 +619,30 @@ def trust_folder(args: argparse.Namespace) -> int:
         return False
 
     load_settings(workspace, trust=note)
-    if not pending:
-        console.print("This folder's cortana.yml asks for nothing that needs trust.")
-        return 0
-    request = pending[0]
+    request = pending[0] if pending else TrustRequest(workspace.resolve(), workspace / "cortana.yml", {})
     if trust_store().is_trusted(request):
-        console.print("This folder is already trusted with these settings.")
+        console.print("This folder is already trusted as it is now.")
         return 0
+    if not pending:
+        console.print(
+            Text(
+                printable(
+                    f"{request.folder}'s cortana.yml asks for nothing that needs trust. Trusting the folder lets the "
+                    "git commands the assistant runs here use the repository's hooks and configured programs."
+                )
+            )
+        )
     if args.yes:
         trust_store().trust(request)
-        console.print(Text(f"Trusted {request.folder}."))
+        console.print(Text(printable(f"Trusted {request.folder}.")))
         return 0
     if not sys.stdin.isatty():
         console.print("cortana: run `cortana trust` in a terminal to be asked, or `cortana trust --yes`.")
         return 1
+    if not pending:
+        answer = input("Trust this folder? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            return 1
+        trust_store().trust(request)
+        return 0
     return 0 if trust_decider(console, interactive=True)(request) else 1

@@ -109,17 +109,19 @@ async def create_model_client(
     }
     if name == "embedded":
         return await EmbeddedClient.start(model, **embedded)
+    send_key = settings.send_key_over_http
     if name == "openai":
         env_url, env_key = openai_server()
         server = OpenAIServerClient(
             model or "",
             base_url=base_url or env_url or "",
             api_key=api_key or env_key,
+            send_key_over_http=send_key,
             context_window=context_window,
             **common,
         )
         return await _connected(server, server.connect)
-    keyed = {**common, "api_key": api_key, "keep_alive": keep_alive}
+    keyed = {**common, "api_key": api_key, "keep_alive": keep_alive, "send_key_over_http": send_key}
     if name != "auto":
         return await _connect(name, model=model, base_url=base_url, context_window=context_window, **keyed)
 
@@ -179,6 +181,7 @@ async def _connect(
     keep_alive = options.pop("keep_alive", None)
     if engine == "ollama":
         options.pop("api_key", None)  # Ollama has no keys
+        options.pop("send_key_over_http", None)
         if keep_alive is not None:
             options["keep_alive"] = round(keep_alive)  # Ollama reads a bare number as seconds
         ollama = OllamaClient(model or "", base_url=base_url, context_window=context_window, **options)

@@ -12,12 +12,14 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
-from cortana.errors import ContextOverflow, ModelError, ModelNotFound
+from cortana.errors import ContextOverflow, ModelError, ModelNotFound, UserError
 from cortana.messages import Message, StopReason, ToolCall, Usage
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelEvent, ModelRequest
+from cortana.trust import is_loopback_url
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
 
@@ -69,6 +71,24 @@ def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def refuse_plain_http_key(base_url: str) -> None:
+    """Refuse to send an API key unencrypted to another machine.
+
+    Raises:
+        UserError: ``base_url`` is plain ``http://`` on a host that is not this machine; the message names it.
+    """
+    try:
+        parts = urlsplit(base_url)
+    except ValueError:
+        return  # not a URL: the connection will say what is wrong with it
+    if parts.scheme == "http" and not is_loopback_url(base_url):
+        raise UserError(
+            f"Not sending the API key to {parts.hostname} over plain http (anyone on the way could read it): "
+            "use an https:// address, or set `send_key_over_http: true` in your own cortana.yml if that network "
+            "is private."
+        )
+
+
 class OpenAICompatClient(HttpClient):
     """A ``ModelClient`` for any server that speaks the OpenAI chat-completions API.
 
@@ -77,7 +97,9 @@ class OpenAICompatClient(HttpClient):
         base_url: the server's address; the OpenAI API sits at ``base_url + api_path``.
         context_window: the window to report when the server cannot tell.
         recover_text_tool_calls: recover tool calls the model wrote as text (see ``toolparse``).
-        api_key: sent as a bearer token, for servers that want one.
+        api_key: sent as a bearer token, for servers that want one; never over plain ``http://`` to another
+            machine unless ``send_key_over_http`` (a :class:`~cortana.errors.UserError` names the host).
+        send_key_over_http: allow sending ``api_key`` unencrypted to a host that is not this machine.
         timeout: seconds to wait for an answer to start.
         max_retries: extra attempts after 5xx answers and timeouts.
         transport: an httpx transport, for tests.
@@ -98,10 +120,13 @@ class OpenAICompatClient(HttpClient):
         context_window: int | None = None,
         recover_text_tool_calls: bool = True,
         api_key: str | None = None,
+        send_key_over_http: bool = False,
         timeout: float = 600.0,
         max_retries: int = 2,
         transport: Any = None,
     ) -> None:
+        if api_key and not send_key_over_http:
+            refuse_plain_http_key(base_url)
         self.model = model
         self._context_window = context_window
         self.recover_text_tool_calls = recover_text_tool_calls
