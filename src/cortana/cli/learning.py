@@ -257,8 +257,7 @@ class LearningCommands:
         return True
 
     async def _draft(self, session: TeachSession) -> None:
-        from rich.markdown import Markdown
-
+        from cortana.cli.markdown import HonestMarkdown as Markdown
         from cortana.learning.skills import SkillError, parse_skill, render_skill
         from cortana.learning.teach import save_skill, skill_file
 

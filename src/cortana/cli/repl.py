@@ -71,6 +71,7 @@ COMMANDS = {
     "/resume": "continue a thread: /resume NUMBER (from /threads)",
     "/model": "show the engine and model; /model NAME switches (Ollama, Docker Model Runner)",
     "/tools": "list the tools the assistant can use",
+    "/permissions": "what runs without asking, and the answers remembered this session; /permissions forget N",
     "/memory": "show the working memory",
     "/graph": "show the code graph's state; /graph rebuild rebuilds it now",
     "/heartbeat": "show when the assistant checks in next, its active hours and unanswered check-ins",
@@ -164,6 +165,7 @@ class Repl:
             "/resume": self._resume,
             "/model": self._model,
             "/tools": self._tools,
+            "/permissions": self._permissions,
             "/memory": self._memory,
             "/graph": self._graph,
             "/heartbeat": self._heartbeat,
@@ -336,7 +338,7 @@ class Repl:
     async def _show_check_in(self, text: str) -> None:
         """Print a check-in above the prompt, leaving what the user typed as it was; speak it when voice is on."""
 
-        from rich.markdown import Markdown
+        from cortana.cli.markdown import HonestMarkdown as Markdown
 
         def show() -> None:
             self.console.print(Text("cortana checks in:", style="dim"))
@@ -378,9 +380,9 @@ class Repl:
 
     async def _stream(self, prompt: str, stats: TurnStats) -> None:
         from rich.live import Live
-        from rich.markdown import Markdown
 
         from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
+        from cortana.cli.markdown import HonestMarkdown as Markdown
 
         text = ""
         live: Live | None = None
@@ -522,6 +524,40 @@ class Repl:
                 listed = item.tools if isinstance(item, ToolGroup) else [item]
                 names = ", ".join(t.name for t in listed)
                 self.out.print(Text(printable(f"  {item.name + ':':<14} {names}")), highlight=False)
+        return True
+
+    async def _permissions(self, argument: str) -> bool:
+        gate = self.agent.permissions
+        if gate is None:
+            self.out.print("No permission gate: every tool call runs without asking.", highlight=False)
+            return True
+        words = argument.split()
+        if words:
+            if len(words) != 2 or words[0] != "forget" or not words[1].isdigit():
+                self.console.print("Usage: /permissions, or /permissions forget NUMBER (from the list).")
+                return True
+            try:
+                scope, decision = gate.remembered()[int(words[1]) - 1]
+                gate.forget(int(words[1]) - 1)
+            except IndexError:
+                self.console.print(Text(f"No remembered answer {words[1]}; /permissions lists them."))
+                return True
+            self.out.print(Text(printable(f"forgot: {decision.action} {scope.label} ({scope.tool})")), highlight=False)
+            return True
+        for action, label in (("allow", "run without asking"), ("deny", "always refused")):
+            globs = [pattern for pattern, rule in gate.rules.items() if rule == action]
+            if globs:
+                shown = "every tool (--yes)" if "*" in globs else ", ".join(globs)
+                self.out.print(Text(printable(f"{label}: {shown} (protected paths are still asked)")), highlight=False)
+        remembered = gate.remembered()
+        if not remembered:
+            self.out.print("No answers remembered this session ('always' or 'deny always' in an approval).")
+            return True
+        self.out.print("Remembered this session:", highlight=False)
+        for number, (scope, decision) in enumerate(remembered, start=1):
+            line = f"  {number:>2}. {decision.action:<5} {scope.label} ({scope.tool})"
+            self.out.print(Text(printable(line)), highlight=False)
+        self.out.print("/permissions forget NUMBER drops one.", highlight=False)
         return True
 
     async def _memory(self, _: str) -> bool:
