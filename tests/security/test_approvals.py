@@ -118,7 +118,8 @@ def scope_label(command: str, root: Path) -> str | None:
         ("cd src && pytest -q 2>&1 | tail -5", "pytest …, tail …"),
         ("npm run build", "npm run build …"),
         ("uv run pytest -x", "uv run pytest …"),
-        ("pip install requests", "pip install requests …"),
+        ("pip install requests", "pip install requests"),
+        ("python -m pip install requests", "python -m pip install requests"),
         ("find . -name '*.py'", "find …"),
     ],
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from cortana import Agent
 from cortana.knowledge.graph import KnowledgeGraph
+from cortana.knowledge.graphify import find_graphify
 from cortana.learning.snapshot import WorkspaceSnapshot
 from cortana.safegit import safe_git_environment
 from cortana.testing import ScriptedModel, tool_call, tool_call_response
@@ -65,6 +67,7 @@ def hostile_repository(folder: Path) -> Path:
     (folder / ".gitattributes").write_text("*.txt diff=evil filter=evil\n")
     (folder / "calc.py").write_text('def compute_total(items):\n    """Sum the prices."""\n    return sum(items)\n')
     (folder / "notes.txt").write_text("one\n")
+    (folder / ".gitignore").write_text("*.log\n")  # graphify asks git for its index only when this has patterns
     git(folder, "add", ".")
     git(folder, "commit", "-qm", "start")
     for hook in ("pre-commit", "post-checkout", "post-commit", "pre-push", "post-index-change"):
@@ -172,6 +175,11 @@ def test_a_snapshot_runs_none_of_them(user_home: Path, tmp_path: Path) -> None:
 
 
 async def test_a_graph_build_runs_none_of_them(user_home: Path, tmp_path: Path) -> None:
+    control = hostile_repository(tmp_path / "control")
+    graphify = find_graphify()
+    assert graphify is not None
+    await asyncio.to_thread(subprocess.run, [graphify, "update", "."], cwd=control, capture_output=True, timeout=300)
+    assert "FSMONITOR-RAN" in markers(control), "graphify's own build runs git, and so the repository's fsmonitor"
     repo = hostile_repository(tmp_path / "repo")
     graph = KnowledgeGraph(repo)
     status = await graph.rebuild()

@@ -16,11 +16,12 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
 
-CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy"}
+CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit"}
 ALLOWED: dict[str, set[str]] = {
     "errors": {"messages"},
     "display": set(),
     "lazy": set(),
+    "safegit": set(),
     "messages": set(),
     "trust": {"errors"},
     "config": {"errors", "trust"},

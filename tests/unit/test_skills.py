@@ -192,8 +192,8 @@ def test_discovery_in_two_folders_sorts_and_the_first_folder_wins(tmp_path: Path
     assert release is not None and release.description == "The workspace's release."
     assert release.path == first
     assert registry.problems == [
-        SkillProblem(second, f"skipped: the skill release at {first} has this name and comes first"),
-        SkillProblem(later_loose, f"skipped: the skill release at {first} has this name and comes first"),
+        SkillProblem(second, f"the skill release at {first} has this name and comes first"),
+        SkillProblem(later_loose, f"the skill release at {first} has this name and comes first"),
     ]
 
 
@@ -301,7 +301,7 @@ def test_a_link_inside_the_folder_is_followed(tmp_path: Path) -> None:
     assert registry.problems == [  # the links read the one file once; only the real copy is a duplicate
         SkillProblem(
             folder / "copy" / "SKILL.md",
-            f"skipped: the skill original at {folder / 'alias' / 'SKILL.md'} has this name and comes first",
+            f"the skill original at {folder / 'alias' / 'SKILL.md'} has this name and comes first",
         )
     ]
 

@@ -418,12 +418,12 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     if (settings.voice.enabled or args.voice) and not voice.available:
         console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
 
-    space = workspace_space(workspace, settings)
-
     def assemble(client: ModelClient) -> Agent:
         from cortana.agent.agent import Agent
         from cortana.agent.logger import AgentLogger
         from cortana.tools.builtin import builtin_tools
+
+        space = workspace_space(workspace, settings)
 
         return Agent(
             client,

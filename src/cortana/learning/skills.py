@@ -322,7 +322,7 @@ class SkillRegistry:
         loose = loose_name(skill.name)
         first = self._by_loose_name.get(loose)
         if first is not None:
-            self._problem(path, f"skipped: the skill {first.name} at {first.path} has this name and comes first")
+            self._problem(path, f"the skill {first.name} at {first.path} has this name and comes first")
             return
         self._by_name[skill.name] = skill
         self._by_loose_name[loose] = skill

@@ -191,6 +191,9 @@ _RULES: dict[str, _Rule] = {
 _DEFAULT = _Rule()
 
 Prefix = tuple[str, ...]
+WHOLE = "\x00"
+"""Ends a prefix that is the whole command (an installer's): it covers that command exactly, nothing longer.
+(No real word holds a NUL: the shell reader refuses such a command.)"""
 CdCheck = Callable[[str], bool]
 """Whether ``cd`` into this literal folder keeps the command inside the workspace."""
 
@@ -221,7 +224,9 @@ def command_prefixes(parsed: ParsedCommand, cd_ok: CdCheck) -> tuple[Prefix, ...
 
 
 def prefix_label(prefix: Prefix) -> str:
-    """How the approval prompt names a prefix: ``git status …``."""
+    """How the approval prompt names a prefix: ``git status …``, or ``pip install requests`` for a whole command."""
+    if prefix and prefix[-1] == WHOLE:
+        return shlex.join(prefix[:-1])
     return f"{shlex.join(prefix)} …"
 
 
@@ -267,7 +272,7 @@ def _prefix(argv: Sequence[str], depth: int = 0) -> Prefix | None:
     if sub in rule.remote_subcommands and not _remote_named(rest):
         return None
     if sub in rule.exact:
-        return tuple(argv)
+        return (*argv, WHOLE)
     if sub in rule.runs:
         if not rest or rest[0].startswith("-"):
             return None
