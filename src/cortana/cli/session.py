@@ -52,7 +52,7 @@ from cortana.memory.store import private_folder
 from cortana.memory.stored import StoredMemory
 from cortana.messages import RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
-from cortana.prompts import prompt_text
+from cortana.prompts import as_data, prompt_text
 from cortana.trust import TrustDecider, TrustRequest
 
 # What only a turn needs (the agent's loop, the engines and httpx, the built-in tools, the turn log) is
@@ -224,8 +224,8 @@ def workspace_context(workspace: Path, settings: Settings) -> list[TurnExtension
 def assistant_instructions(workspace: Path) -> str:
     """``personality/assistant.md`` of the workspace when it exists, else the shipped instructions."""
     own = workspace / "personality" / "assistant.md"
-    if own.is_file():
-        return own.read_text(encoding="utf-8").strip()
+    if own.is_file():  # a repository's text: instructions, but never the chat template's tokens
+        return as_data(own.read_text(encoding="utf-8").strip())
     return prompt_text("assistant")
 
 
@@ -233,7 +233,7 @@ def heartbeat_checklist(workspace: Path) -> str:
     """``personality/HEARTBEAT.md`` of the workspace when it exists, else the shipped checklist."""
     own = workspace / "personality" / "HEARTBEAT.md"
     if own.is_file():
-        return own.read_text(encoding="utf-8").strip()
+        return as_data(own.read_text(encoding="utf-8").strip())
     return prompt_text("heartbeat")
 
 
@@ -508,6 +508,18 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             await starting.result().aclose()
 
 
+def trust_doctor_line(settings: Settings) -> str:
+    """What ``cortana doctor`` says about this folder's trust."""
+    if settings.trusted:
+        return "trusted: its cortana.yml applies as written; git commands the model runs use its hooks and config"
+    if settings.untrusted is not None:
+        return f"not trusted: ignoring {', '.join(settings.untrusted.sections)} (`cortana trust` to trust it)"
+    return (
+        "not trusted: git commands the model runs skip this repository's hooks and configured programs "
+        "(`cortana trust` if it is yours)"
+    )
+
+
 async def memory_doctor_line(memory: StoredMemory, timeout: float = 5.0) -> str:
     """Where memory lives; for a server, whether it answers (within ``timeout`` seconds)."""
     if memory.location.startswith("postgresql://"):
@@ -544,6 +556,7 @@ async def run_command(command: str, args: argparse.Namespace) -> int:
         threshold = compaction_threshold()
         rows = [
             ("config", ", ".join(settings.sources) or "defaults (no cortana.yml)"),
+            ("trust", trust_doctor_line(settings)),
             ("engine", f"{client.engine} at {client.base_url or '(in process)'}"),
             ("model", client.model),
             ("context window", f"{window:,} tokens" if window else "unknown (compaction off)"),
