@@ -13,6 +13,9 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -24,7 +27,7 @@ from cortana.tools import Tool
 from cortana.tools.builtin.files import MAX_OUTPUT_CHARS
 from cortana.tools.builtin.workspace import Workspace
 
-__all__ = ["MAX_COMMAND_TIMEOUT", "HeadTail", "command_tool"]
+__all__ = ["MAX_COMMAND_TIMEOUT", "Finished", "HeadTail", "command_tool", "run_shell"]
 
 MAX_COMMAND_TIMEOUT = 600.0
 """The longest timeout a command may ask for (seconds)."""
@@ -52,7 +55,7 @@ class HeadTail:
             self.tail += chunk
             del self.tail[: max(len(self.tail) - self.tail_limit, 0)]
 
-    def text(self, hint: str) -> str:
+    def text(self, hint: str, limit: int = MAX_OUTPUT_CHARS) -> str:
         """The output as text, with a note where the middle was left out."""
         head = self.head.decode("utf-8", "replace")
         if not self.tail:
@@ -61,7 +64,7 @@ class HeadTail:
         if left_out <= 0:
             return (self.head + self.tail).decode("utf-8", "replace")
         tail = self.tail.decode("utf-8", "replace")
-        return f"{head}\n[... output cut at {MAX_OUTPUT_CHARS:,} of {self.total:,} characters; {hint}]\n{tail}"
+        return f"{head}\n[... output cut at {limit:,} of {self.total:,} characters; {hint}]\n{tail}"
 
 
 def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_git: bool = False) -> Tool:
@@ -84,39 +87,73 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
         Args:
             timeout: seconds before it is stopped.
         """
-        loop = asyncio.get_running_loop()
-        output = HeadTail(MAX_OUTPUT_CHARS * 3 // 4, MAX_OUTPUT_CHARS // 4)
         environment = child_process_environment({})
         if not trusted_git:
             environment = await asyncio.to_thread(safe_git_environment, space.root, environment)
-        transport, protocol = await loop.subprocess_shell(
-            lambda: _Command(output, loop),
-            command,
-            cwd=space.root,
-            env=environment,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own process group, killed as a whole
-        )
-        lingered = False
-        try:
-            async with asyncio.timeout(timeout):
-                await protocol.exited
-                try:  # children may hold the output open after the shell exits
-                    await asyncio.wait_for(asyncio.shield(protocol.drained), LINGER_S)
-                except TimeoutError:
-                    lingered = True
-        except TimeoutError:
-            raise ToolError(f"'{command[:200]}' did not finish within {timeout:g}s and was stopped.") from None
-        finally:
-            _kill_group(transport.get_pid())  # what is left: background children, or everything on a timeout
-            transport.close()
-        note = "\n[background processes it left were stopped]" if lingered else ""
-        text = output.text("redirect the output to a file and read parts of it")
-        return f"exit code {transport.get_returncode()}\n{text}{note}"
+        finished = await run_shell(command, space.root, environment, timeout)
+        if finished.timed_out:
+            raise ToolError(f"'{command[:200]}' did not finish within {timeout:g}s and was stopped.")
+        note = "\n[background processes it left were stopped]" if finished.lingered else ""
+        return f"exit code {finished.returncode}\n{finished.output}{note}"
 
     return Tool(run_command, timeout=MAX_COMMAND_TIMEOUT + 10)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """How a shell command ended.
+
+    Attributes:
+        returncode: its exit status (None when it was stopped at its time limit).
+        output: stdout and stderr together, as text, its head and tail when long.
+        timed_out: it ran past its time limit and was stopped.
+        lingered: background processes it left were stopped.
+    """
+
+    returncode: int | None
+    output: str
+    timed_out: bool = False
+    lingered: bool = False
+
+
+async def run_shell(
+    command: str,
+    cwd: Path,
+    environment: Mapping[str, str],
+    timeout: float,
+    *,
+    limit: int = MAX_OUTPUT_CHARS,
+    hint: str = "redirect the output to a file and read parts of it",
+) -> Finished:
+    """Run ``command`` with ``sh`` in ``cwd``: stdin closed, its own process group (killed as a whole when it
+    ends, times out or is cancelled), and its output kept to ``limit`` characters (head and tail)."""
+    loop = asyncio.get_running_loop()
+    output = HeadTail(limit * 3 // 4, limit // 4)
+    transport, protocol = await loop.subprocess_shell(
+        lambda: _Command(output, loop),
+        command,
+        cwd=cwd,
+        env=dict(environment),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group, killed as a whole
+    )
+    lingered = timed_out = False
+    try:
+        async with asyncio.timeout(timeout):
+            await protocol.exited
+            try:  # children may hold the output open after the shell exits
+                await asyncio.wait_for(asyncio.shield(protocol.drained), LINGER_S)
+            except TimeoutError:
+                lingered = True
+    except TimeoutError:
+        timed_out = True
+    finally:
+        _kill_group(transport.get_pid())  # what is left: background children, or everything on a timeout
+        transport.close()
+    returncode = None if timed_out else transport.get_returncode()
+    return Finished(returncode, output.text(hint, limit), timed_out=timed_out, lingered=lingered)
 
 
 class _Command(asyncio.SubprocessProtocol):
