@@ -1,9 +1,22 @@
 """Agentic coding tasks, end to end through the ``cortana`` command: success rate, model calls, wall time.
 
-The set (``bench/tasks/``, see its README) is twelve small Python repositories
-with one task each: fix a bug a failing test shows, add a function a test
-expects, rename a function or class across files, or answer a question about
-the code. For each task and model the runner copies the repository (without
+The set (``bench/tasks/``, see its README) is twenty-four small Python
+repositories with one task each, of these kinds (``KINDS``): fix a bug a
+failing test shows (``fix_bug``; in some the broken function is one call away
+from the test and the prompt does not name it), add a function a test expects
+(``add_function``), rename a function or class across files (``rename``),
+change a function's signature and its callers in other files
+(``signature_change``), give a configuration key a default when it is missing
+(``config_default``), add a flag to a small argparse command (``cli_flag``),
+write the body of a function from its docstring (``docstring_function``), or
+answer a question about the code (``question``).
+
+Each task's ``task.json`` names its half, ``split``: ``dev`` (tune prompts and
+workflows on these) or ``held-out`` (report on these); twelve tasks each, and
+every kind of code task in both. ``--split`` runs one half. The field is
+written down, not derived, so adding a task never moves another one.
+
+For each task and model the runner copies the repository (without
 ``task.json``, ``solution/`` or ``solution.txt``) into a fresh temporary
 folder and runs, there, with stdin closed::
 
@@ -53,13 +66,13 @@ solution passes and the unmodified repository fails (the unit test uses it).
 
     python bench/agentic_tasks.py --model qwen2.5-coder-1.5b
     python bench/agentic_tasks.py --model qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --tasks fix-discount,add-clamp
+    python bench/agentic_tasks.py --model qwen2.5-coder-1.5b --split dev
     python bench/agentic_tasks.py --check-solutions
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -70,14 +83,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from report import RESULTS, save, table
 
 TASKS = Path(__file__).resolve().parent / "tasks"
-KINDS = ("fix_bug", "add_function", "rename", "question")
+KINDS = (
+    "fix_bug",
+    "add_function",
+    "rename",
+    "signature_change",
+    "config_default",
+    "cli_flag",
+    "docstring_function",
+    "question",
+)
+SPLITS = ("dev", "held-out")
+"""A task's half (its task.json ``split``): ``dev`` to develop on, ``held-out`` to report on."""
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 NOT_COPIED = frozenset({"task.json", "solution", "solution.txt"})
 """What the model never sees: the task's description for the runner, and the reference solution."""
@@ -105,16 +129,7 @@ class Task:
     prompt: str
     check: dict[str, Any]
     root: Path
-    split: str = "dev"
-
-
-SPLITS = ("dev", "held-out")
-
-
-def split_of(task_id: str, kind_ids: list[str]) -> str:
-    """``dev`` or ``held-out``: every second id of a kind in SHA-256 order is held out (fixed, as in toolcall_eval)."""
-    ordered = sorted(kind_ids, key=lambda i: hashlib.sha256(i.encode()).hexdigest())
-    return "held-out" if ordered.index(task_id) % 2 else "dev"
+    split: str
 
 
 @dataclass(frozen=True)
@@ -131,22 +146,20 @@ def load_tasks(ids: list[str] | None = None) -> list[Task]:
         if unknown:
             raise SystemExit(f"unknown task(s): {', '.join(unknown)}; known: {', '.join(found)}")
         found = {task_id: found[task_id] for task_id in ids}
-    every = {path.parent.name: json.loads(path.read_text()).get("kind") for path in TASKS.glob("*/task.json")}
-    tasks = [_task(root) for root in found.values()]
-    return [
-        replace(task, split=split_of(task.id, [i for i, kind in every.items() if kind == task.kind])) for task in tasks
-    ]
+    return [_task(root) for root in found.values()]
 
 
 def _task(root: Path) -> Task:
     data = json.loads((root / "task.json").read_text())
     where = f"{root.name}/task.json"
-    if set(data) != {"id", "kind", "prompt", "check"}:
-        raise ValueError(f"{where}: needs exactly id, kind, prompt and check, got {sorted(data)}")
+    if set(data) != {"id", "kind", "split", "prompt", "check"}:
+        raise ValueError(f"{where}: needs exactly id, kind, split, prompt and check, got {sorted(data)}")
     if data["id"] != root.name:
         raise ValueError(f"{where}: id {data['id']!r} is not the folder's name")
     if data["kind"] not in KINDS:
         raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
+    if data["split"] not in SPLITS:
+        raise ValueError(f"{where}: split must be one of {', '.join(SPLITS)}, got {data['split']!r}")
     if not isinstance(data["prompt"], str) or not data["prompt"].strip():
         raise ValueError(f"{where}: prompt must be a non-empty string")
     check = data["check"]
@@ -172,7 +185,7 @@ def _task(root: Path) -> Task:
             re.compile(check["forbid"]["pattern"])
             if not check["forbid"].get("paths"):
                 raise ValueError(f"{where}: forbid needs paths")
-    return Task(data["id"], data["kind"], data["prompt"], check, root)
+    return Task(data["id"], data["kind"], data["prompt"], check, root, data["split"])
 
 
 # -- workspaces ----------------------------------------------------------------------------------

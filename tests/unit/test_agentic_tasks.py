@@ -38,10 +38,11 @@ def tasks_module() -> Any:
 
 def test_every_task_json_is_valid_and_the_set_covers_every_kind(tasks_module: Any) -> None:
     tasks = tasks_module.load_tasks()
-    assert len(tasks) >= 10
+    assert len(tasks) >= 24
     kinds = Counter(task.kind for task in tasks)
     assert set(kinds) == set(tasks_module.KINDS)
-    assert kinds["fix_bug"] >= 4 and kinds["add_function"] >= 3 and kinds["rename"] >= 2 and kinds["question"] >= 3
+    assert kinds["fix_bug"] >= 7 and kinds["add_function"] >= 3 and kinds["rename"] >= 2 and kinds["question"] >= 4
+    assert all(kinds[kind] >= 2 for kind in tasks_module.KINDS)
     for task in tasks:
         data = json.loads((task.root / "task.json").read_text())
         assert data["id"] == task.root.name and len(data["prompt"]) < 300, task.id
@@ -160,15 +161,38 @@ def test_a_run_past_its_timeout_is_stopped_and_fails(
     assert row["wall_seconds"] < 30
 
 
-def test_the_halves_are_fixed_and_every_kind_has_development_tasks(tasks_module: Any) -> None:
+def test_the_halves_are_written_down_equal_and_hold_every_code_kind(tasks_module: Any) -> None:
     tasks = tasks_module.load_tasks()
-    held_out = sorted(task.id for task in tasks if task.split == "held-out")
-    assert held_out == [
+    for task in tasks:
+        assert task.split == json.loads((task.root / "task.json").read_text())["split"], task.id
+    halves = {split: [task for task in tasks if task.split == split] for split in tasks_module.SPLITS}
+    assert [len(halves[split]) for split in tasks_module.SPLITS] == [12, 12]
+    code_kinds = set(tasks_module.KINDS) - {"question"}
+    for split, half in halves.items():
+        assert code_kinds <= {task.kind for task in half}, f"{split} lacks a kind"
+    assert {task.kind for task in halves["dev"]} == set(tasks_module.KINDS)
+    held_out = {task.id for task in halves["held-out"]}
+    assert {  # the first twelve tasks keep the halves they were given when the split was derived from their ids
         "add-is-palindrome",
         "fix-discount",
         "fix-page-count",
         "question-which-file",
         "rename-calc-total",
-    ]
-    assert {task.kind for task in tasks if task.split == "dev"} == set(tasks_module.KINDS)
+    } <= held_out
+    assert not held_out & {"add-clamp", "fix-average-empty", "question-retry-count", "rename-user-record"}
     assert [t.split for t in tasks_module.load_tasks(["fix-discount"])] == ["held-out"], "a subset keeps its half"
+
+
+@pytest.mark.parametrize("split", [None, "test", "heldout"])
+def test_a_task_without_a_valid_split_is_rejected(tasks_module: Any, tmp_path: Path, split: str | None) -> None:
+    source = tasks_module.TASKS / "fix-discount"
+    root = tmp_path / "fix-discount"
+    shutil.copytree(source, root)
+    data = json.loads((source / "task.json").read_text())
+    if split is None:
+        del data["split"]
+    else:
+        data["split"] = split
+    (root / "task.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="split"):
+        tasks_module._task(root)

@@ -1,0 +1,1 @@
+"""findtext: print the lines of a file that contain a text."""

@@ -1,0 +1,9 @@
+"""Finding lines that contain a text."""
+
+
+def matching_lines(lines: list[str], needle: str, ignore_case: bool = False) -> list[tuple[int, str]]:
+    """The (line number, line) pairs of the ``lines`` that contain ``needle``, numbered from 1."""
+    if ignore_case:
+        needle = needle.casefold()
+        return [(number, line) for number, line in enumerate(lines, start=1) if needle in line.casefold()]
+    return [(number, line) for number, line in enumerate(lines, start=1) if needle in line]

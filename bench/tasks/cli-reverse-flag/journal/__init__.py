@@ -1,0 +1,1 @@
+"""A plain-text journal: one dated entry per line."""

@@ -1,0 +1,1 @@
+"""Nightly backups, and pruning the old ones."""

@@ -1,0 +1,1 @@
+"""Downloads pages as a JSON settings file says."""

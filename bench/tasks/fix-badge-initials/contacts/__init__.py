@@ -1,0 +1,1 @@
+"""Contacts and the name badges printed for them."""

@@ -1,0 +1,1 @@
+"""Invoices with VAT, in whole cents."""

@@ -1,0 +1,1 @@
+"""Shipping quotes and parcel labels."""

@@ -1,0 +1,1 @@
+"""A household ledger: entries, a statement, and a CSV export."""

@@ -1,0 +1,1 @@
+"""A small shop: orders, receipts and a daily report."""
