@@ -499,6 +499,21 @@ class LearningSettings(_Section):
     """Offer the ``SKILL.md`` files of the workspace's ``skills/`` and the user's config folder's ``skills/``."""
 
 
+class FixSettings(_Section):
+    """``fix:`` the repair workflow: localize, sample patches, let the tests choose (``/fix``, ``cortana fix``)."""
+
+    auto: bool = True
+    """Send a request to change code through the workflow, without ``/fix``, when the folder has tests."""
+    samples: int = Field(3, ge=1, le=16)
+    """Samples of a patch over every candidate location, per round (the first greedy, the others hotter)."""
+    per_location: int = Field(2, ge=0, le=8)
+    """How many of the top locations also get a sample of their own."""
+    rounds: int = Field(2, ge=1, le=5)
+    """Sampling rounds; each after the first starts from the closest failed attempt."""
+    test_timeout: float = Field(300, gt=0, le=3600)
+    """Seconds one run of the tests may take."""
+
+
 class MCPSettings(_Section):
     """``mcp:`` servers whose tools the assistant may load."""
 
@@ -534,6 +549,9 @@ class Settings(_Section):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    fix: FixSettings = Field(default_factory=FixSettings)
+    test: str | None = Field(None, min_length=1, max_length=2000)
+    """How the project runs its tests (``pytest -q``, ``npm test``...); default: found from its files."""
     send_key_over_http: bool = False
     """Send ``api_key`` to an engine on another machine over plain ``http://`` (unencrypted); only your own
     cortana.yml (or a folder you trusted) can say so."""

@@ -35,7 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "companion": CORE | {"models", "tools", "memory", "agent"},
     "learning": CORE | {"models", "tools", "memory", "agent"},
     "testing": CORE | {"models"},
-    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning"},
+    "repair": CORE | {"models", "tools", "knowledge"},
+    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair"},
 }
 """Which parts of the package each part may import (the layers, lowest first)."""
 

@@ -6,6 +6,7 @@ git diff | cortana "review"  piped text is added to the question
 cortana doctor               what was found: engine, model, window, embedder, missing parts
 cortana models               the engine's models
 cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)
+cortana fix [what]           fix what the failing tests show (or `what`): patches tried in a scratch copy
 """
 
 from __future__ import annotations
@@ -59,10 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv and argv[0] in ("doctor", "models", "trust") else None
+    command = argv[0] if argv and argv[0] in ("doctor", "models", "trust", "fix") else None
     args = build_parser().parse_args(argv[1:] if command else argv)
     prompt = " ".join(args.prompt)
-    if command is None and not sys.stdin.isatty():
+    if command in (None, "fix") and not sys.stdin.isatty():
         piped = _read_piped()
         if piped.strip():
             prompt = f"{prompt}\n\n{piped}" if prompt else piped
@@ -86,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "trust":
             return trust_folder(args)
+        if command == "fix":
+            return asyncio.run(run_session(args, prompt, fix=True))
         if command is not None:
             return asyncio.run(run_command(command, args))
         return asyncio.run(run_session(args, prompt or None))

@@ -54,6 +54,7 @@ from cortana.prompts import strip_turn_context
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
     from cortana.cli.approval import TerminalApprover
+    from cortana.cli.fix import TerminalFixer
     from cortana.companion.companion import LocalTime
     from cortana.companion.heartbeat import Beat, Heartbeat
     from cortana.knowledge.graph import KnowledgeGraph
@@ -70,6 +71,7 @@ COMMANDS = {
     "/threads": "list this workspace's threads",
     "/resume": "continue a thread: /resume NUMBER (from /threads)",
     "/model": "show the engine and model; /model NAME switches (Ollama, Docker Model Runner)",
+    "/fix": "fix what the failing tests show, or /fix WHAT: patches tried in a scratch copy, the tests choose",
     "/tools": "list the tools the assistant can use",
     "/permissions": "what runs without asking, and the answers remembered this session; /permissions forget N",
     "/memory": "show the working memory",
@@ -131,6 +133,7 @@ class Repl:
         approver: TerminalApprover | None = None,
         experience: Experience | None = None,
         skills: SkillRegistry | None = None,
+        fixer: TerminalFixer | None = None,
         verbose: bool = False,
         ready_note: Callable[[Agent], str] | None = None,
     ) -> None:
@@ -146,6 +149,7 @@ class Repl:
         self.local_time = local_time
         self.voice = voice or Voice()
         self.approver = approver
+        self.fixer = fixer
         self.heartbeat: Heartbeat | None = None
         self._session: PromptSession[str] | None = None
         self._busy = False
@@ -164,6 +168,7 @@ class Repl:
             "/threads": self._threads,
             "/resume": self._resume,
             "/model": self._model,
+            "/fix": self._fix,
             "/tools": self._tools,
             "/permissions": self._permissions,
             "/memory": self._memory,
@@ -366,8 +371,35 @@ class Repl:
         except (EOFError, KeyboardInterrupt):
             return "drop"  # leaving, or Ctrl-C: nothing is written without a yes
 
+    async def _fix(self, request: str) -> bool:
+        if self.fixer is None:
+            self.console.print("The fix workflow is not available in this session.")
+            return True
+        await self._fixing(request, explicit=True)
+        return True
+
+    async def _fixing(self, request: str, *, explicit: bool) -> bool | None:
+        """The repair workflow for ``request``; Ctrl-C stops it, the user's files untouched. None: not handled."""
+        assert self.fixer is not None
+        try:
+            return await until_ctrl_c(
+                asyncio.ensure_future(self.fixer.run(self.agent, request, self.thread, self.memory, explicit=explicit))
+            )
+        except asyncio.CancelledError:
+            self.console.print("\n[yellow]fix cancelled[/yellow] [dim](your files are as they were)[/dim]")
+            return False
+
     async def _turn(self, prompt: str) -> None:
-        """Run one turn; Ctrl-C cancels it and keeps what was done."""
+        """Run one turn; Ctrl-C cancels it and keeps what was done.
+
+        A request to change code in a folder with tests goes through the fix workflow first (``cli/fix.py``).
+        """
+        if (
+            self.fixer is not None
+            and self.fixer.wants(prompt)
+            and await self._fixing(prompt, explicit=False) is not None
+        ):
+            return
         stats = self.last_stats = TurnStats()
         try:
             await until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats)))

@@ -27,6 +27,7 @@ from rich.text import Text
 
 from cortana.cli.approval import TerminalApprover, terminal_approver
 from cortana.cli.display import describe_client
+from cortana.cli.fix import TerminalFixer
 from cortana.companion.companion import LocalTime
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.companion.voice import Voice, find_tts
@@ -53,6 +54,7 @@ from cortana.memory.stored import StoredMemory
 from cortana.messages import RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.prompts import as_data, prompt_text
+from cortana.repair.routing import is_change_request
 from cortana.trust import TrustDecider, TrustRequest
 
 # What only a turn needs (the agent's loop, the engines and httpx, the built-in tools, the turn log) is
@@ -389,8 +391,11 @@ def log_to_file(workspace: Path) -> Path:
     return path
 
 
-async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
-    """Connect to the engine and answer ``prompt``, or converse until end of input."""
+async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool = False) -> int:
+    """Connect to the engine and answer ``prompt``, or converse until end of input.
+
+    With ``fix`` (``cortana fix [what]``), the prompt goes through the repair workflow (``cli/fix.py``).
+    """
     workspace = Path.cwd()
     console = Console(stderr=True)
     settings = settings_for(workspace, console)
@@ -418,6 +423,8 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
     if (settings.voice.enabled or args.voice) and not voice.available:
         console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
 
+    fixer = TerminalFixer(workspace, settings, console, Console().print, graph=graph)
+
     def assemble(client: ModelClient) -> Agent:
         from cortana.agent.agent import Agent
         from cortana.agent.logger import AgentLogger
@@ -434,6 +441,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             tools=[
                 *builtin_tools(space, command_timeout=settings.tools.command_timeout, trusted_git=settings.trusted),
                 *(skills.tools() if skills else ()),
+                *([fixer.tool()] if fixer.test_command is not None else []),
                 *servers.groups(),
             ],
             memory=memory,
@@ -460,8 +468,16 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             console.print(describe_client(starting.result()), style="dim", highlight=False, markup=False)
             await preloading
             agent = assemble(starting.result())
+            thread = ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex)
+            if fix or fixer.wants(prompt):
+                outcome = await fixer.run(agent, prompt, thread, memory, explicit=fix)
+                if outcome is not None:
+                    return 0 if outcome else 1
+            elif fixer.test_command is None and is_change_request(prompt):
+                console.print("fix: no tests found here to check a change with; the assistant works without them",
+                              style="dim", markup=False)  # fmt: skip
             stats = TurnStats()
-            result = await _answer(agent, prompt, ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex), stats)
+            result = await _answer(agent, prompt, thread, stats)
             if args.verbose:
                 console.print(stats.summary(), style="dim", markup=False, highlight=False, soft_wrap=True)
             await voice.speak(result.output if result else "")
@@ -488,6 +504,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None) -> int:
             approver=approver,
             experience=experience,
             skills=skills,
+            fixer=fixer,
             verbose=args.verbose,
             ready_note=lambda _: describe_client(starting.result()),
         )

@@ -75,6 +75,8 @@ class ModelSettings:
             (``"low"``, ``"medium"``, ``"high"``: each engine maps a level to its own control, see
             :data:`ThinkLevel`); sent only to engines whose client reports
             :attr:`ModelClient.supports_thinking`, so it does nothing for models that do not think.
+        grammar: a GBNF grammar the answer must follow (llama.cpp's); only for engines whose client
+            reports :attr:`ModelClient.supports_grammar` (others leave it out: check before relying on it).
         extra: engine-specific fields, sent as they are.
     """
 
@@ -83,6 +85,7 @@ class ModelSettings:
     seed: int | None = None
     tool_choice: str | None = None
     think: bool | ThinkLevel | None = None
+    grammar: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -172,6 +175,11 @@ class ModelClient(Protocol):
     @property
     def supports_thinking(self) -> bool:
         """Whether the model thinks, and :attr:`ModelSettings.think` turns it on or off."""
+        return False
+
+    @property
+    def supports_grammar(self) -> bool:
+        """Whether :attr:`ModelSettings.grammar` constrains the answer (a text answer, no tools offered)."""
         return False
 
     @property

@@ -39,6 +39,7 @@ class LlamaCppClient(OpenAICompatClient):
     """
 
     engine = "llama.cpp"
+    supports_grammar = True  # GBNF in the request body
     supports_token_counting = True  # the chat template (/apply-template), then the tokenizer (/tokenize)
     api_path: ClassVar[str] = "/v1"
     start_hint: ClassVar[str] = (
@@ -120,12 +121,15 @@ class LlamaCppClient(OpenAICompatClient):
         return len(tokens["tokens"])
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The OpenAI body, with ``think`` as the template's ``enable_thinking`` switch.
+        """The OpenAI body, with ``grammar`` as llama.cpp's own field and ``think`` as the template's
+        ``enable_thinking`` switch.
 
         A level keeps thinking on and caps it with ``thinking_budget_tokens`` (:data:`THINKING_BUDGETS`);
         llama.cpp has no levels of its own.
         """
         body = super().request_body(request)
+        if request.settings.grammar:
+            body["grammar"] = request.settings.grammar
         think = request.settings.think
         if think is not None:
             body.pop("reasoning_effort", None)  # the OpenAI field; llama.cpp's own control is the budget

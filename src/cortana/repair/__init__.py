@@ -1,0 +1,51 @@
+"""The repair workflow: localize, sample patches, let the project's tests choose, apply with the user.
+
+    testrun.py    finding and running the project's tests; reading what failed (TestCommand, TestReport)
+    symbols.py    an index of a Python project's definitions and what each calls (SymbolIndex)
+    localize.py   ranking where a change goes (Location, localize)
+    patches.py    search/replace patches, their grammar, applying them
+    scratch.py    the scratch copy candidates are tried in (ScratchCopy)
+    workflow.py   RepairWorkflow: the pipeline, its progress and its result
+    routing.py    which requests go through it without being named (is_change_request)
+
+Names are imported on first use (PEP 562): the terminal reaches its prompt without the workflow's modules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cortana.lazy import lazy_names
+
+if TYPE_CHECKING:
+    from cortana.repair.routing import DEFAULT_REQUEST, is_change_request
+    from cortana.repair.testrun import TestCommand, TestReport, find_test_command, run_tests
+    from cortana.repair.workflow import Progress, RepairResult, RepairSettings, RepairWorkflow
+
+__all__ = [
+    "DEFAULT_REQUEST",
+    "Progress",
+    "RepairResult",
+    "RepairSettings",
+    "RepairWorkflow",
+    "TestCommand",
+    "TestReport",
+    "find_test_command",
+    "is_change_request",
+    "run_tests",
+]
+
+_LAZY = {
+    "DEFAULT_REQUEST": "cortana.repair.routing",
+    "is_change_request": "cortana.repair.routing",
+    "TestCommand": "cortana.repair.testrun",
+    "TestReport": "cortana.repair.testrun",
+    "find_test_command": "cortana.repair.testrun",
+    "run_tests": "cortana.repair.testrun",
+    "Progress": "cortana.repair.workflow",
+    "RepairResult": "cortana.repair.workflow",
+    "RepairSettings": "cortana.repair.workflow",
+    "RepairWorkflow": "cortana.repair.workflow",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)

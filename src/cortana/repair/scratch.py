@@ -1,0 +1,145 @@
+"""A scratch copy of the workspace, where candidate patches are tried: the user's files are never touched.
+
+The copy holds the files git lists (tracked and untracked, ignores respected,
+through :func:`cortana.safegit.safe_git_environment`), so the user's
+uncommitted changes, a test they just wrote included, are in it; outside git,
+the folder's files less the usual generated folders. Virtual environments,
+``node_modules`` and caches stay where they are (the tests run with the
+project's own Python, which the runner finds). A candidate is written into the
+copy, its tests run, and the copy's files are put back as they were before the
+next one. The copy is bounded (``MAX_FILES``, ``MAX_BYTES``) and removed when
+the workflow ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+from cortana.errors import UserError
+from cortana.repair.symbols import SKIPPED_FOLDERS
+
+__all__ = ["MAX_BYTES", "MAX_FILES", "ScratchCopy"]
+
+MAX_FILES = 20_000
+MAX_BYTES = 512 * 1024 * 1024
+
+
+class ScratchCopy:
+    """A temporary copy of ``workspace`` (see the module docstring); a context manager.
+
+    Args:
+        workspace: the folder to copy.
+        git_environment: the environment git runs with to list the files (no repository programs).
+    """
+
+    def __init__(self, workspace: Path, git_environment: Mapping[str, str]) -> None:
+        self.workspace = workspace.resolve()
+        self._git_environment = git_environment
+        self._temporary: tempfile.TemporaryDirectory[str] | None = None
+        self.root = Path()
+        self._saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> ScratchCopy:
+        self._temporary = tempfile.TemporaryDirectory(prefix="cortana-fix-")
+        self.root = Path(self._temporary.name) / self.workspace.name
+        self.root.mkdir()
+        total = 0
+        files = self._files()
+        if len(files) > MAX_FILES:
+            self.close()
+            raise UserError(
+                f"{self.workspace} has {len(files):,} files, more than the {MAX_FILES:,} a scratch copy may hold; "
+                "run the fix in the project's own folder"
+            )
+        for relative in files:
+            source = self.workspace / relative
+            try:
+                if source.is_symlink() or not source.is_file():
+                    continue
+                total += source.stat().st_size
+                if total > MAX_BYTES:
+                    raise UserError(
+                        f"{self.workspace} holds more than {MAX_BYTES >> 20} MiB of files to copy; "
+                        "run the fix in the project's own folder"
+                    )
+                target = self.root / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+            except OSError:
+                continue
+            except UserError:
+                self.close()
+                raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the copy."""
+        if self._temporary is not None:
+            self._temporary.cleanup()
+            self._temporary = None
+
+    def write(self, files: Mapping[str, str]) -> None:
+        """Write ``files`` (relative path -> text) into the copy, remembering what was there."""
+        for relative, text in files.items():
+            target = self._inside(relative)
+            if relative not in self._saved:
+                self._saved[relative] = target.read_text(encoding="utf-8") if target.is_file() else None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+
+    def restore(self) -> None:
+        """Put back what :meth:`write` replaced."""
+        for relative, text in self._saved.items():
+            target = self._inside(relative)
+            if text is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.write_text(text, encoding="utf-8")
+        self._saved.clear()
+
+    def _inside(self, relative: str) -> Path:
+        target = (self.root / relative).resolve()
+        if self.root.resolve() not in target.parents:
+            raise UserError(f"{relative} is outside the project")
+        return target
+
+    def _files(self) -> list[str]:
+        listed = self._git_files()
+        if listed is not None:
+            return listed
+        found: list[str] = []
+        for folder, dirnames, filenames in os.walk(self.workspace):
+            dirnames[:] = [d for d in dirnames if d not in SKIPPED_FOLDERS]
+            base = Path(folder).relative_to(self.workspace)
+            found += [(base / name).as_posix() for name in filenames]
+            if len(found) > MAX_FILES:
+                break
+        return found
+
+    def _git_files(self) -> list[str] | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.workspace), "ls-files", "-co", "--exclude-standard", "-z"],
+                env=dict(self._git_environment),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if done.returncode != 0:
+            return None
+        names = [item.decode("utf-8", "surrogateescape") for item in done.stdout.split(b"\0") if item]
+        return [name for name in dict.fromkeys(names) if not set(name.split("/")) & SKIPPED_FOLDERS]

@@ -1,0 +1,416 @@
+"""The project's own tests as the checker: finding how they run, running them bounded, reading what failed.
+
+:func:`find_test_command` looks for, in order: ``test:`` in cortana.yml; pytest
+(a pytest configuration, a ``conftest.py``, or ``test_*.py`` files in
+``tests/``, ``test/`` or the top folder); ``npm test`` (a ``package.json`` with
+a real ``test`` script); ``go test ./...`` (``go.mod``); ``cargo test``
+(``Cargo.toml``); ``make test`` (a ``Makefile`` with a ``test`` target). For
+pytest the project's own ``.venv`` (or ``venv``) Python is used when there is
+one.
+
+:func:`run_tests` runs the command in a folder (a scratch copy, never the
+user's files) within a time limit and an output limit, in its own process
+group. pytest reports through a JUnit XML file, read into
+:class:`TestReport`: each test's id, and for each failure its message, the
+frames of the traceback inside the folder (file, line, function) and the
+assertion line. Other runners give their exit status and the end of their
+output.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cortana.tools.builtin.commands import run_shell
+
+__all__ = [
+    "Failure",
+    "Frame",
+    "TestCommand",
+    "TestReport",
+    "find_test_command",
+    "is_test_file",
+    "run_tests",
+]
+
+TEST_FOLDERS = ("tests", "test")
+MAX_OUTPUT = 12_000
+"""The most characters of a test run's output kept (its head and tail)."""
+_FRAME = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+): in (?P<function>\S+)\s*$")
+_NATIVE_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+\.py)", line (?P<line>\d+), in (?P<function>\S+)\s*$')
+
+
+def is_test_file(relative: str) -> bool:
+    """Whether a workspace path is part of the tests: under ``tests/``/``test/``, ``test_*.py``, ``*_test.py``,
+    ``conftest.py``, or a pytest configuration file."""
+    parts = relative.replace("\\", "/").split("/")
+    name = parts[-1]
+    return (
+        any(part in TEST_FOLDERS for part in parts[:-1])
+        or name.startswith("test_")
+        or name.endswith(("_test.py", "_test.go", ".test.js", ".test.ts", ".spec.js", ".spec.ts"))
+        or name in ("conftest.py", "pytest.ini")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TestCommand:
+    """How a project runs its tests.
+
+    Attributes:
+        command: the shell command, as the user would type it (``python3 -m pytest``).
+        kind: ``pytest`` (per-test results), or ``other`` (the exit status only).
+        source: where it was found, for people ("pytest.ini", "cortana.yml test:").
+    """
+
+    __test__ = False  # not a pytest class
+
+    command: str
+    kind: str
+    source: str
+
+    def selected(self, tests: Sequence[str], report_file: Path | None, plugin: str | None = None) -> str:
+        """The command for ``tests`` only (all when empty), with pytest's JUnit report written to ``report_file``
+        (and ``plugin`` loaded)."""
+        if self.kind != "pytest":
+            return self.command
+        extra = [
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--tb=short",
+            "-o",
+            "junit_family=xunit1",
+            "--continue-on-collection-errors",
+        ]
+        if plugin:
+            extra += ["-p", plugin]
+        if report_file is not None:
+            extra.append(f"--junit-xml={report_file}")
+        return " ".join([self.command, *(shlex.quote(part) for part in [*extra, *tests])])
+
+
+def find_test_command(root: Path, configured: str | None = None) -> TestCommand | None:
+    """How the project in ``root`` runs its tests; None when it has none that Cortana can find."""
+    if configured:
+        kind = "pytest" if re.search(r"(^|\s|/)(pytest|py\.test)(\s|$)|-m pytest\b", configured) else "other"
+        return TestCommand(configured.strip(), kind, "cortana.yml test:")
+    pytest_source = _pytest_source(root)
+    if pytest_source is not None:
+        return TestCommand(f"{shlex.quote(_python(root))} -m pytest", "pytest", pytest_source)
+    package = _read_json(root / "package.json")
+    script = (package.get("scripts") or {}).get("test") if isinstance(package, dict) else None
+    if isinstance(script, str) and script.strip() and "no test specified" not in script:
+        return TestCommand("npm test", "other", "package.json scripts.test")
+    if (root / "go.mod").is_file():
+        return TestCommand("go test ./...", "other", "go.mod")
+    if (root / "Cargo.toml").is_file():
+        return TestCommand("cargo test", "other", "Cargo.toml")
+    makefile = root / "Makefile"
+    if makefile.is_file() and re.search(r"^test\s*:", _read_text(makefile), re.MULTILINE):
+        return TestCommand("make test", "other", "Makefile test:")
+    return None
+
+
+def _pytest_source(root: Path) -> str | None:
+    if (root / "pytest.ini").is_file():
+        return "pytest.ini"
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(_read_text(pyproject))
+        except tomllib.TOMLDecodeError:
+            data = {}
+        if "pytest" in (data.get("tool") or {}):
+            return "pyproject.toml [tool.pytest]"
+    for name, section in (("setup.cfg", "tool:pytest"), ("tox.ini", "pytest")):
+        parser = configparser.ConfigParser()
+        try:
+            parser.read_string(_read_text(root / name))
+        except (configparser.Error, UnicodeDecodeError):
+            continue
+        if parser.has_section(section):
+            return f"{name} [{section}]"
+    if (root / "conftest.py").is_file():
+        return "conftest.py"
+    for folder in (*(root / name for name in TEST_FOLDERS), root):
+        if folder.is_dir() and (any(folder.glob("test_*.py")) or any(folder.glob("*_test.py"))):
+            return f"{folder.relative_to(root).as_posix() if folder != root else '.'}/test_*.py"
+    return None
+
+
+def _python(root: Path) -> str:
+    """The project's own virtual environment's Python; else the first of ``python3`` and Cortana's own Python
+    that has pytest (Cortana may live in a virtual environment of its own)."""
+    for name in (".venv", "venv"):
+        candidate = root / name / "bin" / "python"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    system = shutil.which("python3")
+    if system is not None and _has_pytest(system):
+        return "python3"
+    return sys.executable if _has_pytest(sys.executable) else "python3"
+
+
+def _has_pytest(python: str) -> bool:
+    try:
+        done = subprocess.run(
+            [python, "-c", "import pytest"], capture_output=True, timeout=30, check=False, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")[:1_000_000]
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(_read_text(path) or "null")
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame of a failure's traceback inside the project: ``file:line in function``."""
+
+    file: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A test that failed (or could not be collected).
+
+    Attributes:
+        test: its id (``tests/test_x.py::test_y``; a file for a collection error).
+        message: the error's message (``AssertionError: assert 107 == 107.1``).
+        frames: the traceback's frames inside the project, outermost first.
+        details: the end of the failure's text, bounded.
+    """
+
+    test: str
+    message: str
+    frames: tuple[Frame, ...] = ()
+    details: str = ""
+
+    @property
+    def file(self) -> str:
+        """The test's file."""
+        return self.test.split("::", 1)[0]
+
+    @property
+    def name(self) -> str:
+        """The test function's name (without parameters or class)."""
+        return self.test.split("::")[-1].split("[", 1)[0]
+
+
+TRACE_PLUGIN = """\
+# Cortana's call tracer for pytest: which functions of the project each test runs (for fault localization).
+import json, os, sys
+
+import pytest
+
+_ROOT = os.path.realpath({root!r}) + os.sep
+_OUT = {out!r}
+_CALLS = {{}}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    seen = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(_ROOT):
+            seen.add((frame.f_code.co_filename[len(_ROOT):], frame.f_code.co_firstlineno))
+
+    sys.setprofile(profile)
+    try:
+        yield
+    finally:
+        sys.setprofile(None)
+        _CALLS[item.nodeid] = sorted(seen)
+
+
+def pytest_sessionfinish(session):
+    with open(_OUT, "w", encoding="utf-8") as handle:
+        json.dump(_CALLS, handle)
+"""
+"""A pytest plugin (loaded with ``-p``, from a temporary folder) that records, for each test, the functions of the
+project it called: a few lines of ``sys.setprofile``, nothing kept but file and first line."""
+
+
+@dataclass(slots=True)
+class TestReport:
+    """What one test run showed.
+
+    Attributes:
+        ok: every selected test passed (exit status 0).
+        passed: the ids of the tests that passed (pytest only).
+        failures: the tests that failed or could not be collected.
+        output: the end of what the command printed.
+        seconds: how long it ran.
+        timed_out: it was stopped at its time limit.
+        detailed: per-test results were read (pytest's report); else only ``ok`` and ``output`` mean anything.
+        calls: for a traced run, each test's id -> the (file, first line) of the project's functions it called.
+    """
+
+    __test__ = False
+
+    ok: bool
+    passed: set[str] = field(default_factory=set)
+    failures: list[Failure] = field(default_factory=list)
+    output: str = ""
+    seconds: float = 0.0
+    timed_out: bool = False
+    detailed: bool = False
+    calls: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> set[str]:
+        """The ids of the tests that failed."""
+        return {failure.test for failure in self.failures}
+
+    def summary(self) -> str:
+        """``3 passed, 1 failed`` (or the exit status for runners without per-test results)."""
+        if self.timed_out:
+            return "stopped at the time limit"
+        if not self.detailed:
+            return "passed" if self.ok else "failed"
+        parts = [f"{len(self.passed)} passed"] + ([f"{len(self.failures)} failed"] if self.failures else [])
+        return ", ".join(parts)
+
+
+async def run_tests(
+    command: TestCommand,
+    folder: Path,
+    environment: Mapping[str, str],
+    *,
+    tests: Sequence[str] = (),
+    timeout: float = 300.0,
+    trace: bool = False,
+) -> TestReport:
+    """Run ``command`` (only ``tests`` when given) in ``folder``, bounded in time and output.
+
+    With ``trace`` (pytest only), each test's calls of the project's functions are recorded too
+    (:attr:`TestReport.calls`).
+    """
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cortana-tests-") as scratch:
+        report_file = Path(scratch) / "report.xml" if command.kind == "pytest" else None
+        env = dict(environment)
+        shell_command = command.selected(tests, report_file)
+        if command.kind == "pytest":  # the copy's code first, even where the project is installed in editable mode
+            paths = [str(folder), str(folder / "src"), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+            env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+            if trace:
+                plugin = TRACE_PLUGIN.format(root=str(folder), out=str(Path(scratch) / "calls.json"))
+                (Path(scratch) / "cortana_trace.py").write_text(plugin, encoding="utf-8")
+                paths.insert(0, scratch)
+                shell_command = command.selected(tests, report_file, plugin="cortana_trace")
+            env["PYTHONPATH"] = os.pathsep.join(paths)
+        finished = await run_shell(shell_command, folder, env, timeout, limit=MAX_OUTPUT, hint="the run's middle")
+        seconds = time.perf_counter() - started
+        if finished.timed_out:
+            return TestReport(False, output=finished.output, seconds=seconds, timed_out=True)
+        report = TestReport(finished.returncode == 0, output=finished.output, seconds=seconds)
+        if report_file is not None and report_file.is_file():
+            read_junit(report_file.read_bytes(), folder, report)
+        calls_file = Path(scratch) / "calls.json"
+        if trace and calls_file.is_file():
+            report.calls = _read_calls(calls_file)
+        return report
+
+
+def _read_calls(path: Path) -> dict[str, set[tuple[str, int]]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    calls: dict[str, set[tuple[str, int]]] = {}
+    for test, pairs in data.items() if isinstance(data, dict) else []:
+        calls[str(test)] = {(str(file).replace(os.sep, "/"), int(line)) for file, line in pairs}
+    return calls
+
+
+def read_junit(data: bytes, folder: Path, report: TestReport) -> None:
+    """Fill ``report``'s per-test results from pytest's JUnit XML (xunit1: with each test's file)."""
+    try:
+        root = ElementTree.fromstring(data)  # our own pytest's report, from our own temporary folder
+    except ElementTree.ParseError:
+        return
+    report.detailed = True
+    for case in root.iter("testcase"):
+        test = _test_id(case)
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is None:
+            if case.find("skipped") is None:
+                report.passed.add(test)
+            continue
+        text = problem.text or ""
+        message = (problem.get("message") or "").strip()
+        if not message or message == "collection failure":
+            message = _last_error_line(text)
+        report.failures.append(Failure(test, message[:500], tuple(_frames(text, folder)), details=text[-2_000:]))
+    if report.failures or report.passed:
+        report.ok = report.ok and not report.failures
+
+
+def _test_id(case: ElementTree.Element) -> str:
+    file = (case.get("file") or "").replace("\\", "/")
+    name = case.get("name") or ""
+    classname = case.get("classname") or ""
+    if not file:  # a collection error: pytest names the module in ``name``
+        return name.replace(".", "/") + ".py" if name and not classname else f"{classname}::{name}".strip(":")
+    module = file.removesuffix(".py").replace("/", ".")
+    if not classname and name == module:  # a module that could not be collected
+        return file
+    klass = classname[len(module) + 1 :] if classname.startswith(module + ".") else ""
+    return "::".join(part for part in (file, klass, name) if part)
+
+
+def _frames(text: str, folder: Path) -> list[Frame]:
+    frames: list[Frame] = []
+    for line in text.splitlines():
+        match = _FRAME.match(line) or _NATIVE_FRAME.match(line)
+        if not match:
+            continue
+        file = match["file"]
+        path = Path(file)
+        if path.is_absolute():
+            try:
+                file = path.resolve().relative_to(folder.resolve()).as_posix()
+            except ValueError:
+                continue  # a frame in the standard library or an installed package
+        if file.startswith(("..", "/")) or "site-packages" in file:
+            continue
+        frames.append(Frame(file, int(match["line"]), match["function"]))
+    return frames
+
+
+def _last_error_line(text: str) -> str:
+    errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    return errors[-1] if errors else (text.strip().splitlines() or [""])[-1]

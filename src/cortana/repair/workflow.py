@@ -1,0 +1,585 @@
+"""``RepairWorkflow``: run the tests, localize, sample patches, let the tests choose, and apply with the user.
+
+One free-form tool loop asks a 1.5B model to do everything at once, and it
+rarely does: it answers after one read, or edits the failing test. This is a
+fixed pipeline instead, after Agentless (Xia et al., 2024), sized for small
+models on a CPU:
+
+1. **Tests.** Find how the project runs its tests (``testrun.py``), ask the
+   gate once to run them (they are the project's code), and run them in a
+   scratch copy (``scratch.py``): the failures, with their frames, are the
+   evidence.
+2. **Localize** (``localize.py``): rank functions and files from the
+   failures, the code the tests call (one call further too), the request and
+   the code graph; when there are more than fit, the model picks among their
+   signatures under a grammar.
+3. **Sample.** One prompt shows the failing tests and the code of the top
+   locations (its prefix is read once: the engine's cache serves every sample
+   after the first). Samples: the greedy one and ``samples - 1`` at a higher
+   temperature with edits anywhere in that code, then one greedy sample per
+   top location asked to change just it. On llama.cpp each sample is written
+   under a grammar (``patches.py``): well-formed, on the files shown, its
+   SEARCH lines copied from them. Samples are applied, checked to parse, and
+   grouped by what they make of the files (votes).
+4. **Validate** in the scratch copy, most votes first, then smallest: the
+   failing tests first, then the whole run; a candidate is kept when the
+   failing tests pass and nothing that passed fails. A test file is never
+   patched unless the user asked for it.
+5. **Retry.** With none kept, the best attempt and its failure go back to the
+   model for another round (``rounds`` in all).
+6. **Apply** (:meth:`RepairWorkflow.apply`): each changed file through the
+   gate as an ``edit_file`` with its diff (asked, or allowed by ``--yes``),
+   only if the file is still as it was read.
+
+Progress (:class:`Progress`) is reported at each step; cancelling the task at
+any point leaves the user's files untouched (the copy is removed).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cortana.errors import UserError
+from cortana.knowledge.index import GraphIndex
+from cortana.messages import Message, ToolCall
+from cortana.models.base import ModelClient, ModelRequest, ModelSettings, complete
+from cortana.prompts import as_data, prompt_text
+from cortana.repair.localize import Location, asks_to_change_tests, localize, views_for
+from cortana.repair.patches import (
+    Patch,
+    View,
+    apply_patch,
+    changed_lines,
+    parse_patch,
+    patch_grammar,
+    unified_diff,
+)
+from cortana.repair.scratch import ScratchCopy
+from cortana.repair.symbols import Symbol, SymbolIndex
+from cortana.repair.testrun import Failure, TestCommand, TestReport, is_test_file, run_tests
+from cortana.tools import Tool
+from cortana.tools.permissions import PermissionDecision
+
+__all__ = ["Authorize", "Progress", "RepairResult", "RepairSettings", "RepairWorkflow"]
+
+Authorize = Callable[[ToolCall, Tool], Awaitable[PermissionDecision]]
+"""Asks the permission gate about a call (running the tests, writing a file)."""
+
+
+NO_TESTS = (
+    "This folder has no tests Cortana can run (pytest, npm test, go test, cargo test, make test, or `test:` in "
+    "cortana.yml), so no fix can be checked."
+)
+
+
+def _run_tests(command: str) -> str:
+    """Run the project's tests (the workflow runs them itself, in a scratch copy; the gate decides)."""
+    raise UserError("the repair workflow runs the tests itself")
+
+
+def _edit(path: str, diff: str) -> str:
+    """Apply a fix's diff to a file (the workflow writes it itself; the gate decides)."""
+    raise UserError("the repair workflow writes its fix itself")
+
+
+TEST_TOOL = Tool(_run_tests, name="run_command", description="Run a shell command in the workspace.")
+EDIT_TOOL = Tool(_edit, name="edit_file", description="Change a file in the workspace.")
+
+
+@dataclass(frozen=True, slots=True)
+class RepairSettings:
+    """How hard the workflow tries.
+
+    Attributes:
+        samples: samples of the patch over every location shown (the greedy one, then hotter ones).
+        per_location: how many of the top locations also get a greedy sample of their own.
+        temperature: the temperature of the samples after the first.
+        rounds: sampling rounds in all (each after the first starts from the best failed attempt).
+        max_locations: the most locations whose code the model is shown.
+        test_timeout: seconds one test run may take.
+        patch_tokens: the most tokens one sample may have.
+        seed: the first sample's seed (each next sample adds one): the same run gives the same samples.
+    """
+
+    samples: int = 3
+    per_location: int = 2
+    temperature: float = 0.8
+    rounds: int = 2
+    max_locations: int = 3
+    test_timeout: float = 300.0
+    patch_tokens: int = 600
+    seed: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One step of the workflow, for a person to follow: the stage, a line, and the time so far."""
+
+    stage: str
+    message: str
+    seconds: float
+
+
+@dataclass
+class Candidate:
+    """A distinct patch, the samples that made it, and how its tests went."""
+
+    patch: Patch
+    votes: int
+    size: int
+    report: TestReport | None = None
+    fixed: int = 0
+    broke: int = 0
+    passed: bool = False
+
+
+@dataclass
+class RepairResult:
+    """What the workflow found.
+
+    Attributes:
+        status: ``fixed`` (a patch the tests accept), ``failed`` (none found), ``no_tests`` (the project has
+            none Cortana can run), ``passing`` (nothing fails and the request asks for no change),
+            ``refused`` (running the tests was not allowed), ``not_found`` (nowhere to change was found).
+        message: one paragraph for the user.
+        diff: the kept patch as a unified diff ("" without one).
+        patch: the kept patch.
+        originals: the files it changes, as they were.
+        before, after: the test runs before the patch and with it.
+        candidates: distinct patches tried; samples: samples drawn; model_calls: model calls made.
+        seconds: the workflow's time.
+        locations: the locations shown to the model, best first.
+    """
+
+    status: str
+    message: str
+    diff: str = ""
+    patch: Patch | None = None
+    originals: dict[str, str] = field(default_factory=dict)
+    before: TestReport | None = None
+    after: TestReport | None = None
+    candidates: int = 0
+    samples: int = 0
+    model_calls: int = 0
+    seconds: float = 0.0
+    locations: list[str] = field(default_factory=list)
+
+
+class RepairWorkflow:
+    """The pipeline of the module docstring, over one workspace.
+
+    Args:
+        client: the engine.
+        workspace: the project.
+        test_command: how its tests run (:func:`~cortana.repair.testrun.find_test_command`); None: it has none.
+        environment: the environment tests (and git) run with.
+        authorize: asks the gate; None allows everything (a library caller that decided already).
+        graph: the code graph's index, when one is loaded (for the names of the request).
+        settings: how hard to try.
+        on_progress: called with each :class:`Progress`.
+    """
+
+    def __init__(
+        self,
+        client: ModelClient,
+        workspace: Path,
+        *,
+        test_command: TestCommand | None,
+        environment: Mapping[str, str],
+        authorize: Authorize | None = None,
+        graph: GraphIndex | None = None,
+        settings: RepairSettings | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.workspace = workspace.resolve()
+        self.test_command = test_command
+        self.environment = environment
+        self.authorize = authorize
+        self.graph = graph
+        self.settings = settings or RepairSettings()
+        self.on_progress = on_progress
+        self.model_calls = 0
+        self._started = time.perf_counter()
+
+    # -- the pipeline -------------------------------------------------------------------------------------
+
+    async def run(self, request: str) -> RepairResult:
+        """Find a patch for ``request`` that the project's tests accept (nothing is written here)."""
+        self._started = time.perf_counter()
+        self.model_calls = 0
+        command = self.test_command
+        if command is None:
+            return self._result("no_tests", NO_TESTS)
+        ask = ToolCall(id="repair-tests", name="run_command", arguments={"command": command.command})
+        if not await self._allowed(ask, TEST_TOOL):
+            return self._result(
+                "refused", f"Running the tests (`{command.command}`) was not allowed; nothing was tried."
+            )
+        self._say("tests", f"running the tests ({command.command}) in a scratch copy")
+        with ScratchCopy(self.workspace, self.environment) as scratch:
+            timeout = self.settings.test_timeout
+            before = await run_tests(command, scratch.root, self.environment, timeout=timeout, trace=True)
+            self._say("tests", f"before any change: {before.summary()}{_first_failures(before)}")
+            if before.ok and not _asks_for_change(request):
+                message = f"The tests pass ({before.summary()}): nothing fails, so there is nothing to fix."
+                return self._result("passing", message, before=before)
+            failing = before.failures if before.detailed else []
+            index = await asyncio.to_thread(SymbolIndex.build, self.workspace)
+            self._say("localize", "looking for where the change goes")
+            calls = before.calls or None
+            ranked = localize(request, failing, index, passed=before.passed, calls=calls, graph=self.graph)
+            if not ranked:
+                return self._result("not_found", "Cortana could not tell where in the code this goes.", before=before)
+            locations = await self._choose(request, failing, index, ranked)
+            self._say("localize", "candidates: " + ", ".join(location.label for location in locations))
+            return await self._search(request, failing, index, locations, scratch, command, before)
+
+    async def _search(
+        self,
+        request: str,
+        failing: Sequence[Failure],
+        index: SymbolIndex,
+        locations: Sequence[Location],
+        scratch: ScratchCopy,
+        command: TestCommand,
+        before: TestReport,
+    ) -> RepairResult:
+        """Sample and validate, round after round, until a patch passes or the rounds run out."""
+        may_change_tests = asks_to_change_tests(request)
+        originals = {location.file: index.texts[location.file] for location in locations}
+        tried: dict[tuple[tuple[str, str], ...], Candidate] = {}
+        best: Candidate | None = None
+        samples = 0
+        brief = _brief(request, failing, index, locations)
+        labels = [location.label for location in locations]
+        for round_number in range(1, self.settings.rounds + 1):
+            retry = ""
+            if round_number > 1 and best is not None:
+                retry = "\n\n" + prompt_text("repair_retry").format(
+                    diff=as_data(unified_diff(originals, best.patch)), failure=as_data(_failure_text(best.report))
+                )
+            found, drawn = await self._sample(brief, retry, locations, index, originals, may_change_tests, round_number)
+            samples += drawn
+            fresh = [candidate for key, candidate in found.items() if key not in tried]
+            for key, candidate in found.items():
+                if key in tried:
+                    tried[key].votes += candidate.votes
+                else:
+                    tried[key] = candidate
+            fresh.sort(key=lambda c: (-c.votes, c.size))
+            self._say("sample", f"round {round_number}: {drawn} samples, {len(fresh)} new distinct patches")
+            for number, candidate in enumerate(fresh, 1):
+                await self._validate(candidate, scratch, command, before, number, len(fresh))
+            kept = [c for c in tried.values() if c.passed]
+            if kept:
+                winner = min(kept, key=lambda c: (-c.votes, c.size))
+                return self._fixed(winner, originals, before, len(tried), samples, labels)
+            best = _best_attempt(list(tried.values())) or best
+        message = _failed_message(list(tried.values()), samples, best)
+        return self._result("failed", message, before=before, candidates=len(tried), samples=samples, locations=labels)
+
+    async def _sample(
+        self,
+        brief: Mapping[str, str],
+        retry: str,
+        locations: Sequence[Location],
+        index: SymbolIndex,
+        originals: Mapping[str, str],
+        may_change_tests: bool,
+        round_number: int,
+    ) -> tuple[dict[tuple[tuple[str, str], ...], Candidate], int]:
+        """Draw the round's samples; the distinct patches that apply and parse, with their votes, and the count.
+
+        Every sample's prompt is the same up to its last lines (the instruction), so the engine reads the
+        brief once and serves the rest of the samples from its cache.
+        """
+        template = prompt_text("repair_request")
+        anywhere = template.format(**brief, instruction=ANYWHERE + retry)
+        views = views_for(locations, index)
+        plans: list[tuple[str, Sequence[View], float]] = [(anywhere, views, 0.0)]
+        plans += [(anywhere, views, self.settings.temperature)] * (self.settings.samples - 1)
+        for location in locations[: self.settings.per_location]:
+            instruction = f"Make the change in {location.label}.{retry}"
+            plans.append((template.format(**brief, instruction=instruction), views_for([location], index), 0.0))
+        found: dict[tuple[tuple[str, str], ...], Candidate] = {}
+        drawn = 0
+        for number, (text, shown, temperature) in enumerate(plans):
+            drawn += 1
+            self._say("sample", f"round {round_number}: sample {number + 1} of {len(plans)}")
+            answer = await self._ask(text, shown, index, temperature, self.settings.seed + 100 * round_number + number)
+            blocks = [b for b in parse_patch(answer) if may_change_tests or not is_test_file(b.file)]
+            patch = apply_patch(blocks, originals) if blocks else "no edits"
+            if isinstance(patch, str) or not _parses(patch):
+                continue
+            key = patch.key()
+            if key in found:
+                found[key].votes += 1
+            else:
+                found[key] = Candidate(patch, 1, changed_lines(originals, patch))
+        return found, drawn
+
+    async def _ask(self, text: str, views: Sequence[View], index: SymbolIndex, temperature: float, seed: int) -> str:
+        grammar = None
+        if self.client.supports_grammar:
+            try:
+                grammar = patch_grammar(views, index.texts)
+            except ValueError:
+                return ""
+        settings = ModelSettings(
+            temperature=temperature, seed=seed, max_tokens=self.settings.patch_tokens, grammar=grammar
+        )
+        messages = [Message.system(prompt_text("repair_system")), Message.user(text)]
+        self.model_calls += 1
+        response = await complete(self.client, ModelRequest(messages, settings=settings))
+        return response.message.content
+
+    async def _choose(
+        self, request: str, failing: Sequence[Failure], index: SymbolIndex, ranked: list[Location]
+    ) -> list[Location]:
+        """The locations to show: the top ones, or, when more compete, those the model picks from their signatures."""
+        limit = self.settings.max_locations
+        if len(ranked) <= limit or not self.client.supports_grammar:
+            return ranked[:limit]
+        shortlist = ranked[: limit * 2]
+        skeleton = "\n".join(f"{n}. {_signature(location, index)}" for n, location in enumerate(shortlist, 1))
+        text = prompt_text("repair_choose").format(
+            request=_request_line(request), failing=_failing_text(failing, index), skeleton=as_data(skeleton)
+        )
+        numbers = " | ".join(f'"{n}"' for n in range(len(shortlist), 0, -1))  # "10" before "1"
+        grammar = f'root ::= num (", " num){{0,{limit - 1}}}\nnum ::= {numbers}\n'
+        self.model_calls += 1
+        response = await complete(
+            self.client,
+            ModelRequest(
+                [Message.system(prompt_text("repair_system")), Message.user(text)],
+                settings=ModelSettings(temperature=0.0, max_tokens=24, grammar=grammar),
+            ),
+        )
+        picked: list[Location] = []
+        for word in re.findall(r"\d+", response.message.content):
+            number = int(word)
+            if 1 <= number <= len(shortlist) and shortlist[number - 1] not in picked:
+                picked.append(shortlist[number - 1])
+        for location in ranked:  # the model's picks first, then the best ranked, up to the limit
+            if len(picked) >= limit:
+                break
+            if location not in picked:
+                picked.append(location)
+        return picked[:limit]
+
+    async def _validate(
+        self,
+        candidate: Candidate,
+        scratch: ScratchCopy,
+        command: TestCommand,
+        before: TestReport,
+        number: int,
+        total: int,
+    ) -> None:
+        """Run the tests on ``candidate`` in the copy: the failing ones first, then all."""
+        scratch.write(candidate.patch.files)
+        try:
+            failing = sorted(before.failed) if before.detailed else []
+            if failing and command.kind == "pytest":
+                first = await run_tests(
+                    command, scratch.root, self.environment, tests=failing, timeout=self.settings.test_timeout
+                )
+                candidate.fixed = len(before.failed & first.passed)
+                if not first.ok:
+                    candidate.report = first
+                    shown = f"candidate {number} of {total}: {candidate.fixed} of {len(failing)} failing tests pass"
+                    self._say("validate", shown)
+                    return
+            after = await run_tests(command, scratch.root, self.environment, timeout=self.settings.test_timeout)
+            candidate.report = after
+            if after.detailed and before.detailed:
+                candidate.fixed = len(before.failed & after.passed)
+                candidate.broke = len(before.passed - after.passed)
+                candidate.passed = after.ok and candidate.broke == 0
+            else:
+                candidate.passed = after.ok
+            verdict = "the tests pass" if candidate.passed else f"the tests fail ({after.summary()})"
+            self._say("validate", f"candidate {number} of {total}: {verdict}")
+        finally:
+            scratch.restore()
+
+    # -- applying ---------------------------------------------------------------------------------------------
+
+    async def apply(self, result: RepairResult) -> list[str]:
+        """Write ``result``'s patch into the workspace through the gate, one file at a time; the files written.
+
+        A file that changed since the workflow read it is not written (the message says so).
+
+        Raises:
+            UserError: there is no patch, or a file changed since it was read.
+        """
+        if result.patch is None:
+            raise UserError("there is no patch to apply")
+        written: list[str] = []
+        for relative, text in sorted(result.patch.files.items()):
+            target = self.workspace / relative
+            current = target.read_text(encoding="utf-8") if target.is_file() else None
+            if current != result.originals.get(relative):
+                raise UserError(f"{relative} changed while the fix was being found; nothing more was written")
+            one = Patch(result.patch.blocks, {relative: text})
+            call = ToolCall(id=f"repair-{relative}", name="edit_file",
+                            arguments={"path": relative, "diff": unified_diff(result.originals, one)})  # fmt: skip
+            if not await self._allowed(call, EDIT_TOOL):
+                break
+            target.write_text(text, encoding="utf-8")
+            written.append(relative)
+        return written
+
+    # -- helpers ----------------------------------------------------------------------------------------------
+
+    async def _allowed(self, call: ToolCall, tool: Tool) -> bool:
+        if self.authorize is None:
+            return True
+        decision = await self.authorize(call, tool)
+        return decision.action == "allow"
+
+    def _say(self, stage: str, message: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(Progress(stage, message, time.perf_counter() - self._started))
+
+    def _result(self, status: str, message: str, **fields: object) -> RepairResult:
+        result = RepairResult(status, message, model_calls=self.model_calls, **fields)  # type: ignore[arg-type]
+        result.seconds = time.perf_counter() - self._started
+        return result
+
+    def _fixed(
+        self,
+        winner: Candidate,
+        originals: Mapping[str, str],
+        before: TestReport,
+        candidates: int,
+        samples: int,
+        locations: list[str],
+    ) -> RepairResult:
+        changed = {path: originals[path] for path in winner.patch.files}
+        after = winner.report
+        now_passing = sorted(before.failed & after.passed) if after is not None else []
+        files = ", ".join(sorted(winner.patch.files))
+        tests = f" {', '.join(now_passing[:5])} now pass{'es' if len(now_passing) == 1 else ''};" if now_passing else ""
+        summary = after.summary() if after is not None else "passed"
+        agreed = f" ({winner.votes} of {samples} samples agreed)" if winner.votes > 1 else ""
+        message = f"Fixed in {files}:{tests} the tests: {summary}{agreed}."
+        result = self._result(
+            "fixed", message, diff=unified_diff(originals, winner.patch), patch=winner.patch, originals=changed,
+            before=before, after=after, candidates=candidates, samples=samples,
+            locations=locations,
+        )  # fmt: skip
+        return result
+
+
+_CHANGE = re.compile(
+    r"\b(add|implement|make|change|rename|update|support|use|remove|replace|refactor|fix|allow|handle|default)\b",
+    re.IGNORECASE,
+)
+
+
+def _asks_for_change(request: str) -> bool:
+    """Whether the request asks for a change even when every test passes ("add a --reverse flag")."""
+    return bool(_CHANGE.search(request)) and not re.search(r"\b(failing|fails|failed)\b", request, re.IGNORECASE)
+
+
+ANYWHERE = "Fix it with the smallest change. It may take edits in more than one place."
+
+
+def _brief(
+    request: str, failing: Sequence[Failure], index: SymbolIndex, locations: Sequence[Location]
+) -> dict[str, str]:
+    """What every sample of a round is told: the request, the failing tests and the code of the locations."""
+    code = "\n\n".join(_shown(view, index) for view in views_for(locations, index))
+    return {"request": _request_line(request), "failing": _failing_text(failing, index), "code": code}
+
+
+def _request_line(request: str) -> str:
+    return f"The request: {as_data(request.strip())}"
+
+
+def _shown(view: View, index: SymbolIndex) -> str:
+    lines = index.texts[view.file].splitlines()
+    parts = [f"### {view.file}"]
+    for low, high in view.ranges:
+        if low > 1:
+            parts.append("...")
+        parts.append("\n".join(lines[low - 1 : high]))
+    if view.ranges and view.ranges[-1][1] < len(lines):
+        parts.append("...")
+    return as_data("\n".join(parts))
+
+
+def _failing_text(failing: Sequence[Failure], index: SymbolIndex) -> str:
+    if not failing:
+        return ""
+    lines = ["The failing tests:"]
+    for failure in failing[:3]:
+        lines.append(f"- {failure.test}: {failure.message.splitlines()[0] if failure.message else 'failed'}")
+        test = next((s for s in index.named(failure.name) if s.file == failure.file), None)
+        if test is not None:
+            source = index.source(test).splitlines()
+            lines += ["  The test:", *("    " + line for line in source[:30])]
+    if len(failing) > 3:
+        lines.append(f"- and {len(failing) - 3} more")
+    return as_data("\n".join(lines)) + "\n\n"
+
+
+def _signature(location: Location, index: SymbolIndex) -> str:
+    symbol: Symbol | None = location.symbol
+    if symbol is None:
+        return f"{location.file} (the whole file)"
+    doc = f" - {symbol.doc}" if symbol.doc else ""
+    return f"{symbol.file}: {symbol.signature}{doc}"
+
+
+def _parses(patch: Patch) -> bool:
+    for path, text in patch.files.items():
+        if path.endswith(".py"):
+            try:
+                ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError):
+                return False
+    return True
+
+
+def _first_failures(report: TestReport) -> str:
+    if not report.failures:
+        return ""
+    first = report.failures[0]
+    return f"; {first.test}: {first.message.splitlines()[0][:120] if first.message else 'failed'}"
+
+
+def _failure_text(report: TestReport | None) -> str:
+    if report is None:
+        return ""
+    if report.failures:
+        return "\n".join(
+            f"{f.test}: {f.message.splitlines()[0][:200] if f.message else 'failed'}" for f in report.failures[:3]
+        )
+    return report.output[-800:]
+
+
+def _best_attempt(candidates: list[Candidate]) -> Candidate | None:
+    """The tried candidate that came closest: most failing tests fixed less tests broken, then votes, then size."""
+    tried = [c for c in candidates if c.report is not None]
+    if not tried:
+        return None
+    return max(tried, key=lambda c: (c.fixed - c.broke, c.votes, -c.size))
+
+
+def _failed_message(candidates: list[Candidate], samples: int, best: Candidate | None) -> str:
+    if not candidates:
+        return f"No sample of the {samples} drawn made a change that applies to the code; nothing was changed."
+    closest = ""
+    if best is not None and best.report is not None:
+        closest = f" The closest ({best.fixed} failing test(s) fixed) still failed: {_failure_text(best.report)[:300]}"
+    tried = f"None of the {len(candidates)} distinct patches ({samples} samples) passed the tests"
+    return f"{tried}; nothing was changed.{closest}"

@@ -1,0 +1,343 @@
+"""The repair workflow's parts on real projects and real pytest runs, with a scripted model for the samples."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cortana import PermissionDecision
+from cortana.config import child_process_environment
+from cortana.messages import ToolCall
+from cortana.repair import RepairSettings, RepairWorkflow, find_test_command, is_change_request, run_tests
+from cortana.repair.localize import asks_to_change_tests, localize
+from cortana.repair.patches import Block, View, apply_patch, parse_patch, patch_grammar, unified_diff
+from cortana.repair.scratch import ScratchCopy
+from cortana.repair.symbols import SymbolIndex
+from cortana.repair.testrun import TestCommand, is_test_file
+from cortana.testing import ScriptedModel
+from cortana.tools import Tool
+
+ENV = child_process_environment({})
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+ONE_CALL_AWAY = {
+    "conftest.py": "",
+    "shop/__init__.py": "",
+    "shop/money.py": '''
+        def vat(cents):
+            """The VAT on an amount in cents, rounded to the nearest cent."""
+            return int(cents * 0.2)
+
+
+        def cents(euros):
+            return round(euros * 100)
+        ''',
+    "shop/invoice.py": """
+        from shop.money import cents, vat
+
+
+        def total(euros):
+            amount = cents(euros)
+            return amount + vat(amount)
+
+
+        def net(euros):
+            return cents(euros)
+        """,
+    "tests/test_invoice.py": """
+        from shop.invoice import net, total
+
+
+        def test_total_rounds_the_vat():
+            assert total(20.99) == 2519
+
+
+        def test_net():
+            assert net(1.5) == 150
+        """,
+}
+
+
+def block(file: str, search: str, replace: str) -> str:
+    return f"FILE: {file}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
+
+
+FIX = block("shop/money.py", "    return int(cents * 0.2)", "    return round(cents * 0.2)")
+HACK = block("shop/invoice.py", "    return amount + vat(amount)", "    return amount + vat(amount) + 1")
+TEST_EDIT = block("tests/test_invoice.py", "    assert total(20.99) == 2519", "    assert total(20.99) == 2518")
+
+
+# -- the tests as the checker ---------------------------------------------------------------------------------
+
+
+def test_the_test_command_is_found_from_the_projects_files(tmp_path: Path) -> None:
+    assert find_test_command(tmp_path) is None
+    assert find_test_command(tmp_path, "make check").command == "make check"  # type: ignore[union-attr]
+    write(tmp_path / "node", {"package.json": '{"scripts": {"test": "vitest run"}}'})
+    assert find_test_command(tmp_path / "node").command == "npm test"  # type: ignore[union-attr]
+    write(tmp_path / "plain", {"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\""}}'})
+    assert find_test_command(tmp_path / "plain") is None
+    write(tmp_path / "go", {"go.mod": "module x\n"})
+    assert find_test_command(tmp_path / "go").command == "go test ./..."  # type: ignore[union-attr]
+    write(tmp_path / "make", {"Makefile": "build:\n\ttrue\ntest:\n\ttrue\n"})
+    assert find_test_command(tmp_path / "make").command == "make test"  # type: ignore[union-attr]
+    project = write(tmp_path / "py", ONE_CALL_AWAY)
+    found = find_test_command(project)
+    assert found is not None and found.kind == "pytest" and found.command.endswith("-m pytest")
+    assert is_test_file("tests/helpers.py") and is_test_file("pkg/test_x.py") and not is_test_file("pkg/x.py")
+
+
+async def test_failures_are_read_with_their_frames_and_traced_calls(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    command = find_test_command(project)
+    assert command is not None
+    report = await run_tests(command, project, ENV, trace=True)
+    assert not report.ok and report.detailed
+    assert report.passed == {"tests/test_invoice.py::test_net"}
+    [failure] = report.failures
+    assert failure.test == "tests/test_invoice.py::test_total_rounds_the_vat"
+    assert "2518 == 2519" in failure.message and failure.frames[0].file == "tests/test_invoice.py"
+    called = {line for file, line in report.calls[failure.test] if file == "shop/money.py"}
+    assert called == {1, 6}, "the traced run saw vat() and cents(), one call away from the test"
+    assert report.summary() == "1 passed, 1 failed"
+
+
+async def test_a_collection_error_and_a_crash_frame_are_failures(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", {
+        "conftest.py": "",
+        "pkg/__init__.py": "",
+        "pkg/util.py": "def first(items):\n    return items[1]\n",
+        "tests/test_missing.py": "from pkg.util import clamp\n\n\ndef test_clamp():\n    assert clamp(5, 0, 3) == 3\n",
+        "tests/test_first.py": "from pkg.util import first\n\n\ndef test_first():\n    assert first([1]) == 1\n",
+    })  # fmt: skip
+    report = await run_tests(find_test_command(project), project, ENV)  # type: ignore[arg-type]
+    by_test = {failure.test: failure for failure in report.failures}
+    assert "cannot import name 'clamp'" in by_test["tests/test_missing.py"].details
+    crash = by_test["tests/test_first.py::test_first"]
+    assert crash.message.startswith("IndexError") and crash.frames[-1].file == "pkg/util.py"
+
+
+async def test_a_run_past_its_time_limit_is_stopped(tmp_path: Path) -> None:
+    command = TestCommand("sleep 30", "other", "test")
+    report = await run_tests(command, tmp_path, ENV, timeout=1)
+    assert report.timed_out and not report.ok and report.seconds < 10
+
+
+# -- localizing ----------------------------------------------------------------------------------------------
+
+
+async def test_a_bug_one_call_away_from_the_test_is_found(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    report = await run_tests(find_test_command(project), project, ENV, trace=True)  # type: ignore[arg-type]
+    index = SymbolIndex.build(project)
+    traced = localize("the test fails", report.failures, index, passed=report.passed, calls=report.calls)
+    assert traced[0].label == "vat in shop/money.py", [(loc.label, loc.score) for loc in traced]
+    assert "cents" not in [loc.symbol.name for loc in traced[:2] if loc.symbol], "test_net passes through cents()"
+    read = localize("the test fails", report.failures, index, passed=report.passed)  # no trace: read from the code
+    assert "vat in shop/money.py" in [loc.label for loc in read[:3]]
+    assert all(not loc.file.startswith("tests/") for loc in traced)
+
+
+def test_the_request_and_the_error_point_at_places(tmp_path: Path) -> None:
+    imports = "from shop.money import format_price\n\n\n"
+    project = write(tmp_path / "p", {
+        "shop/__init__.py": "",
+        "shop/money.py": "def format_price(cents):\n    return f'{cents / 100:.2f} EUR'\n",
+        "shop/receipt.py": imports + "def receipt(order):\n    return format_price(order)\n",
+        "shop/report.py": imports + "def daily(orders):\n    return [format_price(o) for o in orders]\n",
+        "shop/util.py": "def other():\n    return 1\n",
+    })  # fmt: skip
+    index = SymbolIndex.build(project)
+    ranked = localize("add a currency parameter to format_price and update its callers", [], index)
+    assert {loc.label for loc in ranked[:3]} == {
+        "format_price in shop/money.py", "receipt in shop/receipt.py", "daily in shop/report.py"
+    }  # fmt: skip
+    from cortana.repair.testrun import Failure
+
+    missing = Failure(
+        "tests/test_util.py", "ImportError", details="E   ImportError: cannot import name 'clamp' from 'shop.util'"
+    )
+    assert localize("add clamp", [missing], index)[0].label == "shop/util.py"
+    assert asks_to_change_tests("update the tests for the new name") and not asks_to_change_tests("make the tests pass")
+
+
+# -- patches --------------------------------------------------------------------------------------------------
+
+
+def test_a_patch_applies_exactly_or_loosely_once_and_names_what_is_wrong() -> None:
+    text = 'def vat(cents):\n    """The VAT."""\n    return int(cents * 0.2)\n\n\ndef other():\n    return 0\n'
+    patch = apply_patch(parse_patch(FIX.replace("shop/money.py", "m.py")), {"m.py": text})
+    assert not isinstance(patch, str) and "return round(cents * 0.2)" in patch.files["m.py"]
+    assert unified_diff({"m.py": text}, patch).startswith("--- a/m.py\n+++ b/m.py\n")
+    loose = [Block("m.py", "    return int( cents*0.2 )", "    return round(cents * 0.2)")]
+    assert not isinstance(apply_patch(loose, {"m.py": text}), str), "spaces aside, one run of lines matches"
+    assert apply_patch([Block("m.py", "    return 0\n", "")], {"m.py": text + "def b():\n    return 0\n"}) == (
+        "the SEARCH text is in m.py 2 times; it must be once"
+    )
+    assert apply_patch([Block("x.py", "a", "b")], {"m.py": text}) == "x.py is not one of the files that may change"
+    assert apply_patch([Block("m.py", "nowhere", "b")], {"m.py": text}) == "the SEARCH text is not in m.py"
+    assert apply_patch([Block("m.py", "def other():", "def other():")], {"m.py": text}) == "it changes nothing"
+    prose = "Here is the fix:\n```\n" + FIX + "```\nThat rounds."
+    assert parse_patch(prose) == parse_patch(FIX)
+
+
+def test_the_grammar_offers_only_the_files_and_lines_shown() -> None:
+    text = 'def vat(cents):\n    return "x\\\\y"\n\n\ndef other():\n    return 0\n'
+    grammar = patch_grammar([View("m.py", ((1, 2),))], {"m.py": text})
+    assert "FILE: m.py\\n<<<<<<< SEARCH\\n" in grammar
+    assert '"def vat(cents):\\n" f0-l2?' in grammar and '"    return \\"x\\\\\\\\y\\"\\n"' in grammar
+    assert "def other" not in grammar, "lines not shown cannot be a SEARCH"
+    assert "search0 ::= f0-l1 | f0-l2" in grammar
+    with pytest.raises(ValueError):
+        patch_grammar([View("m.py", ((3, 4),))], {"m.py": text})  # only blank lines: nothing to start a SEARCH on
+
+
+# -- the workflow ------------------------------------------------------------------------------------------------
+
+
+class Gate:
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.asked: list[ToolCall] = []
+
+    async def __call__(self, call: ToolCall, tool: Tool) -> PermissionDecision:
+        self.asked.append(call)
+        answer = self.answers.pop(0) if self.answers else "allow"
+        return PermissionDecision.allow() if answer == "allow" else PermissionDecision.deny("no")
+
+
+def workflow(project: Path, model: ScriptedModel, gate: Gate | None = None, **settings: object) -> RepairWorkflow:
+    return RepairWorkflow(
+        model, project, test_command=find_test_command(project), environment=ENV,
+        authorize=gate, settings=RepairSettings(**settings),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+async def test_the_tests_choose_and_a_test_edit_never_wins(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    before = (project / "shop/money.py").read_text()
+    model = ScriptedModel([TEST_EDIT, "no edits here", FIX, FIX, HACK])  # 3 samples over all, then 2 per location
+    gate = Gate()
+    result = await workflow(project, model, gate, samples=3, per_location=2, rounds=1).run("fix the failing test")
+    assert result.status == "fixed", result.message
+    assert "return round(cents * 0.2)" in result.diff and "tests/" not in result.diff
+    assert "2 of 5 samples agreed" in result.message and "test_total_rounds_the_vat now passes" in result.message
+    assert (project / "shop/money.py").read_text() == before, "nothing is written before apply"
+    assert [call.name for call in gate.asked] == ["run_command"], "running the tests was asked, once"
+    assert await workflow(project, model, gate).apply(result) == ["shop/money.py"]
+    assert "round(cents * 0.2)" in (project / "shop/money.py").read_text()
+    assert gate.asked[-1].name == "edit_file" and gate.asked[-1].arguments["path"] == "shop/money.py"
+    assert "+    return round(cents * 0.2)" in gate.asked[-1].arguments["diff"]
+    samples = [request.settings for request in model.requests]
+    assert [s.temperature for s in samples] == [0.0, 0.8, 0.8, 0.0, 0.0] and len({s.seed for s in samples}) == 5
+    prompt = model.requests[0].messages[-1].content
+    assert "tests/test_invoice.py::test_total_rounds_the_vat" in prompt and "def vat(cents):" in prompt
+
+
+async def test_a_failed_round_feeds_its_closest_attempt_back(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    wrong = FIX.replace("round(cents * 0.2)", "int(cents * 0.2) - 1")
+    model = ScriptedModel([wrong, wrong, FIX, FIX])
+    result = await workflow(project, model, samples=1, per_location=1, rounds=2).run("fix the failing test")
+    assert result.status == "fixed" and result.samples == 4
+    retry = model.requests[2].messages[-1].content
+    assert "This fix was tried, and the tests still failed" in retry and "int(cents * 0.2) - 1" in retry
+    assert "2518 == 2519" in retry, "the failure it ended in"
+
+
+async def test_nothing_is_written_when_the_user_refuses(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    before = (project / "shop/money.py").read_text()
+    refused = await workflow(project, ScriptedModel([FIX]), Gate("deny")).run("fix it")
+    assert refused.status == "refused" and "was not allowed" in refused.message
+    model = ScriptedModel([FIX, FIX])
+    result = await workflow(project, model, samples=1, per_location=1, rounds=1).run("fix it")
+    assert await workflow(project, model, Gate("deny")).apply(result) == []
+    assert (project / "shop/money.py").read_text() == before
+    (project / "shop/money.py").write_text(before + "\n# changed by the user meanwhile\n")
+    with pytest.raises(Exception, match="changed while the fix was being found"):
+        await workflow(project, model).apply(result)
+
+
+def scratch_copies(folder: Path) -> set[Path]:
+    return set(folder.glob("cortana-fix-*"))
+
+
+async def test_cancelling_leaves_the_files_and_no_scratch_copy(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    before = {path: path.read_text() for path in project.rglob("*.py")}
+
+    class Slow(ScriptedModel):
+        async def stream(self, request):  # type: ignore[no-untyped-def, override]
+            await asyncio.sleep(30)
+            async for event in super().stream(request):
+                yield event
+
+    temporary = Path(os.environ.get("TMPDIR", "/tmp"))
+    copies = scratch_copies(temporary)
+    task = asyncio.ensure_future(workflow(project, Slow([FIX])).run("fix it"))
+    await asyncio.sleep(3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert {path: path.read_text() for path in project.rglob("*.py")} == before
+    assert scratch_copies(temporary) == copies, "the scratch copy is removed"
+
+
+async def test_no_tests_and_nothing_failing_are_said_plainly(tmp_path: Path) -> None:
+    bare = write(tmp_path / "bare", {"a.py": "x = 1\n"})
+    result = await workflow(bare, ScriptedModel([])).run("fix it")
+    assert result.status == "no_tests" and "no tests Cortana can run" in result.message
+    money = "def vat(cents):\n    return round(cents * 0.2)\n\n\ndef cents(euros):\n    return round(euros * 100)\n"
+    passing = write(tmp_path / "ok", {**ONE_CALL_AWAY, "shop/money.py": money})
+    result = await workflow(passing, ScriptedModel([])).run("make the failing tests pass")
+    assert result.status == "passing" and "nothing fails" in result.message
+
+
+def test_the_scratch_copy_holds_uncommitted_files_and_restores_writes(tmp_path: Path) -> None:
+    import subprocess
+
+    project = write(tmp_path / "p", {"a.py": "x = 1\n", ".gitignore": "*.log\n", "debug.log": "noise\n"})
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    write(project, {"new_test.py": "def test_x():\n    pass\n"})  # not committed
+    with ScratchCopy(project, ENV) as scratch:
+        assert (scratch.root / "new_test.py").is_file() and not (scratch.root / "debug.log").exists()
+        scratch.write({"a.py": "x = 2\n", "b.py": "y = 1\n"})
+        scratch.restore()
+        assert (scratch.root / "a.py").read_text() == "x = 1\n" and not (scratch.root / "b.py").exists()
+        root = scratch.root
+    assert not root.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "change"),
+    [
+        ("fix the failing test", True),
+        ("tests/test_invoice.py fails: the VAT is one cent short. Please find the bug and fix it.", True),
+        ("Running pytest gives an IndexError in tests/test_badges.py. Can you fix it?", True),
+        ("make the failing test in tests/test_series.py pass", True),
+        ("Add a --reverse flag to journal/cli.py that lists the entries newest first", True),
+        ("implement dedupe in utils/lists.py as its docstring says", True),
+        ("Loading a config file with no timeout crashes with a KeyError.", True),
+        ("Which function do the tests in tests/test_shipping.py end up calling to round the weight?", False),
+        ("how does the cache work?", False),
+        ("explain apply_discount", False),
+        ("hi", False),
+        ("thanks!", False),
+        ("/fix", False),
+    ],
+)
+def test_which_requests_go_through_the_workflow(text: str, change: bool) -> None:
+    assert is_change_request(text) is change
