@@ -423,7 +423,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
     if (settings.voice.enabled or args.voice) and not voice.available:
         console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
 
-    fixer = TerminalFixer(workspace, settings, console, Console().print, graph=graph)
+    fixer = TerminalFixer(workspace, settings, console, Console(soft_wrap=True).print, graph=graph)
 
     def assemble(client: ModelClient) -> Agent:
         from cortana.agent.agent import Agent

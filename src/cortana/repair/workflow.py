@@ -391,7 +391,7 @@ class RepairWorkflow:
                 first = await run_tests(
                     command, scratch.root, self.environment, tests=failing, timeout=self.settings.test_timeout
                 )
-                candidate.fixed = len(before.failed & first.passed)
+                candidate.fixed = len(now_passing(before, first))
                 if not first.ok:
                     candidate.report = first
                     shown = f"candidate {number} of {total}: {candidate.fixed} of {len(failing)} failing tests pass"
@@ -400,7 +400,7 @@ class RepairWorkflow:
             after = await run_tests(command, scratch.root, self.environment, timeout=self.settings.test_timeout)
             candidate.report = after
             if after.detailed and before.detailed:
-                candidate.fixed = len(before.failed & after.passed)
+                candidate.fixed = len(now_passing(before, after))
                 candidate.broke = len(before.passed - after.passed)
                 candidate.passed = after.ok and candidate.broke == 0
             else:
@@ -465,9 +465,9 @@ class RepairWorkflow:
     ) -> RepairResult:
         changed = {path: originals[path] for path in winner.patch.files}
         after = winner.report
-        now_passing = sorted(before.failed & after.passed) if after is not None else []
+        fixed_tests = sorted(now_passing(before, after)) if after is not None else []
         files = ", ".join(sorted(winner.patch.files))
-        tests = f" {', '.join(now_passing[:5])} now pass{'es' if len(now_passing) == 1 else ''};" if now_passing else ""
+        tests = f" {', '.join(fixed_tests[:5])} now pass{'es' if len(fixed_tests) == 1 else ''};" if fixed_tests else ""
         summary = after.summary() if after is not None else "passed"
         agreed = f" ({winner.votes} of {samples} samples agreed)" if winner.votes > 1 else ""
         message = f"Fixed in {files}:{tests} the tests: {summary}{agreed}."
@@ -538,6 +538,18 @@ def _signature(location: Location, index: SymbolIndex) -> str:
         return f"{location.file} (the whole file)"
     doc = f" - {symbol.doc}" if symbol.doc else ""
     return f"{symbol.file}: {symbol.signature}{doc}"
+
+
+def now_passing(before: TestReport, after: TestReport) -> set[str]:
+    """The tests that failed before and pass after; a test file that could not be collected counts as one test,
+    passing when its tests run and none fails."""
+    fixed = before.failed & after.passed
+    for failed in before.failed - fixed:
+        if "::" not in failed:
+            ran = [test for test in after.passed if test.startswith(failed + "::")]
+            if ran and not any(failure.file == failed for failure in after.failures):
+                fixed.add(failed)
+    return fixed
 
 
 def _parses(patch: Patch) -> bool:

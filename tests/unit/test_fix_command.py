@@ -1,0 +1,78 @@
+"""The fix workflow through the real ``cortana`` command, against a scripted engine: one-shot, ``cortana fix``, ``/fix``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+
+from tests.integration.test_cli_terminal import PROMPT, spawn_on, text_reply
+from tests.unit.test_repair import FIX, ONE_CALL_AWAY, TEST_EDIT, write
+
+
+def project(tmp_path: Path) -> Path:
+    root = write(tmp_path / "shop-project", ONE_CALL_AWAY)
+    (root / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
+    return root
+
+
+def cortana(root: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "HOME": str(root.parent), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url, *args],
+        cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_yes_fix_the_failing_test_finds_tries_and_applies_the_fix(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = project(tmp_path)
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply([TEST_EDIT]), text_reply([FIX]))
+    done = cortana(root, scripted_engine.url, "--yes", "fix the failing test")
+    assert done.returncode == 0, done.stderr
+    assert "+    return round(cents * 0.2)" in done.stdout and "Applied to shop/money.py." in done.stdout
+    assert "test_total_rounds_the_vat now passes" in done.stdout
+    assert "round(cents * 0.2)" in (root / "shop/money.py").read_text()
+    assert "== 2519" in (root / "tests/test_invoice.py").read_text(), "the test that judged it is as it was"
+    assert "fix " in done.stderr and "candidate 1 of" in done.stderr, "progress a person can follow"
+    requests = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"]
+    assert all("grammar" in body for body in requests) and "FILE: shop/money.py" in requests[0]["grammar"]
+    assert not any("FILE: tests/" in body["grammar"] for body in requests), "the tests are not offered to patch"
+
+
+def test_without_a_terminal_or_yes_nothing_runs_and_nothing_changes(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = project(tmp_path)
+    before = (root / "shop/money.py").read_text()
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply([FIX]))
+    done = cortana(root, scripted_engine.url, "fix", "the VAT rounding")
+    assert done.returncode == 1 and "was not allowed" in done.stdout
+    assert (root / "shop/money.py").read_text() == before
+
+
+def test_a_question_is_not_sent_to_the_workflow(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = project(tmp_path)
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply(["vat() rounds down."]))
+    done = cortana(root, scripted_engine.url, "--yes", "which function computes the VAT?")
+    assert done.returncode == 0 and "vat() rounds down." in done.stdout and "fix " not in done.stderr
+
+
+def test_slash_fix_asks_to_run_the_tests_and_to_write_showing_the_diff(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = project(tmp_path)
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply([FIX]))
+    child = spawn_on(scripted_engine.url, root, home=tmp_path)
+    child.sendline("/fix")
+    child.expect_exact("? run_command")
+    child.expect(r"command: \S*python\S* -m pytest")
+    child.expect_exact("[a]lways:")
+    child.sendline("y")
+    child.expect_exact("? edit_file")
+    child.expect_exact("path: shop/money.py")
+    child.expect_exact("+    return round(cents * 0.2)")
+    child.sendline("y")
+    child.expect_exact("Applied to shop/money.py.")
+    child.expect_exact(PROMPT)
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    assert "round(cents * 0.2)" in (root / "shop/money.py").read_text()
