@@ -408,11 +408,25 @@ def parse_counts(stderr: str) -> dict[str, Any]:
     return counts
 
 
-def run_task(task: Task, model: str, timeout: float, threads: int | None = None, keep: bool = False) -> dict[str, Any]:
-    """One task on one model: the command, its counts, the check's verdict."""
+def run_task(
+    task: Task,
+    model: str,
+    timeout: float,
+    threads: int | None = None,
+    keep: bool = False,
+    user_config: str | None = None,
+) -> dict[str, Any]:
+    """One task on one model: the command, its counts, the check's verdict.
+
+    ``user_config`` is written as the (temporary) user's own cortana.yml.
+    """
     temporary = Path(tempfile.mkdtemp(prefix=f"cortana-task-{task.id}-"))
     workspace = copy_repo(task, temporary / "work")
     (temporary / "home").mkdir()
+    if user_config is not None:
+        config = temporary / "home" / ".config" / "cortana" / "cortana.yml"
+        config.parent.mkdir(parents=True)
+        config.write_text(user_config)
     command = cortana_command(model, task.prompt, threads)
     started = time.perf_counter()
     process = subprocess.Popen(

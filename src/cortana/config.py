@@ -538,6 +538,8 @@ class Settings(_Section):
     stops with its process. ``null``: the command's default (CLI_KEEP_ALIVE) for ``cortana``, 0 for the library,
     Ollama's own for Ollama."""
     temperature: float = Field(0.2, ge=0, le=2)
+    seed: int | None = Field(None, ge=0)
+    """A fixed sampling seed, for answers that repeat (benchmarks); ``null``: the engine's own."""
     max_tokens: int | None = Field(2048, ge=16)
     """The most tokens one answer may have (``null``: the engine's limit). Small models that loop fill the window."""
     agent: AgentSettings = Field(default_factory=AgentSettings)

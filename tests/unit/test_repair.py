@@ -246,15 +246,19 @@ async def test_the_tests_choose_and_a_test_edit_never_wins(tmp_path: Path) -> No
     assert "tests/test_invoice.py::test_total_rounds_the_vat" in prompt and "def vat(cents):" in prompt
 
 
-async def test_a_failed_round_feeds_its_closest_attempt_back(tmp_path: Path) -> None:
+async def test_a_failed_round_builds_on_its_closest_attempt_or_tries_another(tmp_path: Path) -> None:
     project = write(tmp_path / "p", ONE_CALL_AWAY)
-    wrong = FIX.replace("round(cents * 0.2)", "int(cents * 0.2) - 1")
-    model = ScriptedModel([wrong, wrong, FIX, FIX])
+    wrong = block("shop/money.py", "    return int(cents * 0.2)", "    return int(cents * 0.2) - 1")
+    on_top = block("shop/money.py", "    return int(cents * 0.2) - 1", "    return round(cents * 0.2)")
+    model = ScriptedModel([wrong, wrong, on_top, "nothing", FIX, "nothing"])
     result = await workflow(project, model, samples=1, per_location=1, rounds=2).run("fix the failing test")
-    assert result.status == "fixed" and result.samples == 4
-    retry = model.requests[2].messages[-1].content
-    assert "This fix was tried, and the tests still failed" in retry and "int(cents * 0.2) - 1" in retry
-    assert "2518 == 2519" in retry, "the failure it ended in"
+    assert result.status == "fixed" and result.samples == 6
+    assert result.diff.count("+    return round(cents * 0.2)") == 1 and "- 1" not in result.diff, "composed"
+    assert "2 of 6 samples agreed" in result.message, "built on the attempt, or anew: the same fix"
+    more, different = (model.requests[i].messages[-1].content for i in (2, 4))
+    assert "The code above already has this change" in more and "return int(cents * 0.2) - 1" in more
+    assert "2517 == 2519" in more.split("The tests still fail:")[1], "the failure the attempt ended in"
+    assert "This fix was tried" in different and "Write a different fix" in different
 
 
 async def test_nothing_is_written_when_the_user_refuses(tmp_path: Path) -> None:

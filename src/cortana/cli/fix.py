@@ -98,6 +98,7 @@ class TerminalFixer:
         workflow = await self.workflow(agent, thread)
         self.console.print(Text(f"fix: {printable(request)[:200]}", style="dim"))
         result = await workflow.run(request)
+        self.console.print(Text(f"fix: {result.summary()}", style="dim"))
         if result.status != "fixed" and not explicit and result.status not in ("passing", "refused"):
             self._say(f"{result.message} The assistant takes it from here.", result.seconds)
             return None
@@ -148,7 +149,11 @@ class TerminalFixer:
             authorize=authorize,
             graph=self.graph.index if self.graph is not None else None,
             settings=RepairSettings(
-                samples=fix.samples, per_location=fix.per_location, rounds=fix.rounds, test_timeout=fix.test_timeout
+                samples=fix.samples,
+                per_location=fix.per_location,
+                rounds=fix.rounds,
+                test_timeout=fix.test_timeout,
+                **({"seed": self.settings.seed} if self.settings.seed is not None else {}),
             ),
             on_progress=self._progress,
         )

@@ -452,7 +452,9 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
             permissions=_gate(space, settings, args, approver),
             logger=AgentLogger(console),
             **settings.loop_options(),
-            settings=ModelSettings(temperature=settings.temperature, max_tokens=settings.max_tokens),
+            settings=ModelSettings(
+                temperature=settings.temperature, max_tokens=settings.max_tokens, seed=settings.seed
+            ),
         )
 
     async def loaded() -> Agent:

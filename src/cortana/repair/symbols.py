@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +90,18 @@ class SymbolIndex:
             index.texts[relative] = text
             index.symbols += _definitions(tree, relative, text.splitlines())
         return index
+
+    def with_files(self, files: Mapping[str, str]) -> SymbolIndex:
+        """This index as it would be with ``files`` (relative path -> text) changed: those files read anew."""
+        changed = SymbolIndex(self.root, [s for s in self.symbols if s.file not in files], dict(self.texts))
+        for relative, text in files.items():
+            changed.texts[relative] = text
+            try:
+                tree = ast.parse(text, filename=relative)
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+            changed.symbols += _definitions(tree, relative, text.splitlines())
+        return changed
 
     def named(self, name: str) -> list[Symbol]:
         """The definitions called ``name`` (or ``Class.name``)."""

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from cortana.errors import UserError
 from cortana.knowledge.index import GraphIndex
-from cortana.messages import Message, ToolCall
+from cortana.messages import Message, ToolCall, Usage
 from cortana.models.base import ModelClient, ModelRequest, ModelSettings, complete
 from cortana.prompts import as_data, prompt_text
 from cortana.repair.localize import Location, asks_to_change_tests, localize, views_for
@@ -60,6 +60,7 @@ from cortana.repair.patches import (
     patch_grammar,
     unified_diff,
 )
+from cortana.repair.rename import rename_patch, rename_request
 from cortana.repair.scratch import ScratchCopy
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import Failure, TestCommand, TestReport, is_test_file, run_tests
@@ -127,6 +128,30 @@ class Progress:
 
 
 @dataclass
+class _Tokens:
+    prompt: int = 0
+    cached: int = 0
+    completion: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.prompt += usage.prompt_tokens
+        self.cached += usage.cached_tokens
+        self.completion += usage.completion_tokens
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One sample to draw: its prompt, the code it may edit (its grammar), its temperature, the index the code
+    comes from, and the attempt it builds on (None: the code as it was)."""
+
+    prompt: str
+    views: Sequence[View]
+    temperature: float
+    index: SymbolIndex
+    on_top: Candidate | None = None
+
+
+@dataclass
 class Candidate:
     """A distinct patch, the samples that made it, and how its tests went."""
 
@@ -169,6 +194,18 @@ class RepairResult:
     model_calls: int = 0
     seconds: float = 0.0
     locations: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+
+    def summary(self) -> str:
+        """One line of counts: ``11 model calls · 10 samples · 6 patches tried · 9,120 in, 8,004 cached / 812 out
+        tokens · 95.3s``."""
+        return (
+            f"{self.model_calls} model calls · {self.samples} samples · {self.candidates} patches tried · "
+            f"{self.prompt_tokens:,} in, {self.cached_tokens:,} cached / {self.completion_tokens:,} out tokens · "
+            f"{self.seconds:.1f}s"
+        )
 
 
 class RepairWorkflow:
@@ -206,6 +243,7 @@ class RepairWorkflow:
         self.settings = settings or RepairSettings()
         self.on_progress = on_progress
         self.model_calls = 0
+        self.usage = _Tokens()
         self._started = time.perf_counter()
 
     # -- the pipeline -------------------------------------------------------------------------------------
@@ -214,6 +252,7 @@ class RepairWorkflow:
         """Find a patch for ``request`` that the project's tests accept (nothing is written here)."""
         self._started = time.perf_counter()
         self.model_calls = 0
+        self.usage = _Tokens()
         command = self.test_command
         if command is None:
             return self._result("no_tests", NO_TESTS)
@@ -232,6 +271,9 @@ class RepairWorkflow:
                 return self._result("passing", message, before=before)
             failing = before.failures if before.detailed else []
             index = await asyncio.to_thread(SymbolIndex.build, self.workspace)
+            renamed = rename_request(request)
+            if renamed is not None:
+                return await self._rename(renamed, index, scratch, command, before)
             self._say("localize", "looking for where the change goes")
             calls = before.calls or None
             ranked = localize(request, failing, index, passed=before.passed, calls=calls, graph=self.graph)
@@ -240,6 +282,26 @@ class RepairWorkflow:
             locations = await self._choose(request, failing, index, ranked)
             self._say("localize", "candidates: " + ", ".join(location.label for location in locations))
             return await self._search(request, failing, index, locations, scratch, command, before)
+
+    async def _rename(
+        self, names: tuple[str, str], index: SymbolIndex, scratch: ScratchCopy, command: TestCommand, before: TestReport
+    ) -> RepairResult:
+        """A rename is made without a model (``rename.py``); the tests judge it."""
+        old, new = names
+        patch = rename_patch(index.texts, old, new)
+        if patch is None:
+            return self._result("not_found", f"No Python file here uses the name {old}.", before=before)
+        originals = {path: index.texts[path] for path in patch.files}
+        self._say("rename", f"{old} -> {new} in {len(patch.files)} files")
+        candidate = Candidate(patch, 1, changed_lines(originals, patch))
+        await self._validate(candidate, scratch, command, before, 1, 1)
+        if candidate.passed:
+            return self._fixed(
+                candidate, originals, before, 1, 0, [f"every use of {old}"], what=f"Renamed {old} to {new}"
+            )
+        failure = _failure_text(candidate.report)[:300]
+        message = f"Renaming {old} to {new} in {', '.join(sorted(patch.files))} broke the tests: {failure}"
+        return self._result("failed", message, before=before, candidates=1)
 
     async def _search(
         self,
@@ -251,21 +313,22 @@ class RepairWorkflow:
         command: TestCommand,
         before: TestReport,
     ) -> RepairResult:
-        """Sample and validate, round after round, until a patch passes or the rounds run out."""
+        """Sample and validate, round after round, until a patch passes or the rounds run out.
+
+        A round after the first draws from two starting points: the closest attempt so far, kept, with the
+        model asked for the edits still needed (a change in two places is often found one place at a time),
+        and the code as it was, with the model asked for a different fix.
+        """
         may_change_tests = asks_to_change_tests(request)
         originals = {location.file: index.texts[location.file] for location in locations}
         tried: dict[tuple[tuple[str, str], ...], Candidate] = {}
         best: Candidate | None = None
         samples = 0
-        brief = _brief(request, failing, index, locations)
         labels = [location.label for location in locations]
+        template = prompt_text("repair_request")
         for round_number in range(1, self.settings.rounds + 1):
-            retry = ""
-            if round_number > 1 and best is not None:
-                retry = "\n\n" + prompt_text("repair_retry").format(
-                    diff=as_data(unified_diff(originals, best.patch)), failure=as_data(_failure_text(best.report))
-                )
-            found, drawn = await self._sample(brief, retry, locations, index, originals, may_change_tests, round_number)
+            plans = self._plans(request, failing, index, locations, template, best, originals, round_number)
+            found, drawn = await self._draw(plans, originals, may_change_tests, round_number)
             samples += drawn
             fresh = [candidate for key, candidate in found.items() if key not in tried]
             for key, candidate in found.items():
@@ -277,7 +340,8 @@ class RepairWorkflow:
             self._say("sample", f"round {round_number}: {drawn} samples, {len(fresh)} new distinct patches")
             for number, candidate in enumerate(fresh, 1):
                 await self._validate(candidate, scratch, command, before, number, len(fresh))
-            kept = [c for c in tried.values() if c.passed]
+            # With nothing failing before, passing tests only show a change breaks nothing: samples must agree too.
+            kept = [c for c in tried.values() if c.passed and (before.failed or c.votes >= 2)]
             if kept:
                 winner = min(kept, key=lambda c: (-c.votes, c.size))
                 return self._fixed(winner, originals, before, len(tried), samples, labels)
@@ -285,45 +349,84 @@ class RepairWorkflow:
         message = _failed_message(list(tried.values()), samples, best)
         return self._result("failed", message, before=before, candidates=len(tried), samples=samples, locations=labels)
 
-    async def _sample(
+    def _plans(
         self,
-        brief: Mapping[str, str],
-        retry: str,
-        locations: Sequence[Location],
+        request: str,
+        failing: Sequence[Failure],
         index: SymbolIndex,
+        locations: Sequence[Location],
+        template: str,
+        best: Candidate | None,
+        originals: Mapping[str, str],
+        round_number: int,
+    ) -> list[_Plan]:
+        """The samples of one round: their prompts, what code they may edit, how hot, and on what base."""
+        brief = _brief(request, failing, index, locations)
+        views = views_for(locations, index)
+        hot = self.settings.temperature
+        if round_number == 1 or best is None:
+            anywhere = template.format(**brief, instruction=ANYWHERE)
+            plans = [_Plan(anywhere, views, 0.0, index)]
+            plans += [_Plan(anywhere, views, hot, index)] * (self.settings.samples - 1)
+            for location in locations[: self.settings.per_location]:
+                instruction = f"Make the change in {location.label}."
+                plans.append(
+                    _Plan(template.format(**brief, instruction=instruction), views_for([location], index), 0.0, index)
+                )
+            return plans
+        failure = as_data(_failure_text(best.report))
+        tried = as_data(unified_diff(originals, best.patch))
+        different = template.format(
+            **brief, instruction=prompt_text("repair_retry").format(diff=tried, failure=failure)
+        )
+        patched = index.with_files(best.patch.files)
+        moved = _remapped(locations, patched)
+        on_top = template.format(
+            **_brief(request, failing, patched, moved),
+            instruction=prompt_text("repair_more").format(diff=tried, failure=failure),
+        )
+        patched_views = views_for(moved, patched)
+        return [
+            _Plan(on_top, patched_views, 0.0, patched, best),
+            _Plan(on_top, patched_views, hot, patched, best),
+            _Plan(different, views, 0.0, index),
+            _Plan(different, views, hot, index),
+        ]
+
+    async def _draw(
+        self,
+        plans: Sequence[_Plan],
         originals: Mapping[str, str],
         may_change_tests: bool,
         round_number: int,
     ) -> tuple[dict[tuple[tuple[str, str], ...], Candidate], int]:
-        """Draw the round's samples; the distinct patches that apply and parse, with their votes, and the count.
+        """Draw ``plans``' samples; the distinct patches that apply and parse, with their votes, and the count.
 
-        Every sample's prompt is the same up to its last lines (the instruction), so the engine reads the
-        brief once and serves the rest of the samples from its cache.
+        The samples of one starting point share their prompt up to the last lines (the instruction), so the
+        engine reads it once and serves the rest from its cache.
         """
-        template = prompt_text("repair_request")
-        anywhere = template.format(**brief, instruction=ANYWHERE + retry)
-        views = views_for(locations, index)
-        plans: list[tuple[str, Sequence[View], float]] = [(anywhere, views, 0.0)]
-        plans += [(anywhere, views, self.settings.temperature)] * (self.settings.samples - 1)
-        for location in locations[: self.settings.per_location]:
-            instruction = f"Make the change in {location.label}.{retry}"
-            plans.append((template.format(**brief, instruction=instruction), views_for([location], index), 0.0))
         found: dict[tuple[tuple[str, str], ...], Candidate] = {}
-        drawn = 0
-        for number, (text, shown, temperature) in enumerate(plans):
-            drawn += 1
+        for number, plan in enumerate(plans):
             self._say("sample", f"round {round_number}: sample {number + 1} of {len(plans)}")
-            answer = await self._ask(text, shown, index, temperature, self.settings.seed + 100 * round_number + number)
+            seed = self.settings.seed + 100 * round_number + number
+            answer = await self._ask(plan.prompt, plan.views, plan.index, plan.temperature, seed)
             blocks = [b for b in parse_patch(answer) if may_change_tests or not is_test_file(b.file)]
-            patch = apply_patch(blocks, originals) if blocks else "no edits"
-            if isinstance(patch, str) or not _parses(patch):
+            base = {**originals, **(plan.on_top.patch.files if plan.on_top else {})}
+            patch = apply_patch(blocks, base) if blocks else "no edits"
+            if isinstance(patch, str):
+                continue
+            if plan.on_top is not None:  # the new edits, and the attempt they build on
+                files = {**plan.on_top.patch.files, **patch.files}
+                patch = Patch((*plan.on_top.patch.blocks, *patch.blocks), files)
+            patch = Patch(patch.blocks, {p: t for p, t in patch.files.items() if t != originals.get(p)})
+            if not patch.files or not _parses(patch):
                 continue
             key = patch.key()
             if key in found:
                 found[key].votes += 1
             else:
                 found[key] = Candidate(patch, 1, changed_lines(originals, patch))
-        return found, drawn
+        return found, len(plans)
 
     async def _ask(self, text: str, views: Sequence[View], index: SymbolIndex, temperature: float, seed: int) -> str:
         grammar = None
@@ -338,6 +441,7 @@ class RepairWorkflow:
         messages = [Message.system(prompt_text("repair_system")), Message.user(text)]
         self.model_calls += 1
         response = await complete(self.client, ModelRequest(messages, settings=settings))
+        self.usage.add(response.usage)
         return response.message.content
 
     async def _choose(
@@ -362,6 +466,7 @@ class RepairWorkflow:
                 settings=ModelSettings(temperature=0.0, max_tokens=24, grammar=grammar),
             ),
         )
+        self.usage.add(response.usage)
         picked: list[Location] = []
         for word in re.findall(r"\d+", response.message.content):
             number = int(word)
@@ -452,6 +557,9 @@ class RepairWorkflow:
     def _result(self, status: str, message: str, **fields: object) -> RepairResult:
         result = RepairResult(status, message, model_calls=self.model_calls, **fields)  # type: ignore[arg-type]
         result.seconds = time.perf_counter() - self._started
+        result.prompt_tokens = self.usage.prompt
+        result.cached_tokens = self.usage.cached
+        result.completion_tokens = self.usage.completion
         return result
 
     def _fixed(
@@ -462,6 +570,8 @@ class RepairWorkflow:
         candidates: int,
         samples: int,
         locations: list[str],
+        *,
+        what: str = "Fixed",
     ) -> RepairResult:
         changed = {path: originals[path] for path in winner.patch.files}
         after = winner.report
@@ -470,7 +580,8 @@ class RepairWorkflow:
         tests = f" {', '.join(fixed_tests[:5])} now pass{'es' if len(fixed_tests) == 1 else ''};" if fixed_tests else ""
         summary = after.summary() if after is not None else "passed"
         agreed = f" ({winner.votes} of {samples} samples agreed)" if winner.votes > 1 else ""
-        message = f"Fixed in {files}:{tests} the tests: {summary}{agreed}."
+        unchecked = "" if before.failed else " No test failed before it, so the tests show only that it breaks nothing."
+        message = f"{what} in {files}:{tests} the tests: {summary}{agreed}.{unchecked}"
         result = self._result(
             "fixed", message, diff=unified_diff(originals, winner.patch), patch=winner.patch, originals=changed,
             before=before, after=after, candidates=candidates, samples=samples,
@@ -490,6 +601,8 @@ def _asks_for_change(request: str) -> bool:
     return bool(_CHANGE.search(request)) and not re.search(r"\b(failing|fails|failed)\b", request, re.IGNORECASE)
 
 
+TEST_LINES = 60
+"""The most lines of a failing test file shown when it could not be imported (its tests show what it expects)."""
 ANYWHERE = "Fix it with the smallest change. It may take edits in more than one place."
 
 
@@ -523,6 +636,10 @@ def _failing_text(failing: Sequence[Failure], index: SymbolIndex) -> str:
     lines = ["The failing tests:"]
     for failure in failing[:3]:
         lines.append(f"- {failure.test}: {failure.message.splitlines()[0] if failure.message else 'failed'}")
+        if "::" not in failure.test:  # a test file that could not even be imported: its tests show what it expects
+            source = index.texts.get(failure.file, "").splitlines()
+            lines += ["  The test file:", *("    " + line for line in source[:TEST_LINES])]
+            continue
         test = next((s for s in index.named(failure.name) if s.file == failure.file), None)
         if test is not None:
             source = index.source(test).splitlines()
@@ -577,6 +694,16 @@ def _failure_text(report: TestReport | None) -> str:
             f"{f.test}: {f.message.splitlines()[0][:200] if f.message else 'failed'}" for f in report.failures[:3]
         )
     return report.output[-800:]
+
+
+def _remapped(locations: Sequence[Location], index: SymbolIndex) -> list[Location]:
+    """``locations`` in a changed ``index``: each definition found again by its name (its lines may have moved)."""
+    moved: list[Location] = []
+    for location in locations:
+        symbol = location.symbol
+        again = [s for s in index.named(symbol.qualname) if s.file == location.file] if symbol is not None else []
+        moved.append(Location(location.file, again[0] if again else None, location.score, location.reasons))
+    return moved
 
 
 def _best_attempt(candidates: list[Candidate]) -> Candidate | None:
