@@ -1,4 +1,4 @@
-"""The fix workflow through the real ``cortana`` command, against a scripted engine: one-shot, ``cortana fix``, ``/fix``."""
+"""The fix workflow through the real ``cortana`` command on a scripted engine: one-shot, ``cortana fix``, ``/fix``."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_yes_fix_the_failing_test_finds_tries_and_applies_the_fix(scripted_engin
     assert "test_total_rounds_the_vat now passes" in done.stdout
     assert "round(cents * 0.2)" in (root / "shop/money.py").read_text()
     assert "== 2519" in (root / "tests/test_invoice.py").read_text(), "the test that judged it is as it was"
-    assert "fix " in done.stderr and "candidate 1 of" in done.stderr, "progress a person can follow"
+    assert "fix " in done.stderr and "patch 1: the tests pass" in done.stderr, "progress a person can follow"
     requests = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"]
     assert all("grammar" in body for body in requests) and "FILE: shop/money.py" in requests[0]["grammar"]
     assert not any("FILE: tests/" in body["grammar"] for body in requests), "the tests are not offered to patch"

@@ -98,7 +98,7 @@ class TerminalFixer:
         workflow = await self.workflow(agent, thread)
         self.console.print(Text(f"fix: {printable(request)[:200]}", style="dim"))
         result = await workflow.run(request)
-        self.console.print(Text(f"fix: {result.summary()}", style="dim"))
+        self.console.print(Text(f"fix: {result.summary()}", style="dim"), soft_wrap=True)
         if result.status != "fixed" and not explicit and result.status not in ("passing", "refused"):
             self._say(f"{result.message} The assistant takes it from here.", result.seconds)
             return None
@@ -162,7 +162,7 @@ class TerminalFixer:
         self._say(progress.message, progress.seconds)
 
     def _say(self, message: str, seconds: float) -> None:
-        self.console.print(Text(f"fix {seconds:.0f}s: {printable(message)[:300]}", style="dim"))
+        self.console.print(Text(f"fix {seconds:.0f}s: {printable(message)[:300]}", style="dim"), soft_wrap=True)
 
     async def _answer(self, workflow: RepairWorkflow, result: RepairResult) -> str:
         lines = [result.message]

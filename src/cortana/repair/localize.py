@@ -39,11 +39,13 @@ from cortana.repair.patches import View
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import Failure, is_test_file
 
-__all__ = ["Location", "asks_to_change_tests", "localize", "views_for"]
+__all__ = ["Location", "asks_to_change_tests", "localize", "missing_definitions", "views_for"]
 
 MODULE_LINES = 200
 """A file this short is shown whole when the change may go anywhere in it."""
 CONTEXT_LINES = 2
+SHORT_FILE_LINES = 80
+"""A file this short is shown whole even when one definition in it is the candidate."""
 _IMPORT_FROM = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'")
 _NO_ATTRIBUTE = re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<name>\w+)'")
 _TYPE_ERROR = re.compile(r"(?P<name>\w+)\(\) (?:got an unexpected|missing \d+ required|takes \d+)")
@@ -267,6 +269,30 @@ def _from_request(request: str, index: SymbolIndex, ranking: _Ranking, graph: Gr
                         ranking.add_symbol(symbol, 3, "in a file the request names")
 
 
+_NEW_DEFINITION = re.compile(
+    r"\b(?:write|add|implement|create|define)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?(?:function|helper|method)?\s*"
+    r"`?(?P<name>[A-Za-z_][A-Za-z0-9_]*)`?\s*\(",
+    re.IGNORECASE,
+)
+
+
+def missing_definitions(request: str, failures: Sequence[Failure], index: SymbolIndex) -> list[tuple[str, str]]:
+    """(file, name) of functions to write from nothing: a name the tests import from a module that lacks it
+    (``cannot import name 'clamp' from 'geometry.bounds'``), or one the request asks to write in a file it names."""
+    wanted: dict[tuple[str, str], None] = {}
+    for failure in failures:
+        text = f"{failure.message}\n{failure.details[-600:]}"
+        for pattern in (_IMPORT_FROM, _NO_ATTRIBUTE):
+            for match in pattern.finditer(text):
+                for file in _module_files(match["module"], index):
+                    wanted[(file, match["name"])] = None
+    named_files = [f for path in _PATH.findall(request) for f in index.texts if f == path or f.endswith("/" + path)]
+    for match in _NEW_DEFINITION.finditer(request) if not wanted else ():  # the tests' evidence first
+        for file in named_files[:1]:
+            wanted[(file, match["name"])] = None
+    return [(file, name) for file, name in wanted if not any(s.file == file for s in index.named(name))]
+
+
 def _module_files(module: str, index: SymbolIndex) -> list[str]:
     relative = module.replace(".", "/")
     candidates = (f"{relative}.py", f"{relative}/__init__.py")
@@ -288,13 +314,15 @@ def _distinctive_words(request: str) -> list[str]:
 
 
 def views_for(locations: Sequence[Location], index: SymbolIndex) -> list[View]:
-    """What to show the model of ``locations``: each definition with a little context, or a short file whole
-    (a long one: its top and the definitions asked for), one view per file, in the order of the locations."""
+    """What to show the model of ``locations``: a short file whole; in a longer one each definition with a little
+    context (a whole-file location: its top and end), one view per file, in the order of the locations."""
     ranges: dict[str, list[tuple[int, int]]] = {}
     for location in locations:
         text = index.texts.get(location.file, "")
         count = len(text.splitlines())
-        if location.symbol is None:
+        if count <= SHORT_FILE_LINES:  # a short file whole: its imports, constants and neighbours help
+            span = [(1, count)]
+        elif location.symbol is None:
             span = [(1, count)] if count <= MODULE_LINES else [(1, min(count, 40)), (max(1, count - 20), count)]
         else:
             low = max(1, location.symbol.start - CONTEXT_LINES)

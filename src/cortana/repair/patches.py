@@ -28,11 +28,23 @@ from dataclasses import dataclass
 
 from cortana.tools.builtin.files import loose_edit
 
-__all__ = ["Block", "Patch", "View", "apply_patch", "parse_patch", "patch_grammar", "unified_diff"]
+__all__ = [
+    "Block",
+    "Patch",
+    "View",
+    "apply_patch",
+    "new_definition",
+    "new_definition_grammar",
+    "parse_patch",
+    "patch_grammar",
+    "unified_diff",
+]
 
 SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
 MAX_BLOCKS = 3
 """The most blocks one sample may hold."""
+MAX_SEARCH_LINES = 10
+"""The most lines one block's SEARCH may copy (under a grammar)."""
 _BLOCK = re.compile(
     r"FILE:\s*(?P<file>[^\n]+?)\s*\n(?:```[^\n]*\n)?"
     r"<<<<<<< SEARCH\n(?P<search>.*?)\n?=======\n(?P<replace>.*?)\n?>>>>>>> REPLACE",
@@ -143,9 +155,15 @@ def changed_lines(originals: Mapping[str, str], patch: Patch) -> int:
 # -- the grammar --------------------------------------------------------------------------------------------
 
 
-def patch_grammar(views: Sequence[View], texts: Mapping[str, str], max_blocks: int = MAX_BLOCKS) -> str:
-    """A GBNF grammar for a patch of the ``views`` of ``texts``: well-formed blocks whose SEARCH is a run of
-    consecutive shown lines of the named file, starting on a line that is not blank."""
+def patch_grammar(
+    views: Sequence[View], texts: Mapping[str, str], max_blocks: int = MAX_BLOCKS, max_search: int = MAX_SEARCH_LINES
+) -> str:
+    """A GBNF grammar for a patch of the ``views`` of ``texts``: well-formed blocks whose SEARCH is a run of at
+    most ``max_search`` consecutive shown lines of the named file, starting on a line that is not blank.
+
+    The bound keeps edits small: asked to add a function, the 1.5B model copied a whole file into SEARCH and
+    then wrote it out again unchanged, spending its samples on nothing.
+    """
     rules: list[str] = []
     blocks: list[str] = []
     for number, view in enumerate(views):
@@ -154,11 +172,12 @@ def patch_grammar(views: Sequence[View], texts: Mapping[str, str], max_blocks: i
         for low, high in view.ranges:
             high = min(high, len(lines))
             for index in range(low, high + 1):
-                name = f"f{number}-l{index}"
-                following = f" f{number}-l{index + 1}?" if index < high else ""
-                rules.append(f"{name} ::= {_literal(lines[index - 1] + chr(10))}{following}")
+                rules.append(f"f{number}-t{index} ::= {_literal(lines[index - 1] + chr(10))}")
+                for depth in range(1, max_search + 1):  # line ``index`` as the ``depth``-th of a SEARCH
+                    following = f" f{number}-l{index + 1}-{depth + 1}?" if index < high and depth < max_search else ""
+                    rules.append(f"f{number}-l{index}-{depth} ::= f{number}-t{index}{following}")
                 if lines[index - 1].strip():
-                    starts.append(name)
+                    starts.append(f"f{number}-l{index}-1")
         if not starts:
             continue
         rules.append(f"search{number} ::= " + " | ".join(starts))
@@ -181,3 +200,33 @@ def _literal(text: str) -> str:
     """``text`` as a GBNF string literal."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
     return '"' + escaped.replace("\t", "\\t") + '"'
+
+
+def new_definition_grammar(opening: str) -> str:
+    """A GBNF grammar for one whole new definition that starts ``opening`` (``def count_words``): its first line,
+    then only indented or blank lines, so the answer is that definition and nothing else."""
+    return (
+        "\n".join(
+            [
+                f'root ::= {_literal(opening)} [^\\n]* "\\n" body',
+                'body ::= ([ \\t] [^\\n]* "\\n")+ ("\\n" | [ \\t] [^\\n]* "\\n")*',
+            ]
+        )
+        + "\n"
+    )
+
+
+def new_definition(answer: str, opening: str) -> str | None:
+    """The definition starting ``opening`` in ``answer`` (under the grammar, the whole answer; elsewhere the first
+    such definition, in a code fence or not), its trailing blank lines dropped; None when there is none."""
+    start = answer.find(opening)
+    if start < 0:
+        return None
+    lines = answer[start:].splitlines()
+    kept = [lines[0]]
+    for line in lines[1:]:
+        if line.strip() and not line[:1].isspace():  # back at the left margin: the definition has ended
+            break
+        kept.append(line)
+    code = "\n".join(kept).rstrip()
+    return code if len(kept) > 1 else None

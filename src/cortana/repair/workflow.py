@@ -15,18 +15,21 @@ models on a CPU:
    signatures under a grammar.
 3. **Sample.** One prompt shows the failing tests and the code of the top
    locations (its prefix is read once: the engine's cache serves every sample
-   after the first). Samples: the greedy one and ``samples - 1`` at a higher
-   temperature with edits anywhere in that code, then one greedy sample per
-   top location asked to change just it. On llama.cpp each sample is written
-   under a grammar (``patches.py``): well-formed, on the files shown, its
-   SEARCH lines copied from them. Samples are applied, checked to parse, and
-   grouped by what they make of the files (votes).
-4. **Validate** in the scratch copy, most votes first, then smallest: the
-   failing tests first, then the whole run; a candidate is kept when the
-   failing tests pass and nothing that passed fails. A test file is never
-   patched unless the user asked for it.
-5. **Retry.** With none kept, the best attempt and its failure go back to the
-   model for another round (``rounds`` in all).
+   after the first). Samples, in order: for a name the tests import and the
+   code lacks, the whole new definition (greedy and hot); the greedy patch and
+   ``samples - 1`` hotter ones with edits anywhere in that code; one greedy
+   patch per top location asked to change just it. On llama.cpp each is
+   written under a grammar (``patches.py``): well-formed, on the files shown,
+   its SEARCH lines copied from them. A rename is made without a model
+   (``rename.py``).
+4. **Validate** each new patch at once, in the scratch copy: the failing
+   tests first, then the whole run; the first kept ends the search: the
+   failing tests pass and nothing that passed fails. With nothing failing
+   before, two samples must also agree on it. A test file is never patched
+   unless the user asked for it.
+5. **Retry.** With none kept, another round (``rounds`` in all) starts from
+   the closest attempt, kept, asking for the edits still needed, and from the
+   code as it was, asking for a different fix.
 6. **Apply** (:meth:`RepairWorkflow.apply`): each changed file through the
    gate as an ``edit_file`` with its diff (asked, or allowed by ``--yes``),
    only if the file is still as it was read.
@@ -50,12 +53,15 @@ from cortana.knowledge.index import GraphIndex
 from cortana.messages import Message, ToolCall, Usage
 from cortana.models.base import ModelClient, ModelRequest, ModelSettings, complete
 from cortana.prompts import as_data, prompt_text
-from cortana.repair.localize import Location, asks_to_change_tests, localize, views_for
+from cortana.repair.localize import Location, asks_to_change_tests, localize, missing_definitions, views_for
 from cortana.repair.patches import (
+    Block,
     Patch,
     View,
     apply_patch,
     changed_lines,
+    new_definition,
+    new_definition_grammar,
     parse_patch,
     patch_grammar,
     unified_diff,
@@ -149,6 +155,8 @@ class _Plan:
     temperature: float
     index: SymbolIndex
     on_top: Candidate | None = None
+    new: tuple[str, str] | None = None
+    """(file, name): a definition to write whole and add to the file, rather than edits."""
 
 
 @dataclass
@@ -294,7 +302,7 @@ class RepairWorkflow:
         originals = {path: index.texts[path] for path in patch.files}
         self._say("rename", f"{old} -> {new} in {len(patch.files)} files")
         candidate = Candidate(patch, 1, changed_lines(originals, patch))
-        await self._validate(candidate, scratch, command, before, 1, 1)
+        await self._validate(candidate, scratch, command, before, 1)
         if candidate.passed:
             return self._fixed(
                 candidate, originals, before, 1, 0, [f"every use of {old}"], what=f"Renamed {old} to {new}"
@@ -321,6 +329,7 @@ class RepairWorkflow:
         """
         may_change_tests = asks_to_change_tests(request)
         originals = {location.file: index.texts[location.file] for location in locations}
+        originals |= {file: index.texts[file] for file, _ in missing_definitions(request, failing, index)}
         tried: dict[tuple[tuple[str, str], ...], Candidate] = {}
         best: Candidate | None = None
         samples = 0
@@ -328,23 +337,22 @@ class RepairWorkflow:
         template = prompt_text("repair_request")
         for round_number in range(1, self.settings.rounds + 1):
             plans = self._plans(request, failing, index, locations, template, best, originals, round_number)
-            found, drawn = await self._draw(plans, originals, may_change_tests, round_number)
-            samples += drawn
-            fresh = [candidate for key, candidate in found.items() if key not in tried]
-            for key, candidate in found.items():
-                if key in tried:
-                    tried[key].votes += candidate.votes
-                else:
-                    tried[key] = candidate
-            fresh.sort(key=lambda c: (-c.votes, c.size))
-            self._say("sample", f"round {round_number}: {drawn} samples, {len(fresh)} new distinct patches")
-            for number, candidate in enumerate(fresh, 1):
-                await self._validate(candidate, scratch, command, before, number, len(fresh))
-            # With nothing failing before, passing tests only show a change breaks nothing: samples must agree too.
-            kept = [c for c in tried.values() if c.passed and (before.failed or c.votes >= 2)]
-            if kept:
-                winner = min(kept, key=lambda c: (-c.votes, c.size))
-                return self._fixed(winner, originals, before, len(tried), samples, labels)
+            for number, plan in enumerate(plans, 1):
+                self._say("sample", f"round {round_number}: sample {number} of {len(plans)}")
+                seed = self.settings.seed + 100 * round_number + number
+                patch = await self._sample(plan, originals, may_change_tests, seed)
+                samples += 1
+                if patch is None:
+                    continue
+                candidate = tried.get(patch.key())
+                if candidate is not None:
+                    candidate.votes += 1
+                else:  # a new patch is tried at once: the first that passes ends the search
+                    candidate = tried[patch.key()] = Candidate(patch, 1, changed_lines(originals, patch))
+                    await self._validate(candidate, scratch, command, before, len(tried))
+                # With nothing failing before, passing tests only show a change breaks nothing: samples must agree.
+                if candidate.passed and (before.failed or candidate.votes >= 2):
+                    return self._fixed(candidate, originals, before, len(tried), samples, labels)
             best = _best_attempt(list(tried.values())) or best
         message = _failed_message(list(tried.values()), samples, best)
         return self._result("failed", message, before=before, candidates=len(tried), samples=samples, locations=labels)
@@ -366,7 +374,15 @@ class RepairWorkflow:
         hot = self.settings.temperature
         if round_number == 1 or best is None:
             anywhere = template.format(**brief, instruction=ANYWHERE)
-            plans = [_Plan(anywhere, views, 0.0, index)]
+            plans = []
+            for file, name in missing_definitions(request, failing, index)[:2]:
+                kind = "class" if name[:1].isupper() else "function"
+                write = prompt_text("repair_new").format(kind=kind, name=name, file=file)
+                plans += [
+                    _Plan(template.format(**brief, instruction=write), views, temperature, index, new=(file, name))
+                    for temperature in (0.0, hot)
+                ]
+            plans += [_Plan(anywhere, views, 0.0, index)]
             plans += [_Plan(anywhere, views, hot, index)] * (self.settings.samples - 1)
             for location in locations[: self.settings.per_location]:
                 instruction = f"Make the change in {location.label}."
@@ -393,40 +409,47 @@ class RepairWorkflow:
             _Plan(different, views, hot, index),
         ]
 
-    async def _draw(
-        self,
-        plans: Sequence[_Plan],
-        originals: Mapping[str, str],
-        may_change_tests: bool,
-        round_number: int,
-    ) -> tuple[dict[tuple[tuple[str, str], ...], Candidate], int]:
-        """Draw ``plans``' samples; the distinct patches that apply and parse, with their votes, and the count.
+    async def _sample(
+        self, plan: _Plan, originals: Mapping[str, str], may_change_tests: bool, seed: int
+    ) -> Patch | None:
+        """One sample of ``plan``: the patch it makes of ``originals`` when it applies and parses, else None.
 
         The samples of one starting point share their prompt up to the last lines (the instruction), so the
         engine reads it once and serves the rest from its cache.
         """
-        found: dict[tuple[tuple[str, str], ...], Candidate] = {}
-        for number, plan in enumerate(plans):
-            self._say("sample", f"round {round_number}: sample {number + 1} of {len(plans)}")
-            seed = self.settings.seed + 100 * round_number + number
-            answer = await self._ask(plan.prompt, plan.views, plan.index, plan.temperature, seed)
-            blocks = [b for b in parse_patch(answer) if may_change_tests or not is_test_file(b.file)]
-            base = {**originals, **(plan.on_top.patch.files if plan.on_top else {})}
-            patch = apply_patch(blocks, base) if blocks else "no edits"
-            if isinstance(patch, str):
-                continue
-            if plan.on_top is not None:  # the new edits, and the attempt they build on
-                files = {**plan.on_top.patch.files, **patch.files}
-                patch = Patch((*plan.on_top.patch.blocks, *patch.blocks), files)
-            patch = Patch(patch.blocks, {p: t for p, t in patch.files.items() if t != originals.get(p)})
-            if not patch.files or not _parses(patch):
-                continue
-            key = patch.key()
-            if key in found:
-                found[key].votes += 1
-            else:
-                found[key] = Candidate(patch, 1, changed_lines(originals, patch))
-        return found, len(plans)
+        if plan.new is not None:
+            return await self._write_new(plan, originals, seed)
+        answer = await self._ask(plan.prompt, plan.views, plan.index, plan.temperature, seed)
+        blocks = [b for b in parse_patch(answer) if may_change_tests or not is_test_file(b.file)]
+        base = {**originals, **(plan.on_top.patch.files if plan.on_top else {})}
+        patch = apply_patch(blocks, base) if blocks else "no edits"
+        if isinstance(patch, str):
+            return None
+        if plan.on_top is not None:  # the new edits, and the attempt they build on
+            patch = Patch((*plan.on_top.patch.blocks, *patch.blocks), {**plan.on_top.patch.files, **patch.files})
+        patch = Patch(patch.blocks, {path: text for path, text in patch.files.items() if text != originals.get(path)})
+        return patch if patch.files and _parses(patch) else None
+
+    async def _write_new(self, plan: _Plan, originals: Mapping[str, str], seed: int) -> Patch | None:
+        """A definition the code lacks, written whole and added at the end of its file."""
+        assert plan.new is not None
+        file, name = plan.new
+        opening = f"{'class' if name[:1].isupper() else 'def'} {name}"
+        grammar = new_definition_grammar(opening) if self.client.supports_grammar else None
+        settings = ModelSettings(
+            temperature=plan.temperature, seed=seed, max_tokens=self.settings.patch_tokens, grammar=grammar
+        )
+        messages = [Message.system(prompt_text("repair_system")), Message.user(plan.prompt)]
+        self.model_calls += 1
+        response = await complete(self.client, ModelRequest(messages, settings=settings))
+        self.usage.add(response.usage)
+        code = new_definition(response.message.content, opening)
+        if code is None:
+            return None
+        original = originals.get(file) or plan.index.texts.get(file, "")
+        text = original.rstrip("\n") + "\n\n\n" + code + "\n"
+        patch = Patch((Block(file, "", code),), {file: text})
+        return patch if _parses(patch) else None
 
     async def _ask(self, text: str, views: Sequence[View], index: SymbolIndex, temperature: float, seed: int) -> str:
         grammar = None
@@ -486,7 +509,6 @@ class RepairWorkflow:
         command: TestCommand,
         before: TestReport,
         number: int,
-        total: int,
     ) -> None:
         """Run the tests on ``candidate`` in the copy: the failing ones first, then all."""
         scratch.write(candidate.patch.files)
@@ -499,7 +521,7 @@ class RepairWorkflow:
                 candidate.fixed = len(now_passing(before, first))
                 if not first.ok:
                     candidate.report = first
-                    shown = f"candidate {number} of {total}: {candidate.fixed} of {len(failing)} failing tests pass"
+                    shown = f"patch {number}: {candidate.fixed} of {len(failing)} failing tests pass"
                     self._say("validate", shown)
                     return
             after = await run_tests(command, scratch.root, self.environment, timeout=self.settings.test_timeout)
@@ -511,7 +533,7 @@ class RepairWorkflow:
             else:
                 candidate.passed = after.ok
             verdict = "the tests pass" if candidate.passed else f"the tests fail ({after.summary()})"
-            self._say("validate", f"candidate {number} of {total}: {verdict}")
+            self._say("validate", f"patch {number}: {verdict}")
         finally:
             scratch.restore()
 
