@@ -189,6 +189,8 @@ def test_a_patch_applies_exactly_or_loosely_once_and_names_what_is_wrong() -> No
     assert apply_patch([Block("x.py", "a", "b")], {"m.py": text}) == "x.py is not one of the files that may change"
     assert apply_patch([Block("m.py", "nowhere", "b")], {"m.py": text}) == "the SEARCH text is not in m.py"
     assert apply_patch([Block("m.py", "def other():", "def other():")], {"m.py": text}) == "it changes nothing"
+    twice = parse_patch(FIX.replace("shop/money.py", "m.py") * 2)
+    assert not isinstance(apply_patch(twice, {"m.py": text}), str), "a block repeated is the same edit, made once"
     prose = "Here is the fix:\n```\n" + FIX + "```\nThat rounds."
     assert parse_patch(prose) == parse_patch(FIX)
 

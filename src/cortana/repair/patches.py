@@ -94,7 +94,8 @@ def apply_patch(blocks: Sequence[Block], originals: Mapping[str, str]) -> Patch 
     """The patch ``blocks`` make of ``originals`` (path -> text), or why they cannot be applied.
 
     A block's SEARCH must match its file once: exactly, else loosely (spaces and quote marks aside, a skipped
-    blank or comment line allowed). A block naming a file that is not in ``originals`` is refused.
+    blank or comment line allowed). A block whose SEARCH is gone but whose REPLACE is there once repeats an
+    edit already made, and is passed over. A block naming a file that is not in ``originals`` is refused.
     """
     files: dict[str, str] = {}
     for block in blocks:
@@ -110,6 +111,8 @@ def apply_patch(blocks: Sequence[Block], originals: Mapping[str, str]) -> Patch 
             text = _replace_lines(text, search, replace)
         elif count > 1:
             return f"the SEARCH text is in {block.file} {count} times; it must be once"
+        elif replace.strip() and _whole_line_count(text, replace) == 1:
+            continue  # the same edit again (small models repeat a block): it is made already
         else:
             loose = loose_edit(text, search, replace)
             if loose is None:

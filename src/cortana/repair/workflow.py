@@ -157,6 +157,9 @@ class _Plan:
     on_top: Candidate | None = None
     new: tuple[str, str] | None = None
     """(file, name): a definition to write whole and add to the file, rather than edits."""
+    kind: str = "anywhere"
+    """What it asks for: ``new`` (a whole definition), ``anywhere``, ``location``, ``more`` (on the closest
+    attempt) or ``different``."""
 
 
 @dataclass
@@ -170,6 +173,8 @@ class Candidate:
     fixed: int = 0
     broke: int = 0
     passed: bool = False
+    origin: str = ""
+    """Which sample first made it (``round 1, sample 2: anywhere, T=0.8``), for the figures of what pays."""
 
 
 @dataclass
@@ -205,6 +210,8 @@ class RepairResult:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     completion_tokens: int = 0
+    origin: str = ""
+    """Which sample first made the kept patch."""
 
     def summary(self) -> str:
         """One line of counts: ``11 model calls · 10 samples · 6 patches tried · 9,120 in, 8,004 cached / 812 out
@@ -212,7 +219,7 @@ class RepairResult:
         return (
             f"{self.model_calls} model calls · {self.samples} samples · {self.candidates} patches tried · "
             f"{self.prompt_tokens:,} in, {self.cached_tokens:,} cached / {self.completion_tokens:,} out tokens · "
-            f"{self.seconds:.1f}s"
+            f"{self.seconds:.1f}s" + (f" · kept: {self.origin}" if self.origin else "")
         )
 
 
@@ -349,6 +356,7 @@ class RepairWorkflow:
                     candidate.votes += 1
                 else:  # a new patch is tried at once: the first that passes ends the search
                     candidate = tried[patch.key()] = Candidate(patch, 1, changed_lines(originals, patch))
+                    candidate.origin = f"round {round_number}, sample {number}: {plan.kind}, T={plan.temperature:g}"
                     await self._validate(candidate, scratch, command, before, len(tried))
                 # With nothing failing before, passing tests only show a change breaks nothing: samples must agree.
                 if candidate.passed and (before.failed or candidate.votes >= 2):
@@ -379,7 +387,14 @@ class RepairWorkflow:
                 kind = "class" if name[:1].isupper() else "function"
                 write = prompt_text("repair_new").format(kind=kind, name=name, file=file)
                 plans += [
-                    _Plan(template.format(**brief, instruction=write), views, temperature, index, new=(file, name))
+                    _Plan(
+                        template.format(**brief, instruction=write),
+                        views,
+                        temperature,
+                        index,
+                        new=(file, name),
+                        kind="new",
+                    )
                     for temperature in (0.0, hot)
                 ]
             plans += [_Plan(anywhere, views, 0.0, index)]
@@ -403,10 +418,10 @@ class RepairWorkflow:
         )
         patched_views = views_for(moved, patched)
         return [
-            _Plan(on_top, patched_views, 0.0, patched, best),
-            _Plan(on_top, patched_views, hot, patched, best),
-            _Plan(different, views, 0.0, index),
-            _Plan(different, views, hot, index),
+            _Plan(on_top, patched_views, 0.0, patched, best, kind="more"),
+            _Plan(on_top, patched_views, hot, patched, best, kind="more"),
+            _Plan(different, views, 0.0, index, kind="different"),
+            _Plan(different, views, hot, index, kind="different"),
         ]
 
     async def _sample(
@@ -606,6 +621,7 @@ class RepairWorkflow:
         message = f"{what} in {files}:{tests} the tests: {summary}{agreed}.{unchecked}"
         result = self._result(
             "fixed", message, diff=unified_diff(originals, winner.patch), patch=winner.patch, originals=changed,
+            origin=winner.origin,
             before=before, after=after, candidates=candidates, samples=samples,
             locations=locations,
         )  # fmt: skip
