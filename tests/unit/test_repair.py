@@ -252,6 +252,27 @@ async def test_the_tests_choose_and_a_test_edit_never_wins(tmp_path: Path) -> No
     assert "tests/test_invoice.py::test_total_rounds_the_vat" in prompt and "def vat(cents):" in prompt
 
 
+async def test_an_edit_the_tests_do_not_need_is_left_out(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    stray = block(
+        "shop/invoice.py", "def net(euros):\n    return cents(euros)", "def net(euros):\n    return cents(euros) + 0"
+    )
+    repeated = block("shop/money.py", "    return int(cents * 0.2)", "    return round(cents * 0.2)")
+    model = ScriptedModel([stray + FIX + repeated])
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, per_location=0, rounds=1)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix the failing test")
+    assert result.status == "fixed", result.message
+    assert "+    return round(cents * 0.2)" in result.diff and "+ 0" not in result.diff, result.diff
+    assert set(result.patch.files) == {"shop/money.py"} if result.patch else False
+    assert result.originals.keys() == {"shop/money.py"}, "only the files the kept patch changes are applied"
+    assert "patch without edit 1: the tests pass" in progress, progress
+    model = ScriptedModel([stray + FIX])
+    asked = await workflow(project, model, samples=1, per_location=0, rounds=1).run("fix total and add one to net")
+    assert "+    return cents(euros) + 0" in asked.diff, "a request for more than the fix keeps every edit"
+
+
 async def test_a_failed_round_builds_on_its_closest_attempt_or_tries_another(tmp_path: Path) -> None:
     project = write(tmp_path / "p", ONE_CALL_AWAY)
     wrong = block("shop/money.py", "    return int(cents * 0.2)", "    return int(cents * 0.2) - 1")

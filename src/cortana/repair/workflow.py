@@ -26,7 +26,9 @@ models on a CPU:
    tests first, then the whole run; the first kept ends the search: the
    failing tests pass and nothing that passed fails. With nothing failing
    before, two samples must also agree on it. A test file is never patched
-   unless the user asked for it.
+   unless the user asked for it. When the request only asks for a fix, the
+   kept patch then loses each edit the tests do not need (a small model's
+   fix often carries a stray one).
 5. **Retry.** With none kept, another round (``rounds`` in all) starts from
    the closest attempt, kept, asking for the edits still needed, and from the
    code as it was, asking for a different fix.
@@ -360,10 +362,52 @@ class RepairWorkflow:
                     await self._validate(candidate, scratch, command, before, len(tried))
                 # With nothing failing before, passing tests only show a change breaks nothing: samples must agree.
                 if candidate.passed and (before.failed or candidate.votes >= 2):
-                    return self._fixed(candidate, originals, before, len(tried), samples, labels)
+                    kept = candidate
+                    if before.failed and not _asks_for_more(request):
+                        kept = await self._trim(candidate, originals, scratch, command, before)
+                    return self._fixed(kept, originals, before, len(tried), samples, labels)
             best = _best_attempt(list(tried.values())) or best
         message = _failed_message(list(tried.values()), samples, best)
         return self._result("failed", message, before=before, candidates=len(tried), samples=samples, locations=labels)
+
+    async def _trim(
+        self,
+        kept: Candidate,
+        originals: Mapping[str, str],
+        scratch: ScratchCopy,
+        command: TestCommand,
+        before: TestReport,
+    ) -> Candidate:
+        """``kept`` without the edits the tests do not need.
+
+        A small model's passing patch often carries an edit besides the fix (a function written twice, a line
+        reworded); each edit is left out in turn, and where the tests still accept the rest, it goes. One test run
+        per edit, no model call.
+        """
+        blocks = list(kept.patch.blocks)
+        index = 0
+        while len(blocks) > 1 and index < len(blocks):
+            rest = blocks[:index] + blocks[index + 1 :]
+            applied = apply_patch(rest, originals)
+            if isinstance(applied, str):
+                index += 1
+                continue
+            patch = Patch(
+                applied.blocks, {path: text for path, text in applied.files.items() if text != originals[path]}
+            )
+            if patch.key() == kept.patch.key():  # the edit changed nothing the others did not
+                blocks = rest
+                continue
+            if not patch.files or not _parses(patch):
+                index += 1
+                continue
+            trial = Candidate(patch, kept.votes, changed_lines(originals, patch), origin=kept.origin)
+            await self._validate(trial, scratch, command, before, f"without edit {index + 1}")
+            if trial.passed and trial.fixed >= kept.fixed:
+                blocks, kept = rest, trial
+            else:
+                index += 1
+        return kept
 
     def _plans(
         self,
@@ -523,7 +567,7 @@ class RepairWorkflow:
         scratch: ScratchCopy,
         command: TestCommand,
         before: TestReport,
-        number: int,
+        number: int | str,
     ) -> None:
         """Run the tests on ``candidate`` in the copy: the failing ones first, then all."""
         scratch.write(candidate.patch.files)
@@ -637,6 +681,19 @@ _CHANGE = re.compile(
 def _asks_for_change(request: str) -> bool:
     """Whether the request asks for a change even when every test passes ("add a --reverse flag")."""
     return bool(_CHANGE.search(request)) and not re.search(r"\b(failing|fails|failed)\b", request, re.IGNORECASE)
+
+
+_MORE = re.compile(
+    r"\b(add|implement|change|rename|update|support|use|remove|replace|refactor|allow|handle|default|document|"
+    r"docstring|also)\b",
+    re.IGNORECASE,
+)
+
+
+def _asks_for_more(request: str) -> bool:
+    """Whether the request asks for something the failing tests may not check ("... and document it"): then
+    every edit of a passing patch is kept, not only those the tests need."""
+    return bool(_MORE.search(request))
 
 
 TEST_LINES = 60
