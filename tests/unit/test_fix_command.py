@@ -76,3 +76,27 @@ def test_slash_fix_asks_to_run_the_tests_and_to_write_showing_the_diff(scripted_
     child.sendline("/exit")
     child.expect(pexpect.EOF)
     assert "round(cents * 0.2)" in (root / "shop/money.py").read_text()
+
+
+def test_the_loop_taking_over_a_failed_fix_does_not_run_the_workflow_again(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.test_cli_terminal import tool_reply
+
+    root = project(tmp_path)
+    (root / "cortana.yml").write_text(
+        "memory:\n  recall: false\ngraphify:\n  enabled: false\nfix:\n  samples: 1\n  per_location: 0\n  rounds: 1\n"
+    )
+    scripted_engine.add(
+        "POST",
+        "/v1/chat/completions",
+        text_reply(["no edits here"]),  # the workflow's one sample: nothing that applies
+        tool_reply("fix_with_tests", '{"request": "fix the failing test"}'),  # the loop asks for the workflow
+        text_reply(["I could not find the fix."]),
+    )
+    done = cortana(root, scripted_engine.url, "--yes", "fix the failing test")
+    assert done.returncode == 0, done.stderr
+    assert "The assistant takes it from here." in done.stderr
+    assert done.stderr.count("running the tests") == 1, "the workflow ran once: " + done.stderr
+    requests = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"]
+    tool_result = next(m for m in requests[-1]["messages"] if m["role"] == "tool")
+    assert "already ran on this request" in tool_result["content"], tool_result
+    assert "I could not find the fix." in done.stdout

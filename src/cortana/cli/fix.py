@@ -71,6 +71,9 @@ class TerminalFixer:
         self.show = show
         self._command: TestCommand | None = None
         self._looked = False
+        self.handed_over: str | None = None
+        """Set while the tool loop has a turn the workflow gave up on: what it found. The loop's own call of the
+        workflow (the ``fix_with_tests`` tool) then gets that, rather than the same search again."""
 
     @property
     def test_command(self) -> TestCommand | None:
@@ -95,12 +98,14 @@ class TerminalFixer:
         An explicit ``/fix`` always answers; a routed request goes to the loop when no fix was found.
         """
         request = request.strip() or DEFAULT_REQUEST
+        self.handed_over = None
         workflow = await self.workflow(agent, thread)
         self.console.print(Text(f"fix: {printable(request)[:200]}", style="dim"))
         result = await workflow.run(request)
         self.console.print(Text(f"fix: {result.summary()}", style="dim"), soft_wrap=True)
         if result.status != "fixed" and not explicit and result.status not in ("passing", "refused"):
             self._say(f"{result.message} The assistant takes it from here.", result.seconds)
+            self.handed_over = result.message
             return None
         answer = await self._answer(workflow, result)
         if memory is not None:
@@ -117,6 +122,11 @@ class TerminalFixer:
             Args:
                 request: what to change, e.g. "make the failing test pass" or "add a --reverse flag".
             """
+            if self.handed_over is not None:  # the workflow ran on this turn's request already
+                return (
+                    f"The fix workflow already ran on this request: {self.handed_over} Do not call fix_with_tests "
+                    "again on this turn; read the code and change it with the file tools."
+                )
             workflow = await self.workflow(context.agent, context.thread)
             result = await workflow.run(request)
             if result.status != "fixed":

@@ -407,6 +407,9 @@ class Repl:
             self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
         except Exception as exc:  # the session outlives a failed turn; the message is stored
             self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
+        finally:
+            if self.fixer is not None:  # a later turn's call of the workflow runs it again
+                self.fixer.handed_over = None
         if self.verbose:
             self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
 
