@@ -7,6 +7,8 @@ where the project has tests, its tests can judge the change. Questions
 ("which function rounds the weight?", "how does X work", "explain …") and
 chat stay with the tool loop. The rule is deliberately plain: a change verb
 or a report of something broken, and not a question that asks for no change.
+A sentence opening with "when" is a question only when it ends with a question
+mark ("When the config has no keep setting, keep the 7 newest" is a request).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ _TROUBLE = re.compile(
     re.IGNORECASE,
 )
 _QUESTION = re.compile(
-    r"^\s*(what|which|why|how|where|when|who|whose|does|do|is|are|was|were|could you explain|can you explain|"
+    r"^\s*(what|which|why|how|where|when\b.*\?\s*$|who|whose|does|do|is|are|was|were|could you explain|can you explain|"
     r"explain|show|tell|describe|list|summari[sz]e|find|search|look|read|review)\b",
     re.IGNORECASE,
 )
