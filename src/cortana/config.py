@@ -508,6 +508,9 @@ class FixSettings(_Section):
     """Samples of a patch over every candidate location, per round (the first greedy, the others hotter)."""
     per_location: int = Field(2, ge=0, le=8)
     """How many of the top locations also get a sample of their own."""
+    rewrite: bool = True
+    """Also ask for the functions to change written again whole (a small model writes a function better than it
+    writes search/replace edits of one)."""
     rounds: int = Field(2, ge=1, le=5)
     """Sampling rounds; each after the first starts from the closest failed attempt."""
     test_timeout: float = Field(300, gt=0, le=3600)

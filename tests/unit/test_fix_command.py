@@ -29,6 +29,9 @@ def cortana(root: Path, url: str, *args: str) -> subprocess.CompletedProcess[str
 
 def test_yes_fix_the_failing_test_finds_tries_and_applies_the_fix(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     root = project(tmp_path)
+    (root / "cortana.yml").write_text(
+        "memory:\n  recall: false\ngraphify:\n  enabled: false\nfix:\n  per_location: 1\n"
+    )
     scripted_engine.add("POST", "/v1/chat/completions", text_reply([TEST_EDIT]), text_reply([FIX]))
     done = cortana(root, scripted_engine.url, "--yes", "fix the failing test")
     assert done.returncode == 0, done.stderr
@@ -38,7 +41,10 @@ def test_yes_fix_the_failing_test_finds_tries_and_applies_the_fix(scripted_engin
     assert "== 2519" in (root / "tests/test_invoice.py").read_text(), "the test that judged it is as it was"
     assert "fix " in done.stderr and "patch 1: the tests pass" in done.stderr, "progress a person can follow"
     requests = [r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions"]
-    assert all("grammar" in body for body in requests) and "FILE: shop/money.py" in requests[0]["grammar"]
+    assert all("grammar" in body for body in requests)
+    assert requests[0]["grammar"].startswith('root ::= d0\nd0 ::= "def vat"'), "first: vat, written again whole"
+    assert requests[1]["grammar"].startswith("root ::= d0 d1"), "then the functions shown, together"
+    assert "FILE: shop/money.py" in requests[2]["grammar"], "then edits anywhere in the code shown"
     assert not any("FILE: tests/" in body["grammar"] for body in requests), "the tests are not offered to patch"
 
 
@@ -84,6 +90,7 @@ def test_the_loop_taking_over_a_failed_fix_does_not_run_the_workflow_again(scrip
     root = project(tmp_path)
     (root / "cortana.yml").write_text(
         "memory:\n  recall: false\ngraphify:\n  enabled: false\nfix:\n  samples: 1\n  per_location: 0\n  rounds: 1\n"
+        "  rewrite: false\n"
     )
     scripted_engine.add(
         "POST",

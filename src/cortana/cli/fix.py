@@ -161,6 +161,7 @@ class TerminalFixer:
             settings=RepairSettings(
                 samples=fix.samples,
                 per_location=fix.per_location,
+                rewrite=fix.rewrite,
                 rounds=fix.rounds,
                 test_timeout=fix.test_timeout,
                 **({"seed": self.settings.seed} if self.settings.seed is not None else {}),

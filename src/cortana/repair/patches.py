@@ -22,7 +22,10 @@ matched loosely (``edit_file``'s matcher, within its limits).
 from __future__ import annotations
 
 import difflib
+import io
 import re
+import textwrap
+import tokenize
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,11 +36,14 @@ __all__ = [
     "Patch",
     "View",
     "apply_patch",
+    "body_indent",
+    "definitions",
+    "definitions_grammar",
     "new_definition",
-    "new_definition_grammar",
     "parse_patch",
     "patch_grammar",
     "unified_diff",
+    "without_new_comments",
 ]
 
 SEARCH, DIVIDER, REPLACE = "<<<<<<< SEARCH", "=======", ">>>>>>> REPLACE"
@@ -45,6 +51,9 @@ MAX_BLOCKS = 3
 """The most blocks one sample may hold."""
 MAX_SEARCH_LINES = 10
 """The most lines one block's SEARCH may copy (under a grammar)."""
+LINE_CHARS = 160
+"""The most characters of a line a model writes under a grammar (or the longest line shown, if longer): a small
+model's end-of-line comment otherwise runs on, repeating itself, to the end of its token budget."""
 _BLOCK = re.compile(
     r"FILE:\s*(?P<file>[^\n]+?)\s*\n(?:```[^\n]*\n)?"
     r"<<<<<<< SEARCH\n(?P<search>.*?)\n?=======\n(?P<replace>.*?)\n?>>>>>>> REPLACE",
@@ -162,19 +171,22 @@ def patch_grammar(
     views: Sequence[View], texts: Mapping[str, str], max_blocks: int = MAX_BLOCKS, max_search: int = MAX_SEARCH_LINES
 ) -> str:
     """A GBNF grammar for a patch of the ``views`` of ``texts``: well-formed blocks whose SEARCH is a run of at
-    most ``max_search`` consecutive shown lines of the named file, starting on a line that is not blank.
+    most ``max_search`` consecutive shown lines of the named file, starting on a line that is not blank, and whose
+    REPLACE lines are at most ``LINE_CHARS`` long (or as long as the longest line shown).
 
     The bound keeps edits small: asked to add a function, the 1.5B model copied a whole file into SEARCH and
     then wrote it out again unchanged, spending its samples on nothing.
     """
     rules: list[str] = []
     blocks: list[str] = []
+    longest = LINE_CHARS
     for number, view in enumerate(views):
         lines = texts[view.file].splitlines()
         starts: list[str] = []
         for low, high in view.ranges:
             high = min(high, len(lines))
             for index in range(low, high + 1):
+                longest = max(longest, len(lines[index - 1]))
                 rules.append(f"f{number}-t{index} ::= {_literal(lines[index - 1] + chr(10))}")
                 for depth in range(1, max_search + 1):  # line ``index`` as the ``depth``-th of a SEARCH
                     following = f" f{number}-l{index + 1}-{depth + 1}?" if index < high and depth < max_search else ""
@@ -194,7 +206,8 @@ def patch_grammar(
         f"root ::= block {optional}".rstrip(),
         "block ::= " + " | ".join(blocks),
         f"replace ::= rline* {_literal(REPLACE + chr(10))}",
-        'rline ::= "\\n" | [^>\\n] [^\\n]* "\\n" | ">" [^>\\n] [^\\n]* "\\n"',
+        'rline ::= "\\n" | [^>\\n] rest "\\n" | ">" [^>\\n] rest "\\n"',
+        f"rest ::= [^\\n]{{0,{longest}}}",
     ]
     return "\n".join([*head, *rules]) + "\n"
 
@@ -205,31 +218,104 @@ def _literal(text: str) -> str:
     return '"' + escaped.replace("\t", "\\t") + '"'
 
 
-def new_definition_grammar(opening: str) -> str:
-    """A GBNF grammar for one whole new definition that starts ``opening`` (``def count_words``): its first line,
-    then only indented or blank lines, so the answer is that definition and nothing else."""
-    return (
-        "\n".join(
-            [
-                f'root ::= {_literal(opening)} [^\\n]* "\\n" body',
-                'body ::= ([ \\t] [^\\n]* "\\n")+ ("\\n" | [ \\t] [^\\n]* "\\n")*',
-            ]
-        )
-        + "\n"
-    )
+def definitions_grammar(
+    heads: Sequence[tuple[str, str]], bodies: Sequence[str] = (), line_chars: int = LINE_CHARS
+) -> str:
+    """A GBNF grammar for whole definitions, one per ``(opening, indent)`` of ``heads`` and in that order: each
+    starts ``opening`` (``def count_words``) at ``indent`` (a method's: its class's indentation and four spaces), and
+    goes on with blank lines and lines indented deeper than it: by the body indentation in ``bodies`` where one is
+    given for it (the definition being rewritten uses it), else by any; no line longer than ``line_chars``. The
+    answer is those definitions and nothing else: a model that would go on to the next definition cannot."""
+    if not heads:
+        raise ValueError("no definitions to write")
+    rules = ["root ::= " + " ".join(f"d{number}" for number in range(len(heads)))]
+    for number, (opening, indent) in enumerate(heads):
+        body = bodies[number] if number < len(bodies) else ""
+        deeper = _literal(body) if body else f"{_literal(indent)} [ \\t]" if indent else "[ \\t]"
+        rules.append(f'd{number} ::= {_literal(indent + opening)} rest "\\n" b{number}')
+        rules.append(f'b{number} ::= ({deeper} rest "\\n")+ ("\\n" | {deeper} rest "\\n")*')
+    rules.append(f"rest ::= [^\\n]{{0,{line_chars}}}")
+    return "\n".join(rules) + "\n"
 
 
-def new_definition(answer: str, opening: str) -> str | None:
-    """The definition starting ``opening`` in ``answer`` (under the grammar, the whole answer; elsewhere the first
-    such definition, in a code fence or not), its trailing blank lines dropped; None when there is none."""
-    start = answer.find(opening)
-    if start < 0:
+def body_indent(definition: str) -> str:
+    """The indentation every line of ``definition``'s body starts with (its first body line's), or "" when a line
+    is less indented (a string literal at the margin): then the grammar allows any."""
+    lines = definition.split("\n")
+    own = len(lines[0]) - len(lines[0].lstrip())
+    body = [line for line in lines[1:] if line.strip()]
+    if not body:
+        return ""
+    first = body[0][: len(body[0]) - len(body[0].lstrip())]
+    if len(first) <= own or any(not line.startswith(first) for line in body):
+        return ""
+    return first
+
+
+def definitions(answer: str, heads: Sequence[tuple[str, str]]) -> list[str] | None:
+    """The definitions of ``heads`` (``(opening, indent)``) in ``answer``, in that order, each moved to its
+    ``indent`` and without its trailing blank lines; None when one is missing.
+
+    Under the grammar the answer is exactly those; elsewhere each is the first definition starting its opening
+    after the one before, in a code fence or not, at whatever indentation the model wrote it.
+    """
+    found: list[str] = []
+    at = 0
+    for opening, indent in heads:
+        one = _definition_at(answer, opening, indent, at)
+        if one is None:
+            return None
+        code, at = one
+        found.append(code)
+    return found
+
+
+def new_definition(answer: str, opening: str, indent: str = "") -> str | None:
+    """The one definition starting ``opening`` in ``answer``, at ``indent`` (see :func:`definitions`)."""
+    found = definitions(answer, [(opening, indent)])
+    return found[0] if found else None
+
+
+def _definition_at(answer: str, opening: str, indent: str, start: int) -> tuple[str, int] | None:
+    """The definition starting ``opening`` in ``answer`` at or after ``start``, moved to ``indent``, and where it
+    ends."""
+    found = re.compile(rf"^([ \t]*){re.escape(opening)}\b", re.M).search(answer, start)
+    if found is None:
         return None
-    lines = answer[start:].splitlines()
+    written = found[1]
+    lines = answer[found.start() :].split("\n")
     kept = [lines[0]]
     for line in lines[1:]:
-        if line.strip() and not line[:1].isspace():  # back at the left margin: the definition has ended
-            break
+        if line.strip() and (not line.startswith(written) or not line[len(written) : len(written) + 1].isspace()):
+            break  # back at the definition's own margin or left of it: the definition has ended
         kept.append(line)
-    code = "\n".join(kept).rstrip()
-    return code if len(kept) > 1 else None
+    while len(kept) > 1 and not kept[-1].strip():
+        kept.pop()
+    if len(kept) < 2:
+        return None
+    end = found.start() + len("\n".join(kept))
+    moved = [indent + line[len(written) :] if line.strip() else "" for line in kept]
+    return "\n".join(moved), end
+
+
+def without_new_comments(code: str, old: str) -> str:
+    """``code`` without the end-of-line comments it adds to what ``old`` had (``# Changed to round``): a small
+    model narrates its change there, and the user's file is no place for it. Whole-line comments, and comments
+    ``old`` has, stay; code that does not tokenize is returned as it is."""
+    known = {line.strip() for line in old.splitlines()}
+    lines = code.split("\n")
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(textwrap.dedent(code) + "\n").readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return code
+    for token in tokens:
+        if token.type != tokenize.COMMENT:
+            continue
+        row = token.start[0] - 1
+        line = lines[row] if row < len(lines) else ""
+        if line.strip() in known or line.strip().startswith("#"):
+            continue
+        cut = line.rfind(token.string)
+        if cut > 0 and line[:cut].strip():
+            lines[row] = line[:cut].rstrip()
+    return "\n".join(lines)

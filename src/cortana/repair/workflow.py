@@ -57,16 +57,20 @@ from cortana.models.base import ModelClient, ModelRequest, ModelSettings, comple
 from cortana.prompts import as_data, prompt_text
 from cortana.repair.localize import Location, asks_to_change_tests, localize, missing_definitions, views_for
 from cortana.repair.patches import (
+    LINE_CHARS,
     Block,
     Patch,
     View,
     apply_patch,
+    body_indent,
     changed_lines,
+    definitions,
+    definitions_grammar,
     new_definition,
-    new_definition_grammar,
     parse_patch,
     patch_grammar,
     unified_diff,
+    without_new_comments,
 )
 from cortana.repair.rename import rename_patch, rename_request
 from cortana.repair.scratch import ScratchCopy
@@ -108,6 +112,8 @@ class RepairSettings:
     Attributes:
         samples: samples of the patch over every location shown (the greedy one, then hotter ones).
         per_location: how many of the top locations also get a greedy sample of their own.
+        rewrite: also ask for functions written again whole: each of the top ``per_location`` ones alone, and all
+            the locations shown together (a change that takes several at once).
         temperature: the temperature of the samples after the first.
         rounds: sampling rounds in all (each after the first starts from the best failed attempt).
         max_locations: the most locations whose code the model is shown.
@@ -118,6 +124,7 @@ class RepairSettings:
 
     samples: int = 3
     per_location: int = 2
+    rewrite: bool = True
     temperature: float = 0.8
     rounds: int = 2
     max_locations: int = 3
@@ -159,9 +166,11 @@ class _Plan:
     on_top: Candidate | None = None
     new: tuple[str, str] | None = None
     """(file, name): a definition to write whole and add to the file, rather than edits."""
+    rewrite: tuple[Symbol, ...] = ()
+    """Definitions to write again whole, in this order, each in place of the one in its file, rather than edits."""
     kind: str = "anywhere"
-    """What it asks for: ``new`` (a whole definition), ``anywhere``, ``location``, ``more`` (on the closest
-    attempt) or ``different``."""
+    """What it asks for: ``new`` (a whole definition), ``rewrite`` (a definition again, whole), ``anywhere``,
+    ``location``, ``more`` (on the closest attempt) or ``different``."""
 
 
 @dataclass
@@ -424,49 +433,74 @@ class RepairWorkflow:
         brief = _brief(request, failing, index, locations)
         views = views_for(locations, index)
         hot = self.settings.temperature
+        shown = [loc.symbol for loc in locations if loc.symbol and _rewritable(loc)] if self.settings.rewrite else []
+        rewrites = [
+            symbol for symbol in shown if symbol in {loc.symbol for loc in locations[: self.settings.per_location]}
+        ]
+        together = _in_file_order(shown)
+
+        def rewrite(symbols: Sequence[Symbol], temperature: float, lead: str = "", kind: str = "rewrite") -> _Plan:
+            instruction = f"{lead}\n\n{_rewrite_instruction(symbols)}" if lead else _rewrite_instruction(symbols)
+            prompt = template.format(**brief, instruction=instruction)
+            return _Plan(prompt, views, temperature, index, rewrite=tuple(symbols), kind=kind)
+
         if round_number == 1 or best is None:
-            anywhere = template.format(**brief, instruction=ANYWHERE)
+            anywhere = template.format(**brief, instruction=f"{ANYWHERE}\n\n{EDIT_FORMAT}")
             plans = []
             for file, name in missing_definitions(request, failing, index)[:2]:
                 kind = "class" if name[:1].isupper() else "function"
                 write = prompt_text("repair_new").format(kind=kind, name=name, file=file)
                 plans += [
-                    _Plan(
-                        template.format(**brief, instruction=write),
-                        views,
-                        temperature,
-                        index,
-                        new=(file, name),
-                        kind="new",
-                    )
-                    for temperature in (0.0, hot)
+                    _Plan(template.format(**brief, instruction=write), views, t, index, new=(file, name), kind="new")
+                    for t in (0.0, hot)
                 ]
+            plans += [rewrite([symbol], 0.0) for symbol in rewrites]
+            if len(together) > 1:  # a change that takes them all at once (a new flag: the parser and its use)
+                plans.append(rewrite(together, 0.0, kind="rewrite together"))
             plans += [_Plan(anywhere, views, 0.0, index)]
-            plans += [_Plan(anywhere, views, hot, index)] * (self.settings.samples - 1)
+            for number in range(self.settings.samples - 1):  # hotter ones: a whole definition, edits, in turn
+                if number % 2 == 0 and rewrites:
+                    plans.append(rewrite([rewrites[number // 2 % len(rewrites)]], hot))
+                else:
+                    plans.append(_Plan(anywhere, views, hot, index))
             for location in locations[: self.settings.per_location]:
-                instruction = f"Make the change in {location.label}."
+                if location.symbol in rewrites:
+                    continue  # its greedy rewrite is the sample made for just it
+                instruction = f"Make the change in {location.label}.\n\n{EDIT_FORMAT}"
                 plans.append(
-                    _Plan(template.format(**brief, instruction=instruction), views_for([location], index), 0.0, index)
-                )
+                    _Plan(template.format(**brief, instruction=instruction), views_for([location], index), 0.0, index,
+                          kind="location")
+                )  # fmt: skip
             return plans
         failure = as_data(_failure_text(best.report))
         tried = as_data(unified_diff(originals, best.patch))
-        different = template.format(
-            **brief, instruction=prompt_text("repair_retry").format(diff=tried, failure=failure)
-        )
+        retry = prompt_text("repair_retry").format(diff=tried, failure=failure)
+        different = template.format(**brief, instruction=f"{retry}\n\n{EDIT_FORMAT}")
         patched = index.with_files(best.patch.files)
         moved = _remapped(locations, patched)
-        on_top = template.format(
-            **_brief(request, failing, patched, moved),
-            instruction=prompt_text("repair_more").format(diff=tried, failure=failure),
-        )
+        more = prompt_text("repair_more").format(diff=tried, failure=failure)
+        patched_brief = _brief(request, failing, patched, moved)
+        on_top = template.format(**patched_brief, instruction=f"{more}\n\n{EDIT_FORMAT}")
         patched_views = views_for(moved, patched)
-        return [
+        plans = [
             _Plan(on_top, patched_views, 0.0, patched, best, kind="more"),
             _Plan(on_top, patched_views, hot, patched, best, kind="more"),
+        ]
+        for location in moved[: self.settings.per_location]:  # the definitions the attempt left as they were
+            left = location.symbol
+            if left is not None and _rewritable(location) and _untouched(left, patched, index):
+                instruction = f"{more}\n\n{_rewrite_instruction([left])}"
+                plans.append(
+                    _Plan(template.format(**patched_brief, instruction=instruction), patched_views, 0.0, patched,
+                          best, rewrite=(left,), kind="more, rewrite")
+                )  # fmt: skip
+        plans += [
             _Plan(different, views, 0.0, index, kind="different"),
             _Plan(different, views, hot, index, kind="different"),
         ]
+        if together:
+            plans.append(rewrite(together, hot, retry, kind="different, rewrite"))
+        return plans
 
     async def _sample(
         self, plan: _Plan, originals: Mapping[str, str], may_change_tests: bool, seed: int
@@ -478,7 +512,9 @@ class RepairWorkflow:
         """
         if plan.new is not None:
             return await self._write_new(plan, originals, seed)
-        answer = await self._ask(plan.prompt, plan.views, plan.index, plan.temperature, seed)
+        if plan.rewrite:
+            return await self._rewrite(plan, originals, seed)
+        answer = await self._ask(plan, seed)
         blocks = [b for b in parse_patch(answer) if may_change_tests or not is_test_file(b.file)]
         base = {**originals, **(plan.on_top.patch.files if plan.on_top else {})}
         patch = apply_patch(blocks, base) if blocks else "no edits"
@@ -494,15 +530,8 @@ class RepairWorkflow:
         assert plan.new is not None
         file, name = plan.new
         opening = f"{'class' if name[:1].isupper() else 'def'} {name}"
-        grammar = new_definition_grammar(opening) if self.client.supports_grammar else None
-        settings = ModelSettings(
-            temperature=plan.temperature, seed=seed, max_tokens=self.settings.patch_tokens, grammar=grammar
-        )
-        messages = [Message.system(prompt_text("repair_system")), Message.user(plan.prompt)]
-        self.model_calls += 1
-        response = await complete(self.client, ModelRequest(messages, settings=settings))
-        self.usage.add(response.usage)
-        code = new_definition(response.message.content, opening)
+        grammar = definitions_grammar([(opening, "")]) if self.client.supports_grammar else None
+        code = new_definition(await self._write(plan, seed, grammar), opening)
         if code is None:
             return None
         original = originals.get(file) or plan.index.texts.get(file, "")
@@ -510,21 +539,63 @@ class RepairWorkflow:
         patch = Patch((Block(file, "", code),), {file: text})
         return patch if _parses(patch) else None
 
-    async def _ask(self, text: str, views: Sequence[View], index: SymbolIndex, temperature: float, seed: int) -> str:
-        grammar = None
-        if self.client.supports_grammar:
-            try:
-                grammar = patch_grammar(views, index.texts)
-            except ValueError:
-                return ""
-        settings = ModelSettings(
-            temperature=temperature, seed=seed, max_tokens=self.settings.patch_tokens, grammar=grammar
-        )
-        messages = [Message.system(prompt_text("repair_system")), Message.user(text)]
+    async def _rewrite(self, plan: _Plan, originals: Mapping[str, str], seed: int) -> Patch | None:
+        """Definitions written again, whole, each in place of the one in its file (its decorators kept).
+
+        Asked for search/replace edits, a small model often copies one line as SEARCH and writes the function
+        again after it, so the old body stays below the new one; asked for the function itself, it writes what it
+        writes best, code, and where it goes is known. End-of-line comments it adds (``# Changed to round``) go.
+        """
+        base = {**originals, **(plan.on_top.patch.files if plan.on_top else {})}
+        heads = [_definition_head(symbol, plan.index) for symbol in plan.rewrite]
+        if any(head is None or symbol.file not in base for head, symbol in zip(heads, plan.rewrite, strict=True)):
+            return None
+        olds: list[str] = []
+        for head, symbol in zip(heads, plan.rewrite, strict=True):
+            assert head is not None
+            lines = plan.index.texts[symbol.file].split("\n")
+            olds.append("\n".join(lines[head[0] - 1 : symbol.end]))
+        wanted = [(head[2], head[1]) for head in heads if head is not None]
+        bodies = [body_indent(old) for old in olds]
+        longest = max([LINE_CHARS, *(len(line) for old in olds for line in old.splitlines())])
+        grammar = definitions_grammar(wanted, bodies, longest) if self.client.supports_grammar else None
+        answer = await self._write(plan, seed, grammar, tokens=sum(len(old) for old in olds) // 2 + 200)
+        codes = definitions(answer, wanted)
+        if codes is None:
+            return None
+        blocks = [
+            Block(symbol.file, old, without_new_comments(code, old))
+            for symbol, old, code in zip(plan.rewrite, olds, codes, strict=True)
+            if code.strip() != old.strip()
+        ]
+        applied = apply_patch(blocks, base) if blocks else "it changes nothing"
+        if isinstance(applied, str):
+            return None
+        if plan.on_top is not None:  # the new edits, and the attempt they build on
+            applied = Patch((*plan.on_top.patch.blocks, *applied.blocks), {**plan.on_top.patch.files, **applied.files})
+        patch = Patch(applied.blocks, {p: t for p, t in applied.files.items() if t != originals.get(p)})
+        return patch if patch.files and _parses(patch) else None
+
+    async def _write(self, plan: _Plan, seed: int, grammar: str | None, *, tokens: int = 0) -> str:
+        """The model's answer to ``plan`` (under ``grammar``) in at most ``tokens`` tokens (at least
+        ``patch_tokens``)."""
+        most = max(self.settings.patch_tokens, tokens)
+        settings = ModelSettings(temperature=plan.temperature, seed=seed, max_tokens=most, grammar=grammar)
+        messages = [Message.system(prompt_text("repair_system")), Message.user(plan.prompt)]
         self.model_calls += 1
         response = await complete(self.client, ModelRequest(messages, settings=settings))
         self.usage.add(response.usage)
         return response.message.content
+
+    async def _ask(self, plan: _Plan, seed: int) -> str:
+        """The model's edits for ``plan``, under the grammar of the code it was shown where the engine takes one."""
+        grammar = None
+        if self.client.supports_grammar:
+            try:
+                grammar = patch_grammar(plan.views, plan.index.texts)
+            except ValueError:
+                return ""
+        return await self._write(plan, seed, grammar)
 
     async def _choose(
         self, request: str, failing: Sequence[Failure], index: SymbolIndex, ranked: list[Location]
@@ -696,9 +767,53 @@ def _asks_for_more(request: str) -> bool:
     return bool(_MORE.search(request))
 
 
+REWRITE_LINES = 80
+"""The longest definition the model is asked to write again whole (a longer one gets edits only)."""
 TEST_LINES = 60
 """The most lines of a failing test file shown when it could not be imported (its tests show what it expects)."""
 ANYWHERE = "Fix it with the smallest change. It may take edits in more than one place."
+EDIT_FORMAT = (
+    "Write each edit like the example: FILE and the path, SEARCH and lines copied exactly from the code above, then "
+    "REPLACE and the lines that take their place."
+)
+
+
+def _rewritable(location: Location) -> bool:
+    """Whether ``location`` is a function or method short enough to be written again whole."""
+    symbol = location.symbol
+    return symbol is not None and symbol.kind != "class" and symbol.end - symbol.start < REWRITE_LINES
+
+
+def _rewrite_instruction(symbols: Sequence[Symbol]) -> str:
+    """Ask for ``symbols`` written again whole, in this order."""
+    if len(symbols) == 1:
+        symbol = symbols[0]
+        kind = "method" if symbol.kind == "method" else "function"
+        return prompt_text("repair_rewrite").format(kind=kind, name=symbol.qualname, file=symbol.file)
+    named = ", then ".join(f"{symbol.qualname} of {symbol.file}" for symbol in symbols)
+    return prompt_text("repair_rewrite_all").format(names=named)
+
+
+def _in_file_order(symbols: Sequence[Symbol]) -> list[Symbol]:
+    return sorted(symbols, key=lambda symbol: (symbol.file, symbol.start))
+
+
+def _definition_head(symbol: Symbol, index: SymbolIndex) -> tuple[int, str, str] | None:
+    """Where ``symbol``'s own first line is (past its decorators), its indentation, and how it opens
+    (``async def fetch``); None when it is not found."""
+    lines = index.texts.get(symbol.file, "").split("\n")
+    pattern = re.compile(rf"([ \t]*)((?:async\s+)?def\s+{re.escape(symbol.name)})\b")
+    for number in range(symbol.start, min(symbol.end, len(lines)) + 1):
+        found = pattern.match(lines[number - 1])
+        if found is not None:
+            return number, found[1], found[2]
+    return None
+
+
+def _untouched(symbol: Symbol, patched: SymbolIndex, index: SymbolIndex) -> bool:
+    """Whether ``symbol`` (found in ``patched``) reads as it did in ``index``."""
+    before = [s for s in index.named(symbol.qualname) if s.file == symbol.file]
+    return bool(before) and index.source(before[0]) == patched.source(symbol)
 
 
 def _brief(
