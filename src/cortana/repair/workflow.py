@@ -16,12 +16,15 @@ models on a CPU:
 3. **Sample.** One prompt shows the failing tests and the code of the top
    locations (its prefix is read once: the engine's cache serves every sample
    after the first). Samples, in order: for a name the tests import and the
-   code lacks, the whole new definition (greedy and hot); the greedy patch and
-   ``samples - 1`` hotter ones with edits anywhere in that code; one greedy
-   patch per top location asked to change just it. On llama.cpp each is
-   written under a grammar (``patches.py``): well-formed, on the files shown,
-   its SEARCH lines copied from them. A rename is made without a model
-   (``rename.py``).
+   code lacks, the whole new definition (greedy and hot); each top function
+   written again whole, then all the functions shown together (a small model
+   writes a function far better than search/replace edits of one); the greedy
+   patch of edits anywhere in that code; ``samples - 1`` hotter ones, a
+   function again and edits in turn; a greedy patch for a top location that
+   is not a function. On llama.cpp each is written under a grammar
+   (``patches.py``): well-formed, on the files shown, its SEARCH lines copied
+   from them, a function kept to its own lines. A rename is made without a
+   model (``rename.py``).
 4. **Validate** each new patch at once, in the scratch copy: the failing
    tests first, then the whole run; the first kept ends the search: the
    failing tests pass and nothing that passed fails. With nothing failing
