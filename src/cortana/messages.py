@@ -12,6 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "CHECK_IN_NAME",
+    "LOOP_NAME",
+    "STAND_IN_NAMES",
     "Message",
     "Role",
     "RunMetrics",
@@ -23,6 +26,14 @@ __all__ = [
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+CHECK_IN_NAME = "heartbeat"
+"""The ``name`` of the user-role note a delivered check-in stores in the user's place."""
+LOOP_NAME = "cortana"
+"""The ``name`` of a user-role message the loop writes itself (a nudge to answer, a retry of a failed call)."""
+STAND_IN_NAMES = (CHECK_IN_NAME, LOOP_NAME)
+"""Names of user-role messages that are not the user's words: "when the user last wrote" and what the user
+said skip them."""
 StopReason = Literal["stop", "length"]
 """Why a run ended: ``stop`` the model finished its answer; ``length`` it hit the token limit."""
 

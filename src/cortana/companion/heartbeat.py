@@ -37,6 +37,7 @@ from datetime import datetime, time, timedelta
 from typing import Protocol, Self
 
 from cortana.errors import ConfigError, UserError
+from cortana.messages import CHECK_IN_NAME
 from cortana.prompts import prompt_text
 
 __all__ = [
@@ -56,9 +57,6 @@ log = logging.getLogger("cortana.heartbeat")
 
 HEARTBEAT_OK = "HEARTBEAT_OK"
 """What a check-in replies when nothing needs the user: that reply is dropped."""
-CHECK_IN_NAME = "heartbeat"
-"""The ``name`` of the stand-in a delivered check-in stores in the user's place: it is not the user's words
-(``SQLiteMemory.last_user_message_at`` skips it by the same name; memory cannot import this module)."""
 
 _OK = re.compile(r"^[\s`*_\"'.!>:-]*heartbeat[ _-]?ok[\s`*_\"'.!]*$", re.IGNORECASE)
 _HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
