@@ -23,6 +23,7 @@ __all__ = [
     "ThreadRef",
     "ToolCall",
     "Usage",
+    "is_users_own",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -212,3 +213,10 @@ class RunResult(BaseModel):
     stop_reason: StopReason = "stop"
     changed_by: list[str] = Field(default_factory=list)
     prompt: str = ""
+
+
+def is_users_own(message: Message) -> bool:
+    """Whether ``message`` is the user's own words: a user-role message that is no stand-in (a check-in's note,
+    the loop's nudge or retry; see ``STAND_IN_NAMES``). Memory's ``last_user_message_at`` asks the same of
+    stored rows in SQL, by the same names."""
+    return message.role == "user" and message.name not in STAND_IN_NAMES

@@ -46,7 +46,7 @@ from cortana.config import HeartbeatSettings
 from cortana.display import printable
 from cortana.errors import UserError
 from cortana.memory.store import private_file, private_folder
-from cortana.messages import Message, ThreadRef
+from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.prompts import strip_turn_context
 
 # The prompt shows before these load (the agent, the heartbeat's check-ins, Markdown rendering):
@@ -503,7 +503,7 @@ class Repl:
         self._listed = [thread for thread, _ in await self.memory.threads("cli")]
         for number, thread in enumerate(self._listed, start=1):
             stored = await self.memory.messages(thread)
-            first = next((s.message.content for s in stored if s.message.role == "user" and not s.message.name), "")
+            first = next((s.message.content for s in stored if is_users_own(s.message)), "")
             current = " (current)" if thread == self.thread else ""
             shown = strip_turn_context(first).strip().splitlines()
             title = printable(shown[0][:70]) if shown else "(empty)"

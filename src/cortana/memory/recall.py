@@ -31,7 +31,7 @@ from cortana.config import prefer_passive_openmp
 from cortana.errors import ConfigError
 from cortana.memory.migrations import Migration
 from cortana.memory.store import SQLiteStore, sqlite_module
-from cortana.messages import Message, ThreadRef
+from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
 
@@ -426,7 +426,7 @@ class Recall:
         return [
             (message_id, strip_turn_context(m.content) if m.role == "user" else m.content)
             for message_id, m in stored
-            if m.role in ("user", "assistant") and m.content.strip() and m.name is None
+            if (is_users_own(m) or (m.role == "assistant" and m.name is None)) and m.content.strip()
         ]
 
     def render(self, groups: Sequence[Sequence[RecalledMessage]]) -> str | None:

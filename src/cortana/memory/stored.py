@@ -19,7 +19,7 @@ from typing import Literal
 
 from cortana.errors import ToolError
 from cortana.memory.recall import Recall
-from cortana.messages import STAND_IN_NAMES, Message, ThreadRef
+from cortana.messages import STAND_IN_NAMES, Message, ThreadRef, is_users_own
 from cortana.prompts import strip_turn_context
 from cortana.tools import Tool
 
@@ -244,6 +244,6 @@ class StoredMemory(ABC):
             message = stored.message
             if message.role == "assistant" and not message.tool_calls:
                 return None
-            if message.role == "user" and message.name is None:
+            if is_users_own(message):
                 return strip_turn_context(message.content)
         return None
