@@ -36,7 +36,9 @@ ALLOWED: dict[str, set[str]] = {
     "learning": CORE | {"models", "tools", "memory", "agent"},
     "testing": CORE | {"models"},
     "repair": CORE | {"models", "tools", "knowledge"},
-    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair"},
+    "assistant": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning"},
+    "cli": CORE
+    | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair", "assistant"},
 }
 """Which parts of the package each part may import (the layers, lowest first)."""
 

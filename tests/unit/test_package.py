@@ -116,7 +116,7 @@ def test_a_bad_cortana_yml_is_a_one_line_error(tmp_path) -> None:  # type: ignor
 
 
 def test_personality_folder_overrides_the_assistant_instructions(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from cortana.cli.session import assistant_instructions
+    from cortana.assistant import assistant_instructions
     from cortana.prompts import prompt_text
 
     assert assistant_instructions(tmp_path) == prompt_text("assistant")

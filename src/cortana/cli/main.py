@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     # the time to the prompt (issue 16), so it runs after, and ignores these objects from then on.
     gc.disable()
     try:
-        from cortana.cli.session import run_command, run_session, trust_folder
+        from cortana.cli.session import run_session, trust_folder
 
         if command is None and not prompt:
             import cortana.cli.repl  # noqa: F401  (the interactive session's prompt_toolkit, under the same rule)
@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         if command == "fix":
             return asyncio.run(run_session(args, prompt, fix=True))
         if command is not None:
+            from cortana.cli.doctor import run_command
+
             return asyncio.run(run_command(command, args))
         return asyncio.run(run_session(args, prompt or None))
     except CortanaError as exc:
