@@ -16,15 +16,16 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
 
-CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit"}
+CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit", "engines"}
 ALLOWED: dict[str, set[str]] = {
+    "engines": set(),
     "errors": {"messages"},
     "display": set(),
     "lazy": set(),
     "safegit": set(),
     "messages": set(),
     "trust": {"errors"},
-    "config": {"errors", "trust"},
+    "config": {"errors", "trust", "engines"},
     "prompts": {"config"},
     "models": CORE,
     "tools": CORE | {"models"},
