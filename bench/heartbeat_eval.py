@@ -46,7 +46,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from cortana import Agent, ThreadRef
-from cortana.cli.session import assistant_instructions, heartbeat_checklist
+from cortana.assistant import assistant_instructions, heartbeat_checklist
 from cortana.companion import ManualClock, companion_check_in, is_heartbeat_ok
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import Message

@@ -38,7 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cortana import Agent, Experience
-from cortana.cli.session import assistant_instructions, workspace_context
+from cortana.assistant import assistant_instructions, workspace_context
 from cortana.config import Settings
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.models.factory import create_model_client

@@ -40,7 +40,7 @@ from typing import Any
 
 from cortana.agent.agent import Agent
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunFinished, TextDelta, ToolCallStarted
-from cortana.cli.session import assistant_instructions
+from cortana.assistant import assistant_instructions
 from cortana.config import Settings
 from cortana.errors import ToolError
 from cortana.messages import Message, ToolCall

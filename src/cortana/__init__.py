@@ -36,9 +36,11 @@ if TYPE_CHECKING:
     from cortana.agent.logger import AgentLogger
     from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
     from cortana.agent.subagents import SubagentManager
+    from cortana.assistant import Assistant
     from cortana.companion.companion import AgentCheckIn, LocalTime, Reflection
     from cortana.companion.heartbeat import Heartbeat
     from cortana.companion.voice import Voice
+    from cortana.config import Settings
     from cortana.errors import (
         ConfigError,
         ContextOverflow,
@@ -79,6 +81,7 @@ __all__ = [
     "AgentOutcome",
     "AgentRunner",
     "AgentTask",
+    "Assistant",
     "ConfigError",
     "ContextOverflow",
     "CortanaError",
@@ -115,6 +118,7 @@ __all__ = [
     "RunMetrics",
     "RunResult",
     "SchemaTool",
+    "Settings",
     "Skill",
     "SkillRegistry",
     "StreamInterrupted",
@@ -141,6 +145,8 @@ __all__ = [
 
 _LAZY = {
     "Agent": "cortana.agent.agent",
+    "Assistant": "cortana.assistant",
+    "Settings": "cortana.config",
     "AgentLogger": "cortana.agent.logger",
     "AgentOutcome": "cortana.agent.runner",
     "AgentRunner": "cortana.agent.runner",

@@ -52,6 +52,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cortana.engines import Engine, UnknownEngine, engine_named
 from cortana.errors import ConfigError
 from cortana.trust import (
     TRUST_FILE,
@@ -526,7 +527,8 @@ class MCPSettings(_Section):
 class Settings(_Section):
     """Everything cortana.yml can say."""
 
-    engine: Literal["auto", "ollama", "docker", "llamacpp", "embedded", "openai"] = "auto"
+    engine: str = "auto"
+    """An engine of :data:`cortana.engines.ENGINES`, by name or alias (``vllm`` is ``openai``); kept as its name."""
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = Field(None, repr=False)
@@ -583,6 +585,11 @@ class Settings(_Section):
             "tool_timeouts": self.tools.timeouts,
             "max_tool_output": self.tools.max_output_chars,
         }
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_name(cls, value: str) -> str:
+        return engine_named(value).name  # an UnknownEngine (a ValueError) names the engines and aliases
 
     @field_validator("voice", mode="before")
     @classmethod
@@ -647,16 +654,6 @@ def load_settings(workspace: Path, environ: Environ | None = None, *, trust: Tru
     return settings
 
 
-ENGINE_ADDRESS_VARIABLES = {
-    "openai": ("OPENAI_BASE_URL",),
-    "ollama": ("OLLAMA_HOST",),
-    "docker": ("CORTANA_DMR_URL",),
-    "llamacpp": ("CORTANA_LLAMACPP_URL",),
-    "auto": ("OLLAMA_HOST", "CORTANA_DMR_URL", "CORTANA_LLAMACPP_URL"),
-}
-"""Where each engine finds its address when no base_url is given (``auto`` probes all three)."""
-
-
 def engine_destination(workspace_data: Mapping[str, Any], user_data: Mapping[str, Any], environ: Environ) -> str | None:
     """Where a workspace's ``engine`` would send prompts, when that is another machine and the user did not choose it.
 
@@ -665,20 +662,30 @@ def engine_destination(workspace_data: Mapping[str, Any], user_data: Mapping[str
     (``OPENAI_BASE_URL``, ``OLLAMA_HOST``...). None when it stays on this machine, when the user's
     ``CORTANA_ENGINE`` overrides it, or when the user's own cortana.yml names the same engine.
     """
-    engine = workspace_data.get("engine")
-    if not isinstance(engine, str) or environ.get("CORTANA_ENGINE") or user_data.get("engine") == engine:
+    engine = _engine_or_none(workspace_data.get("engine"))
+    if engine is None or environ.get("CORTANA_ENGINE") or _engine_or_none(user_data.get("engine")) == engine:
         return None
     own = workspace_data.get("base_url")
     if isinstance(own, str) and own and is_loopback_url(own):
         return None
     given = user_data.get("base_url") or environ.get("CORTANA_BASE_URL")
     candidates = [(str(given), "your base_url")] if given else []
-    variables = ENGINE_ADDRESS_VARIABLES.get(engine, ())
+    variables = engine.address_variables
     candidates += [(environ[name], f"${name}") for name in variables if environ.get(name)]
     for url, source in candidates:
         if not is_loopback_url(url):
-            return f"{engine} at {url} (from {source})"
+            return f"{engine.name} at {url} (from {source})"
     return None
+
+
+def _engine_or_none(value: Any) -> Engine | None:
+    """The engine a cortana.yml value names (an alias too), or None (not a name: validation reports it)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return engine_named(value)
+    except UnknownEngine:
+        return None
 
 
 MAX_FILE_BYTES = 1 << 20
@@ -742,7 +749,8 @@ def _validate(data: dict[str, Any], source: str) -> Settings:
         allowed = _allowed(error)
         got = repr(error.get("input"))
         got = got if len(got) <= 200 else got[:200] + "…"
-        raise ConfigError(f"{error['msg']}{allowed} (got {got})", key=key, source=source) from None
+        message = error["msg"].removeprefix("Value error, ")  # our validators' own words need no prefix
+        raise ConfigError(f"{message}{allowed} (got {got})", key=key, source=source) from None
 
 
 def _allowed(error: Any) -> str:

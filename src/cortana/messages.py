@@ -12,6 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "CHECK_IN_NAME",
+    "LOOP_NAME",
+    "STAND_IN_NAMES",
     "Message",
     "Role",
     "RunMetrics",
@@ -20,9 +23,18 @@ __all__ = [
     "ThreadRef",
     "ToolCall",
     "Usage",
+    "is_users_own",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+CHECK_IN_NAME = "heartbeat"
+"""The ``name`` of the user-role note a delivered check-in stores in the user's place."""
+LOOP_NAME = "cortana"
+"""The ``name`` of a user-role message the loop writes itself (a nudge to answer, a retry of a failed call)."""
+STAND_IN_NAMES = (CHECK_IN_NAME, LOOP_NAME)
+"""Names of user-role messages that are not the user's words: "when the user last wrote" and what the user
+said skip them."""
 StopReason = Literal["stop", "length"]
 """Why a run ended: ``stop`` the model finished its answer; ``length`` it hit the token limit."""
 
@@ -201,3 +213,10 @@ class RunResult(BaseModel):
     stop_reason: StopReason = "stop"
     changed_by: list[str] = Field(default_factory=list)
     prompt: str = ""
+
+
+def is_users_own(message: Message) -> bool:
+    """Whether ``message`` is the user's own words: a user-role message that is no stand-in (a check-in's note,
+    the loop's nudge or retry; see ``STAND_IN_NAMES``). Memory's ``last_user_message_at`` asks the same of
+    stored rows in SQL, by the same names."""
+    return message.role == "user" and message.name not in STAND_IN_NAMES

@@ -392,3 +392,56 @@ async def test_a_failed_first_build_is_not_retried_every_turn(fresh: Path, tmp_p
     assert graph.cli_runs == 1 and graph.status().state == "failed"
     await graph.rebuild()  # asked for: tried again
     assert graph.cli_runs == 2
+
+
+STATUS_ELSEWHERE = (
+    "import sys; from pathlib import Path; from cortana.knowledge import KnowledgeGraph; "
+    "print(KnowledgeGraph(Path(sys.argv[1])).status().summary())"
+)
+
+
+def status_from_another_process(folder: Path) -> str:
+    """What ``cortana doctor`` would say of ``folder``'s graph: a new process, which loads nothing."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", STATUS_ELSEWHERE, str(folder)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def test_another_process_sees_a_first_build_under_way_then_the_built_graph(
+    fresh: Path, gated: tuple[str, Path, Path]
+) -> None:
+    from cortana.knowledge.built import BuildRecords
+
+    command, gate, _ = gated
+    graph = KnowledgeGraph(fresh, command=command)
+    graph.start()  # held at the gate: the first build is under way
+    records = BuildRecords(fresh)
+    for _ in range(100):
+        if records.building_since(own=True) is not None:
+            break
+        await asyncio.sleep(0.02)
+    seen = await asyncio.to_thread(status_from_another_process, fresh)
+    assert seen.startswith("building: another Cortana process is building it for the first time (started "), seen
+    gate.touch()
+    await graph.wait_idle()
+    assert not records.building_file.exists(), "the build's note goes with it"
+    seen = await asyncio.to_thread(status_from_another_process, fresh)
+    assert seen.startswith("ready: graph.json built ") and seen.endswith(" ago (not loaded yet)"), seen
+
+
+def test_a_build_note_left_by_a_process_that_died_is_no_build(fresh: Path) -> None:
+    import json
+    import subprocess
+
+    from cortana.knowledge.built import BuildRecords
+
+    records = BuildRecords(fresh)
+    dead = subprocess.Popen(["true"])  # a process that has exited
+    dead.wait()
+    records.building_file.write_text(json.dumps({"pid": dead.pid, "started": 1.0}))
+    assert records.building_since() is None and KnowledgeGraph(fresh).status().state != "building"

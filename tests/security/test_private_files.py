@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from cortana import Message, ThreadRef
-from cortana.cli.session import workspace_memory
+from cortana.assistant import workspace_memory
 from cortana.config import Settings
 
 

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from cortana import Agent
-from cortana.cli.session import workspace_skills
+from cortana.assistant import workspace_skills
 from cortana.config import load_settings
 from cortana.testing import ScriptedModel, tool_call, tool_call_response
 from cortana.tools.builtin import Workspace, builtin_tools, workspace_gate
@@ -275,7 +275,7 @@ def test_doctor_says_whether_the_folder_is_trusted(home: Path, scripted_engine) 
 
 
 def test_a_workspace_personality_cannot_write_chat_template_tokens(home: Path) -> None:
-    from cortana.cli.session import assistant_instructions, heartbeat_checklist
+    from cortana.assistant import assistant_instructions, heartbeat_checklist
 
     workspace = home / "repo"
     (workspace / "personality").mkdir(parents=True)

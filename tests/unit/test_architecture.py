@@ -16,15 +16,16 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
 
-CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit"}
+CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit", "engines"}
 ALLOWED: dict[str, set[str]] = {
+    "engines": set(),
     "errors": {"messages"},
     "display": set(),
     "lazy": set(),
     "safegit": set(),
     "messages": set(),
     "trust": {"errors"},
-    "config": {"errors", "trust"},
+    "config": {"errors", "trust", "engines"},
     "prompts": {"config"},
     "models": CORE,
     "tools": CORE | {"models"},
@@ -36,7 +37,9 @@ ALLOWED: dict[str, set[str]] = {
     "learning": CORE | {"models", "tools", "memory", "agent"},
     "testing": CORE | {"models"},
     "repair": CORE | {"models", "tools", "knowledge"},
-    "cli": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair"},
+    "assistant": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning"},
+    "cli": CORE
+    | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair", "assistant"},
 }
 """Which parts of the package each part may import (the layers, lowest first)."""
 

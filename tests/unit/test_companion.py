@@ -99,6 +99,24 @@ async def test_a_heartbeat_ok_check_in_leaves_no_trace_and_a_message_is_kept(mem
     assert last == stored[0].created_at
 
 
+async def test_the_loops_own_words_in_a_check_in_are_not_the_user_speaking(memory: SQLiteMemory) -> None:
+    # The check-in's first reply is empty: the loop asks again in the user's role (name "cortana"), and the
+    # check-in stores that stand-in with its answer. The time away still counts from the user's own message.
+    model = ScriptedModel(["Sure, noted.", "", "Your call with Sam starts in ten minutes."])
+    agent = Agent(model, memory=memory)
+    await agent.run("Remind me of my call with Sam at 15:00.", thread=THREAD)
+    check_in = AgentCheckIn(agent, lambda: THREAD)
+    clock = ManualClock(at(14, 40))
+    async with Heartbeat(check_in, interval_seconds=1200, on_message=lambda text: None, clock=clock) as heartbeat:
+        await asyncio.sleep(0.05)  # the stand-ins are stored a moment after the user's message
+        await beat(clock, heartbeat, 1200)
+    stored = await memory.messages(THREAD)
+    assert [(s.message.role, s.message.name) for s in stored if s.message.role == "user"] == [
+        ("user", None), ("user", "heartbeat"), ("user", "cortana")
+    ], "the loop's own stand-in was stored with the check-in"  # fmt: skip
+    assert await memory.last_user_message_at("cli") == stored[0].created_at
+
+
 async def test_an_ask_in_a_check_in_is_refused_never_approved(memory: SQLiteMemory) -> None:
     written: list[str] = []
     approvals: list[str] = []

@@ -55,8 +55,9 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
     ("text", "expected"),
     [
         (
-            "engine: vllm\n",
-            r"key 'engine': Input should be 'auto', 'ollama', 'docker', 'llamacpp', 'embedded' or 'openai'",
+            "engine: vlm\n",
+            r"key 'engine': no engine is called 'vlm'; use one of auto, ollama, docker, llamacpp, embedded, openai, "
+            r"or an alias: .*vllm \(openai\)",
         ),
         ("context_window: 12\n", r"key 'context_window': Input should be greater than or equal to 256"),
         ("max_tokens: 4\n", r"key 'max_tokens': Input should be greater than or equal to 16"),
@@ -70,7 +71,7 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
         ("mcp:\n  servers:\n    - name: x\n", r"key 'mcp.servers.0'.*exactly one of command"),
         (
             "heartbeat:\n  active_hours: 8-22\n",
-            r"key 'heartbeat.active_hours': Value error, must be a range of local times like '08:00-22:00'",
+            r"key 'heartbeat.active_hours': must be a range of local times like '08:00-22:00'",
         ),
         ("heartbeat:\n  active_hours: '09:00-09:00'\n", r"key 'heartbeat.active_hours'.*or null for any hour"),
         ("heartbeat:\n  interval_minutes: 0\n", r"key 'heartbeat.interval_minutes': Input should be greater than 0"),
@@ -198,7 +199,7 @@ def test_heartbeat_and_voice_settings(homes: tuple[Path, Path]) -> None:
 
 
 def test_doctor_says_what_the_heartbeat_and_the_voice_will_do(homes: tuple[Path, Path]) -> None:
-    from cortana.cli.session import heartbeat_checklist, heartbeat_doctor_line, voice_doctor_line
+    from cortana.assistant import heartbeat_checklist, heartbeat_doctor_line, voice_doctor_line
     from cortana.prompts import prompt_text
 
     _, workspace = homes

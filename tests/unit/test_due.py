@@ -296,6 +296,30 @@ async def test_due_soon_reads_working_memory_and_the_threads_messages(tmp_path: 
         memory.close()
 
 
+async def test_a_check_ins_own_words_are_not_promises_even_after_the_loop_asked_again(tmp_path: Path) -> None:
+    from cortana.companion import ManualClock
+
+    memory = SQLiteMemory(tmp_path / "memory.db")
+    thread = ThreadRef(resource_id="cli", thread_id="t")
+    try:
+        await memory.append_messages(
+            thread,
+            [
+                Message.user("Remind me in 30 minutes to move the car."),
+                Message.assistant("Will do."),
+                Message(role="user", name="heartbeat", content="(a check-in)"),
+                Message(role="user", name="cortana", content="Answer the question."),  # the loop asked again
+                Message.assistant("I'll remind you in 20 minutes to call the vet."),  # still the check-in's words
+            ],
+        )
+        said = at(1, 17, 10).timestamp()
+        await memory.store.write(lambda c: c.execute("UPDATE messages SET created_at = ?", (said,)))
+        items = await DueSoon(memory, clock=ManualClock(at(1, 17, 30))).items(thread)
+        assert [item.text for item in items] == ["Remind me in 30 minutes to move the car."]
+    finally:
+        memory.close()
+
+
 def test_a_relative_time_on_its_own_line_counts_from_the_line_above() -> None:
     notes = "- flight to Lisbon Sat 5 Dec 09:10 (TP1361)\n- online check-in opens 24h before -> window seat"
     (item,) = due_soon(notes, at(4, 8, 18))

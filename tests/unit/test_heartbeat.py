@@ -67,7 +67,8 @@ def test_a_malformed_range_names_the_key_and_the_form(bad: str) -> None:
 async def test_a_beat_outside_the_active_hours_waits_for_them_to_open() -> None:
     clock = ManualClock(at(21, 50))
     agent = Agent(clock)
-    async with Heartbeat(agent, interval_seconds=30 * MINUTE, active_hours="08:00-22:00", clock=clock):
+    async with Heartbeat(agent, interval_seconds=30 * MINUTE, active_hours="08:00-22:00", clock=clock) as heartbeat:
+        assert heartbeat.status().startswith("next checklist beat at Wed 08:00;"), "never a time outside the hours"
         await clock.advance(10 * HOUR)  # 07:50 the next day
         assert agent.prompts == []
         await clock.advance(15 * MINUTE)

@@ -104,7 +104,7 @@ def test_the_session_shows_its_prompt_before_the_agent_and_the_engines_load(tmp_
 
 
 def test_a_bad_cortana_yml_is_a_one_line_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "cortana.yml").write_text("engine: vllm\n")
+    (tmp_path / "cortana.yml").write_text("engine: vlm\n")
     out = subprocess.run(
         [sys.executable, "-m", "cortana.cli.main", "hello"],
         capture_output=True, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=60,
@@ -112,11 +112,11 @@ def test_a_bad_cortana_yml_is_a_one_line_error(tmp_path) -> None:  # type: ignor
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
-    assert lines[0].startswith(f"cortana: {tmp_path / 'cortana.yml'}, key 'engine': Input should be 'auto'")
+    assert lines[0].startswith(f"cortana: {tmp_path / 'cortana.yml'}, key 'engine': no engine is called 'vlm'")
 
 
 def test_personality_folder_overrides_the_assistant_instructions(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from cortana.cli.session import assistant_instructions
+    from cortana.assistant import assistant_instructions
     from cortana.prompts import prompt_text
 
     assert assistant_instructions(tmp_path) == prompt_text("assistant")

@@ -186,7 +186,7 @@ async def test_it_shares_a_database_with_other_tables(memory: PostgresMemory, ds
 
 
 def test_cortana_yml_selects_it_and_names_the_missing_key(tmp_path: Path, dsn: str) -> None:
-    from cortana.cli.session import workspace_memory
+    from cortana.assistant import workspace_memory
     from cortana.config import Settings
 
     chosen = workspace_memory(tmp_path, Settings.model_validate({"memory": {"backend": "postgres", "dsn": dsn}}))
@@ -210,7 +210,7 @@ async def test_a_user_who_cannot_create_tables_is_told_what_to_grant(postgres_se
 
 
 async def test_doctor_says_whether_the_server_answers_and_never_shows_the_password(dsn: str, tmp_path: Path) -> None:
-    from cortana.cli.session import memory_doctor_line
+    from cortana.assistant import memory_doctor_line
 
     with_password = make_conninfo(dsn, password="hunter2")
     alive = PostgresMemory(with_password)

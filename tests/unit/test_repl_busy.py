@@ -15,25 +15,23 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cortana import Agent, Heartbeat
+from cortana import Heartbeat
 from cortana.cli.approval import TerminalApprover
 from cortana.cli.repl import Repl
 from cortana.companion import ManualClock
-from cortana.memory.sqlite import SQLiteMemory
 from cortana.testing import ScriptedModel
+from tests.unit.test_assistant import assistant_on
 
 
 @pytest.fixture
 def repl(tmp_path: Path) -> Iterator[Repl]:
     console = Console(file=io.StringIO())
-    memory = SQLiteMemory(tmp_path / "memory.db")
+    assistant = assistant_on(tmp_path, ScriptedModel())
     with create_pipe_input() as pipe:
-        session = Repl(
-            Agent(ScriptedModel()), memory, tmp_path, console, approver=TerminalApprover(console, read=lambda _: "y")
-        )
+        session = Repl(assistant, console, approver=TerminalApprover(console, read=lambda _: "y"))
         session._session = PromptSession(input=pipe, output=DummyOutput())
         yield session
-    memory.close()
+    assistant.memory.close()
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from rich.console import Console
 
 from cortana import Agent, EngineUnavailable
 from cortana.cli.repl import Repl
-from cortana.memory.sqlite import SQLiteMemory
 from cortana.testing import ScriptedModel
+from tests.unit.test_assistant import assistant_on
 
 
 class Watched(io.StringIO):
@@ -42,14 +42,14 @@ async def session(
 ) -> tuple[int, str, str]:
     console = Console(file=console_file or io.StringIO(), width=200)
     out = Console(file=out_file or io.StringIO(), width=200)
-    memory = SQLiteMemory(tmp_path / "m.db")
+    assistant = assistant_on(tmp_path, ScriptedModel([]))
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        repl = Repl(loading, memory, tmp_path, console, ready_note=lambda _: "engine: scripted")
+        repl = Repl(assistant, console, loading=loading, ready_note=lambda _: "engine: scripted")
         repl.out = out
         pipe.send_text(typed)
         async with asyncio.timeout(60):  # a REPL that never shows what the test waits for fails, not hangs
             code = await repl.run()
-    memory.close()
+    await assistant.aclose()
     return code, console.file.getvalue(), out.file.getvalue()  # type: ignore[attr-defined]
 
 

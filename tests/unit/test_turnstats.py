@@ -14,9 +14,9 @@ from cortana.agent.events import ModelCallFinished, ModelCallStarted, TextDelta
 from cortana.agent.turnstats import TurnStats
 from cortana.cli.main import build_parser
 from cortana.cli.repl import Repl
-from cortana.memory.sqlite import SQLiteMemory
 from cortana.models.base import ModelResponse
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
+from tests.unit.test_assistant import assistant_on
 
 
 def finished(duration: float, prompt: int, cached: int, generated: int) -> ModelCallFinished:
@@ -62,8 +62,9 @@ async def test_a_real_turn_with_a_tool_call_has_one_row_per_model_call() -> None
 
 async def test_slash_stats_shows_the_last_turn_and_verbose_prints_a_line_after_each(tmp_path: Path) -> None:
     console, out = Console(file=io.StringIO(), width=200), Console(file=io.StringIO(), width=200)
-    memory = SQLiteMemory(tmp_path / "m.db")
-    repl = Repl(Agent(ScriptedModel(["Hello there."])), memory, tmp_path, console, verbose=True)
+    assistant = assistant_on(tmp_path, ScriptedModel(["Hello there."]))
+    await assistant.agent()
+    repl = Repl(assistant, console, verbose=True)
     repl.out = out
     await repl._command("/stats")
     assert "No turn yet" in console.file.getvalue()  # type: ignore[attr-defined]
@@ -72,5 +73,5 @@ async def test_slash_stats_shows_the_last_turn_and_verbose_prints_a_line_after_e
     await repl._command("/stats")
     shown = out.file.getvalue()  # type: ignore[attr-defined]
     assert "first token" in shown and "call 1:" in shown
-    memory.close()
+    await assistant.aclose()
     assert build_parser().parse_args(["--verbose"]).verbose and build_parser().parse_args(["-v"]).verbose

@@ -24,7 +24,7 @@ from cortana.agent.toolbox import Toolbox
 from cortana.config import compaction_threshold, effective_context_window
 from cortana.errors import MaxToolIterationsError, ModelError
 from cortana.memory.base import MemoryProvider, resolve_memory
-from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall
+from cortana.messages import LOOP_NAME, Message, RunMetrics, RunResult, ThreadRef, ToolCall
 from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
@@ -274,7 +274,7 @@ class Run:
         """Restate the question, asking for an answer from the results already there."""
         self.nudged = True
         nudge = Message(
-            role="user", name="cortana", content=prompt_text("repeat_nudge").format(prompt=self.request.prompt)
+            role="user", name=LOOP_NAME, content=prompt_text("repeat_nudge").format(prompt=self.request.prompt)
         )
         self._append(nudge)
         await self._persist(nudge)
@@ -283,7 +283,7 @@ class Run:
         """The reply was empty: keep it, and ask once more for an answer."""
         self.asked_again = True
         again = Message(
-            role="user", name="cortana", content=prompt_text("empty_answer").format(prompt=self.request.prompt)
+            role="user", name=LOOP_NAME, content=prompt_text("empty_answer").format(prompt=self.request.prompt)
         )
         self._append(reply, again)
         await self._persist(reply, again)
@@ -295,7 +295,7 @@ class Run:
         reason = failed.content.strip().splitlines()[0][:300] if failed.content.strip() else "it failed"
         again = Message(
             role="user",
-            name="cortana",
+            name=LOOP_NAME,
             content=prompt_text("retry_failed_call").format(prompt=self.request.prompt, tool=failed.name, error=reason),
         )
         self._append(reply, again)

@@ -16,7 +16,16 @@ import sys
 import traceback
 
 from cortana import __version__
+from cortana.engines import ENGINE_NAMES, UnknownEngine, engine_named
 from cortana.errors import CortanaError
+
+
+def _engine(text: str) -> str:
+    """``--engine``'s value: an engine's name, from its name or an alias."""
+    try:
+        return engine_named(text).name
+    except UnknownEngine as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,8 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("prompt", nargs="*", help="answer this once and exit (otherwise: interactive)")
     parser.add_argument(
         "--engine",
-        choices=["auto", "ollama", "docker", "llamacpp", "embedded", "openai"],
-        help="which engine to use (default: cortana.yml, else the first running one, else the embedded engine)",
+        type=_engine,
+        metavar="{" + ",".join(ENGINE_NAMES) + "}",
+        help="which engine to use (default: cortana.yml, else the first running one, else the embedded engine); "
+        "aliases such as vllm, lmstudio or llama.cpp work too",
     )
     parser.add_argument("--model", help="model name on the engine, or a .gguf path for the embedded engine")
     parser.add_argument("--base-url", help="the engine's address, if not the usual one")
@@ -76,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     # the time to the prompt (issue 16), so it runs after, and ignores these objects from then on.
     gc.disable()
     try:
-        from cortana.cli.session import run_command, run_session, trust_folder
+        from cortana.cli.session import run_session, trust_folder
 
         if command is None and not prompt:
             import cortana.cli.repl  # noqa: F401  (the interactive session's prompt_toolkit, under the same rule)
@@ -90,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         if command == "fix":
             return asyncio.run(run_session(args, prompt, fix=True))
         if command is not None:
+            from cortana.cli.doctor import run_command
+
             return asyncio.run(run_command(command, args))
         return asyncio.run(run_session(args, prompt or None))
     except CortanaError as exc:

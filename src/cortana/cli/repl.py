@@ -19,12 +19,10 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import difflib
 import subprocess
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prompt_toolkit import PromptSession
@@ -41,26 +39,20 @@ from cortana.cli.display import describe_client
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.cli.terminal import input_waiting, until_ctrl_c
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
-from cortana.companion.voice import Voice
-from cortana.config import HeartbeatSettings
 from cortana.display import printable
 from cortana.errors import UserError
 from cortana.memory.store import private_file, private_folder
-from cortana.messages import Message, ThreadRef
+from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.prompts import strip_turn_context
 
 # The prompt shows before these load (the agent, the heartbeat's check-ins, Markdown rendering):
 # each is imported where it is first used, once the engine is loading or a reply streams.
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
+    from cortana.assistant import Assistant
     from cortana.cli.approval import TerminalApprover
     from cortana.cli.fix import TerminalFixer
-    from cortana.companion.companion import LocalTime
     from cortana.companion.heartbeat import Beat, Heartbeat
-    from cortana.knowledge.graph import KnowledgeGraph
-    from cortana.learning.experience import Experience
-    from cortana.learning.skills import SkillRegistry
-    from cortana.memory.stored import StoredMemory
 
 __all__ = ["COMMANDS", "Repl"]
 
@@ -120,46 +112,47 @@ class Repl:
 
     def __init__(
         self,
-        agent: Agent | asyncio.Future[Agent],
-        memory: StoredMemory,
-        workspace: Path,
+        assistant: Assistant,
         console: Console,
         *,
-        graph: KnowledgeGraph | None = None,
-        heartbeat: HeartbeatSettings | None = None,
-        checklist: str | None = None,
-        local_time: LocalTime | None = None,
-        voice: Voice | None = None,
+        loading: asyncio.Future[Agent] | None = None,
         approver: TerminalApprover | None = None,
-        experience: Experience | None = None,
-        skills: SkillRegistry | None = None,
         fixer: TerminalFixer | None = None,
         verbose: bool = False,
         ready_note: Callable[[Agent], str] | None = None,
     ) -> None:
-        self._agent: Agent | None = None if isinstance(agent, asyncio.Future) else agent
-        self._loading: asyncio.Future[Agent] | None = agent if isinstance(agent, asyncio.Future) else None
+        """Args:
+        assistant: what the session talks to (its memory, graph, voice, heartbeat settings, learning).
+        console: where notes and progress go (stderr); answers go to stdout.
+        loading: the agent still to come (the engine loading: the prompt shows at once); None: the assistant's
+            (built already, or built while the prompt shows).
+        approver: the terminal's approvals (the heartbeat waits while one is open).
+        fixer: the fix workflow's terminal side (``/fix``, and change requests sent to it).
+        verbose: a line of where each turn's time went.
+        ready_note: what to say above the prompt once the engine is up.
+        """
+        self.assistant = assistant
+        self._agent: Agent | None = assistant.ready_agent if loading is None else None
+        self._loading: asyncio.Future[Agent] | None = loading
         self._engine_failed: BaseException | None = None
         self._ready_note = ready_note
         self._when_ready: asyncio.Task[None] | None = None
         self.verbose = verbose
         self.last_stats: TurnStats | None = None
-        self.heartbeat_settings = heartbeat
-        self.checklist = checklist
-        self.local_time = local_time
-        self.voice = voice or Voice()
+        self.heartbeat_settings = assistant.heartbeat_settings
+        self.local_time = assistant.local_time
+        self.voice = assistant.voice
         self.approver = approver
         self.fixer = fixer
         self.heartbeat: Heartbeat | None = None
         self._session: PromptSession[str] | None = None
         self._busy = False
-        self.graph = graph
+        self.graph = assistant.graph
         self._graph_state: str | None = None
-        self.memory = memory
-        self.workspace = workspace
+        self.memory = assistant.memory
+        self.workspace = assistant.workspace
         self.console = console
         self.out = Console()
-        self.thread = ThreadRef(resource_id="cli", thread_id=uuid.uuid4().hex)
         self._listed: list[ThreadRef] = []
         self.handlers: dict[str, Callable[[str], Awaitable[bool]]] = {
             "/help": self._help,
@@ -179,9 +172,25 @@ class Repl:
             "/exit": self._exit,
         }
         self.learning = LearningCommands(
-            lambda: self.agent, experience, skills, workspace, console, self.out, lambda: self.thread, self._ask
+            lambda: self.agent,
+            assistant.experience,
+            assistant.skills,
+            assistant.workspace,
+            console,
+            self.out,
+            lambda: self.thread,
+            self._ask,
         )
         self.handlers.update(self.learning.handlers())
+
+    @property
+    def thread(self) -> ThreadRef:
+        """The conversation the session continues (the assistant's: ``/clear`` and ``/resume`` change it)."""
+        return self.assistant.thread
+
+    @thread.setter
+    def thread(self, thread: ThreadRef) -> None:
+        self.assistant.thread = thread
 
     @property
     def agent(self) -> Agent:
@@ -215,6 +224,8 @@ class Repl:
                 self.console.print("[dim]Building the code graph of this folder in the background (graphify)…[/dim]")
                 self._graph_state = "building"
             self.graph.start()
+        if self._agent is None and self._loading is None:
+            self._loading = asyncio.ensure_future(self.assistant.agent())
         if self._loading is None:
             self.heartbeat = await self._start_heartbeat()
         else:
@@ -312,33 +323,9 @@ class Repl:
         await self.voice.stop()
 
     async def _start_heartbeat(self) -> Heartbeat | None:
-        settings = self.heartbeat_settings
-        if settings is None or not settings.enabled:
-            return None
-        from cortana.companion.companion import Reflection, companion_check_in, last_reflected
-        from cortana.companion.heartbeat import Heartbeat
-
-        quiet = copy.copy(self.agent)  # the same engine, tools, memory and gate, without the turn log's lines
-        quiet.logger = None
-        check_in = companion_check_in(quiet, self.memory, lambda: self.thread)
-        reflection = Reflection(quiet, self.memory, lambda: self.thread) if settings.reflect_hours else None
-        last_heard = await self.local_time.last_heard(self.thread.resource_id) if self.local_time else None
-        heartbeat = Heartbeat(
-            check_in,
-            interval_seconds=settings.interval_minutes * 60,
-            active_hours=settings.active_hours,
-            is_busy=self.busy,
-            on_message=self._show_check_in,
-            checklist=self.checklist,
-            idle_checkin_seconds=settings.idle_checkin_hours * 3600 if settings.idle_checkin_hours else None,
-            max_unanswered=settings.max_unanswered,
-            last_heard=last_heard,
-            reflect=reflection,
-            reflect_seconds=settings.reflect_hours * 3600 if settings.reflect_hours else None,
-            last_reflected=last_reflected(await self.memory.get_working_memory(self.thread)),
+        return await self.assistant.start_heartbeat(
+            on_message=self._show_check_in, is_busy=self.busy, thread=lambda: self.thread
         )
-        await heartbeat.start()
-        return heartbeat
 
     async def _show_check_in(self, text: str) -> None:
         """Print a check-in above the prompt, leaving what the user typed as it was; speak it when voice is on."""
@@ -503,7 +490,7 @@ class Repl:
         self._listed = [thread for thread, _ in await self.memory.threads("cli")]
         for number, thread in enumerate(self._listed, start=1):
             stored = await self.memory.messages(thread)
-            first = next((s.message.content for s in stored if s.message.role == "user" and not s.message.name), "")
+            first = next((s.message.content for s in stored if is_users_own(s.message)), "")
             current = " (current)" if thread == self.thread else ""
             shown = strip_turn_context(first).strip().splitlines()
             title = printable(shown[0][:70]) if shown else "(empty)"

@@ -27,7 +27,7 @@ from cortana.agent.extensions import TurnExtension
 from cortana.companion.due import DueMemory, DueSoon
 from cortana.companion.heartbeat import CHECK_IN_NAME, HEARTBEAT_OK, Clock, SystemClock, away_text, is_heartbeat_ok
 from cortana.memory.base import resolve_memory
-from cortana.messages import Message, RunResult, ThreadRef
+from cortana.messages import Message, RunResult, ThreadRef, is_users_own
 from cortana.models.base import ModelRequest, ModelSettings, complete
 from cortana.prompts import prompt_text, strip_turn_context
 
@@ -353,7 +353,7 @@ class Reflection:
             shown = [
                 Message(role=s.message.role, content=strip_turn_context(s.message.content).strip(), name=s.message.name)
                 for s in stored
-                if s.message.content.strip() and s.message.name != CHECK_IN_NAME
+                if s.message.content.strip() and (s.message.role == "assistant" or is_users_own(s.message))
             ]
             text = render_transcript(shown)
             if not text:

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Protocol
 from cortana.agent.extensions import TurnExtension
 from cortana.companion.heartbeat import CHECK_IN_NAME, Clock, SystemClock
 from cortana.companion.when import MONTHS, WEEKDAYS, after_a_while, ahead_of_time, days_named, times_named
+from cortana.messages import is_users_own
 from cortana.prompts import strip_turn_context
 
 if TYPE_CHECKING:
@@ -343,16 +344,20 @@ class DueSoon(TurnExtension):
         now = self.clock.now()
         notes = due_soon(await self.memory.get_working_memory(thread), now)
         # what the user said, and what the assistant promised ("I'll remind you at 3:30")
-        stored_messages = await self.memory.messages(thread)
-        said = [
-            stored
-            for index, stored in enumerate(stored_messages)
-            if stored.kind == "message"
-            and stored.message.role in ("user", "assistant")
-            and not stored.message.name
-            and not stored.message.tool_calls
-            and not (index and stored_messages[index - 1].message.name == CHECK_IN_NAME)  # a check-in's own words
-        ][-self.recent :]
+        said: list[StoredMessage] = []
+        in_check_in = False  # a check-in's own words run from its note to the user's next message
+        for stored in await self.memory.messages(thread):
+            message = stored.message
+            if stored.kind != "message":
+                continue
+            if message.name == CHECK_IN_NAME:
+                in_check_in = True
+            elif is_users_own(message):
+                in_check_in = False
+                said.append(stored)
+            elif message.role == "assistant" and not message.name and not message.tool_calls and not in_check_in:
+                said.append(stored)
+        said = said[-self.recent :]
         found = due_in_conversation(
             [
                 (

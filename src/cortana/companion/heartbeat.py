@@ -37,6 +37,7 @@ from datetime import datetime, time, timedelta
 from typing import Protocol, Self
 
 from cortana.errors import ConfigError, UserError
+from cortana.messages import CHECK_IN_NAME
 from cortana.prompts import prompt_text
 
 __all__ = [
@@ -56,9 +57,6 @@ log = logging.getLogger("cortana.heartbeat")
 
 HEARTBEAT_OK = "HEARTBEAT_OK"
 """What a check-in replies when nothing needs the user: that reply is dropped."""
-CHECK_IN_NAME = "heartbeat"
-"""The ``name`` of the stand-in a delivered check-in stores in the user's place: it is not the user's words
-(``SQLiteMemory.last_user_message_at`` skips it by the same name; memory cannot import this module)."""
 
 _OK = re.compile(r"^[\s`*_\"'.!>:-]*heartbeat[ _-]?ok[\s`*_\"'.!]*$", re.IGNORECASE)
 _HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
@@ -359,14 +357,18 @@ class Heartbeat:
         return max(due, self._idle_not_before) if self._idle_not_before else due
 
     def next_beat_due(self) -> tuple[datetime, str] | None:
-        """The next beat that may speak: when, and which kind; ``None`` while max_unanswered is reached."""
+        """The next beat that may speak: when (inside the active hours: a beat due outside them waits for them to
+        open), and which kind; ``None`` while max_unanswered is reached."""
         if self.unanswered >= self.max_unanswered:
             return None
         due = [(self.next_beat, "checklist")]
         idle = self.next_idle_checkin()
         if idle is not None:
             due.append((idle, "idle"))
-        return min(due, key=lambda item: item[0])
+        when, kind = min(due, key=lambda item: item[0])
+        if self.active_hours is not None and not self.active_hours.contains(when):
+            when = self.active_hours.next_start(when)
+        return when, kind
 
     def next_due(self) -> tuple[datetime, str] | None:
         """The next thing to run (a beat, or a reflection): when, and which kind; ``None`` for nothing."""

@@ -17,6 +17,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from cortana.config import cache_dir
@@ -81,3 +82,45 @@ class BuildRecords:
         files = record.get("files")
         expected = files.get(name) if isinstance(files, dict) else None
         return isinstance(expected, str) and expected == file_digest(path)
+
+    @property
+    def building_file(self) -> Path:
+        """Where a build under way says so: the process building it and when it started."""
+        return self.path.with_suffix(".building")
+
+    def mark_building(self) -> None:
+        """Say that this process builds the graph now (``cortana doctor`` in another one reads it)."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".building-", suffix=".json")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                json.dump({"pid": os.getpid(), "started": time.time()}, file)
+            os.replace(temporary, self.building_file)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+
+    def clear_building(self) -> None:
+        """The build of this process is over."""
+        if self.building_since(own=True) is not None:
+            self.building_file.unlink(missing_ok=True)
+
+    def building_since(self, *, own: bool = False) -> float | None:
+        """When a build still under way in another process (this one's, with ``own``) started; None when none is.
+
+        A record left by a process that has exited (killed mid-build) counts as no build.
+        """
+        try:
+            record = json.loads(self.building_file.read_text(encoding="utf-8"))
+            pid, started = int(record["pid"]), float(record["started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if (pid == os.getpid()) != own:
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, another user's
+        return started

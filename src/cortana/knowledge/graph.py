@@ -85,6 +85,8 @@ class GraphStatus:
         built_at: when graph.json was written (epoch seconds; None when there is none).
         last_rebuild_seconds: how long the latest rebuild took.
         last_error: the end of graphify's output when the latest rebuild failed.
+        loaded: this process has the graph in memory (``cortana doctor`` does not load it: no size then).
+        building_elsewhere_since: when another process (a session) started the build under way now.
     """
 
     state: str
@@ -95,9 +97,17 @@ class GraphStatus:
     built_at: float | None = None
     last_rebuild_seconds: float | None = None
     last_error: str | None = None
+    loaded: bool = True
+    building_elsewhere_since: float | None = None
 
     def summary(self) -> str:
         """One line for people: state, size, age."""
+        if self.building_elsewhere_since is not None:
+            took = _age(time.time() - self.building_elsewhere_since)
+            what = "rebuilding it" if self.built_at is not None else "building it for the first time"
+            return f"building: another Cortana process is {what} (started {took} ago)"
+        if not self.loaded and self.built_at is not None:
+            return f"{self.state}: graph.json built {_age(time.time() - self.built_at)} ago (not loaded yet)"
         if not self.nodes and self.built_at is None:
             return self.state
         age = f", built {_age(time.time() - self.built_at)} ago" if self.built_at else ""
@@ -207,7 +217,8 @@ class KnowledgeGraph(TurnExtension):
         except OSError:
             built_at = None
         stats = self._index.stats() if self._index is not None else {}
-        if self.rebuilding:
+        elsewhere = None if self.rebuilding else self._records.building_since()
+        if self.rebuilding or elsewhere is not None:
             state = "building"
         elif self._index is None and self._foreign:
             state = "not built"
@@ -225,6 +236,8 @@ class KnowledgeGraph(TurnExtension):
             built_at=built_at,
             last_rebuild_seconds=self._last.seconds if self._last else None,
             last_error=None if self._last is None or self._last.ok or self._last.no_code else self._last.output,
+            loaded=self._index is not None,
+            building_elsewhere_since=elsewhere,
             **stats,
         )
 
@@ -322,7 +335,11 @@ class KnowledgeGraph(TurnExtension):
             self._again = False
             await asyncio.to_thread(self._write_excludes)
             self.cli_runs += 1
-            outcome = await run_update(self.root, self._executable, timeout=self.build_timeout, force=force)
+            await asyncio.to_thread(self._records.mark_building)
+            try:
+                outcome = await run_update(self.root, self._executable, timeout=self.build_timeout, force=force)
+            finally:
+                await asyncio.to_thread(self._records.clear_building)
             self._last = outcome
             if outcome.ok or outcome.no_code:
                 self._changed = False

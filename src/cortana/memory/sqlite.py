@@ -35,7 +35,7 @@ from cortana.memory.stored import (
     history_skip,
     trim_cut_tool_results,
 )
-from cortana.messages import Message, ThreadRef
+from cortana.messages import STAND_IN_NAMES, Message, ThreadRef
 
 __all__ = ["WORKING_MEMORY_HEADER", "SQLiteMemory", "StoredMessage"]
 
@@ -125,11 +125,11 @@ class SQLiteMemory(StoredMemory):
         return [(ThreadRef(resource_id=resource_id, thread_id=row[0]), row[1]) for row in rows]
 
     async def last_user_message_at(
-        self, resource_id: str, *, skip_names: Sequence[str] = ("heartbeat",)
+        self, resource_id: str, *, skip_names: Sequence[str] = STAND_IN_NAMES
     ) -> float | None:
         """When the user last wrote in any thread of ``resource_id`` (a Unix time), or ``None``.
 
-        Messages named in ``skip_names`` do not count: the stand-ins a check-in stores are not the user's.
+        Messages named in ``skip_names`` do not count: the stand-ins a check-in or the loop stores are not the user's.
         """
         marks = ", ".join("?" for _ in skip_names) or "NULL"
 

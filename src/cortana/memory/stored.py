@@ -19,7 +19,7 @@ from typing import Literal
 
 from cortana.errors import ToolError
 from cortana.memory.recall import Recall
-from cortana.messages import Message, ThreadRef
+from cortana.messages import STAND_IN_NAMES, Message, ThreadRef, is_users_own
 from cortana.prompts import strip_turn_context
 from cortana.tools import Tool
 
@@ -121,11 +121,11 @@ class StoredMemory(ABC):
 
     @abstractmethod
     async def last_user_message_at(
-        self, resource_id: str, *, skip_names: Sequence[str] = ("heartbeat",)
+        self, resource_id: str, *, skip_names: Sequence[str] = STAND_IN_NAMES
     ) -> float | None:
         """When the user last wrote in any thread of ``resource_id`` (a Unix time), or ``None``.
 
-        Messages named in ``skip_names`` do not count: the stand-ins a check-in stores are not the user's.
+        Messages named in ``skip_names`` do not count: the stand-ins a check-in or the loop stores are not the user's.
         """
 
     @abstractmethod
@@ -244,6 +244,6 @@ class StoredMemory(ABC):
             message = stored.message
             if message.role == "assistant" and not message.tool_calls:
                 return None
-            if message.role == "user" and message.name is None:
+            if is_users_own(message):
                 return strip_turn_context(message.content)
         return None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from cortana.engines import engine_named
 from cortana.errors import ModelNotFound
 from cortana.models.openai_compat import OpenAICompatClient
 
 __all__ = ["DEFAULT_DMR_URL", "DockerModelRunnerClient"]
 
-DEFAULT_DMR_URL = "http://127.0.0.1:12434"
+DEFAULT_DMR_URL = engine_named("docker").default_url or ""
 
 
 class DockerModelRunnerClient(OpenAICompatClient):

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
 from cortana.config import Settings, engine_url, load_settings, openai_server
+from cortana.engines import UnknownEngine, engine_named
 from cortana.errors import EngineUnavailable, ModelError, UserError
 from cortana.models.base import ModelClient
 from cortana.models.docker import DEFAULT_DMR_URL, DockerModelRunnerClient
@@ -26,14 +27,11 @@ from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL, LlamaCppClient
 from cortana.models.ollama import OllamaClient, ollama_base_url
 from cortana.models.openai_server import OpenAIServerClient
 
-__all__ = ["ENGINES", "EngineName", "create_model_client", "default_url", "probe_engines"]
-
-EngineName = Literal["auto", "ollama", "docker", "llamacpp", "embedded", "openai"]
-ENGINES: tuple[str, ...] = ("auto", "ollama", "docker", "llamacpp", "embedded", "openai")
+__all__ = ["create_model_client", "default_url", "probe_engines"]
 
 
 async def create_model_client(
-    engine: EngineName | str | None = None,
+    engine: str | None = None,
     *,
     model: str | None = None,
     base_url: str | None = None,
@@ -56,8 +54,9 @@ async def create_model_client(
     ``CORTANA_MODEL``, ``OLLAMA_CONTEXT_WINDOW``...; see ``cortana.config``).
 
     Args:
-        engine: ``ollama``, ``docker``, ``llamacpp``, ``embedded``, ``openai`` (any OpenAI-compatible server at
-            ``base_url``: vLLM, SGLang, LM Studio...; never probed), or ``auto`` to probe.
+        engine: a name or an alias of :data:`cortana.engines.ENGINES`: ``ollama``, ``docker``, ``llamacpp``,
+            ``embedded``, ``openai`` (any OpenAI-compatible server at ``base_url``: ``vllm``, ``sglang``,
+            ``lmstudio``...; never probed), or ``auto`` to probe.
         model: the model name on that engine; for ``embedded``, a bundled model name or a .gguf path.
         base_url: the engine's address (defaults: each engine's usual port on 127.0.0.1).
         api_key: sent as a bearer token to a llama.cpp server or Docker Model Runner that wants one
@@ -86,17 +85,10 @@ async def create_model_client(
     batch_threads = batch_threads if batch_threads is not None else settings.batch_threads
     parallel = parallel if parallel is not None else settings.parallel
     keep_alive = keep_alive if keep_alive is not None else settings.keep_alive
-    name = (engine or "auto").lower().replace("_", "").replace("-", "").replace(".", "")
-    aliases = {
-        "dmr": "docker",
-        "dockermodelrunner": "docker",
-        "llamacppserver": "llamacpp",
-        "llama": "llamacpp",
-        **dict.fromkeys(("vllm", "sglang", "lmstudio", "openaicompatible"), "openai"),
-    }
-    name = aliases.get(name, name)
-    if name not in ENGINES:
-        raise UserError(f"Unknown engine {engine!r}; use one of {', '.join(ENGINES)}.")
+    try:
+        name = engine_named(engine or "auto").name
+    except UnknownEngine as error:
+        raise UserError(f"Unknown engine: {error}.") from None
     common: dict[str, Any] = {"recover_text_tool_calls": recover_text_tool_calls, **options}
     embedded = {
         "context_window": context_window,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
+from cortana.engines import engine_named
 from cortana.errors import ModelError
 from cortana.messages import Message
 from cortana.models.base import THINKING_BUDGETS, ModelEvent, ModelRequest, ToolSpec
@@ -18,7 +19,7 @@ from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
 
 __all__ = ["DEFAULT_LLAMACPP_URL", "LlamaCppClient"]
 
-DEFAULT_LLAMACPP_URL = "http://127.0.0.1:8080"
+DEFAULT_LLAMACPP_URL = engine_named("llamacpp").default_url or ""
 
 
 class LlamaCppClient(OpenAICompatClient):

@@ -17,6 +17,7 @@ from contextlib import aclosing
 from typing import Any
 
 from cortana.config import ollama_host, requested_context_window
+from cortana.engines import engine_named
 from cortana.errors import ContextOverflow, ModelError, ModelNotFound
 from cortana.messages import Message, StopReason, Usage
 from cortana.models._http import HttpClient, HttpEngine, error_text
@@ -25,7 +26,7 @@ from cortana.models.base import ModelEvent, ModelRequest, ThinkLevel
 
 __all__ = ["DEFAULT_OLLAMA_URL", "MAX_DEFAULT_NUM_CTX", "OllamaClient", "ollama_base_url"]
 
-DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
+DEFAULT_OLLAMA_URL = engine_named("ollama").default_url or ""
 MAX_DEFAULT_NUM_CTX = 32768
 
 

