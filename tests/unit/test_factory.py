@@ -86,7 +86,7 @@ async def test_explicit_engines(nothing_running: None, monkeypatch: pytest.Monke
         await client.aclose()
         with pytest.raises(EngineUnavailable, match=r"llama-server -m MODEL\.gguf"):
             await create_model_client("llamacpp", max_retries=0)
-        with pytest.raises(UserError, match="Unknown engine 'tgi'"):
+        with pytest.raises(UserError, match="no engine is called 'tgi'"):
             await create_model_client("tgi")
     finally:
         dmr.stop()

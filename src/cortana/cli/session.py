@@ -201,14 +201,14 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
         if (settings.voice.enabled or args.voice) and not assistant.voice.available:
             console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
         fixer = TerminalFixer(workspace, settings, console, Console(soft_wrap=True).print, graph=assistant.graph)
-        if fixer.test_command is not None:
-            assistant.extra_tools.append(fixer.tool())
 
         async def loaded() -> Agent:
-            await preloading
+            await preloading  # the turn's modules (the built-in tools, the turn log) come in after the prompt
             from cortana.agent.logger import AgentLogger
 
             assistant.logger = AgentLogger(console)
+            if fixer.test_command is not None and assistant.ready_agent is None:
+                assistant.extra_tools.append(fixer.tool())
             return await assistant.agent()
 
         if prompt is not None:
