@@ -469,7 +469,7 @@ class RepairWorkflow:
             for location in locations[: self.settings.per_location]:
                 if location.symbol in rewrites:
                     continue  # its greedy rewrite is the sample made for just it
-                instruction = f"Make the change in {location.label}.\n\n{EDIT_FORMAT}"
+                instruction = f"Make the change in {as_data(location.label)}.\n\n{EDIT_FORMAT}"
                 plans.append(
                     _Plan(template.format(**brief, instruction=instruction), views_for([location], index), 0.0, index,
                           kind="location")
@@ -779,9 +779,10 @@ def _rewrite_instruction(symbols: Sequence[Symbol]) -> str:
     if len(symbols) == 1:
         symbol = symbols[0]
         kind = "method" if symbol.kind == "method" else "function"
-        return prompt_text("repair_rewrite").format(kind=kind, name=symbol.qualname, file=symbol.file)
+        name, file = as_data(symbol.qualname), as_data(symbol.file)  # a repository's names: never template tokens
+        return prompt_text("repair_rewrite").format(kind=kind, name=name, file=file)
     named = ", then ".join(f"{symbol.qualname} of {symbol.file}" for symbol in symbols)
-    return prompt_text("repair_rewrite_all").format(names=named)
+    return prompt_text("repair_rewrite_all").format(names=as_data(named))
 
 
 def _in_file_order(symbols: Sequence[Symbol]) -> list[Symbol]:
