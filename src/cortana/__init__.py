@@ -32,8 +32,9 @@ if TYPE_CHECKING:
         ToolCallFinished,
         ToolCallStarted,
     )
-    from cortana.agent.extensions import TurnExtension
+    from cortana.agent.extensions import TurnExtension, TurnScope, current_turn
     from cortana.agent.logger import AgentLogger
+    from cortana.agent.run_config import RunConfig
     from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
     from cortana.agent.subagents import SubagentManager
     from cortana.assistant import Assistant
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
     from cortana.models.factory import create_model_client
     from cortana.tools.base import SchemaTool, Tool, tool
-    from cortana.tools.context import RunContext
+    from cortana.tools.context import AgentHandle, RunContext
     from cortana.tools.groups import ToolGroup
     from cortana.tools.permissions import PermissionDecision, PermissionGate
 
@@ -77,6 +78,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentCheckIn",
+    "AgentHandle",
     "AgentLogger",
     "AgentOutcome",
     "AgentRunner",
@@ -112,6 +114,7 @@ __all__ = [
     "RecipeImpact",
     "RecipeInfo",
     "Reflection",
+    "RunConfig",
     "RunContext",
     "RunEvent",
     "RunFinished",
@@ -134,12 +137,14 @@ __all__ = [
     "ToolError",
     "ToolGroup",
     "TurnExtension",
+    "TurnScope",
     "Usage",
     "UserError",
     "Voice",
     "WorkerDiedError",
     "__version__",
     "create_model_client",
+    "current_turn",
     "tool",
 ]
 
@@ -187,6 +192,8 @@ _LAZY = {
     "PermissionDenied": "cortana.errors",
     "PermissionGate": "cortana.tools.permissions",
     "RunContext": "cortana.tools.context",
+    "AgentHandle": "cortana.tools.context",
+    "RunConfig": "cortana.agent.run_config",
     "RunEvent": "cortana.agent.events",
     "RunFinished": "cortana.agent.events",
     "RunMetrics": "cortana.messages",
@@ -204,6 +211,8 @@ _LAZY = {
     "ToolError": "cortana.errors",
     "ToolGroup": "cortana.tools.groups",
     "TurnExtension": "cortana.agent.extensions",
+    "TurnScope": "cortana.agent.extensions",
+    "current_turn": "cortana.agent.extensions",
     "Usage": "cortana.messages",
     "create_model_client": "cortana.models.factory",
     "UserError": "cortana.errors",

@@ -240,8 +240,6 @@ async def test_the_experience_example_records_runs_and_distills_on_the_embedded_
     Whether the small test model makes three tool calls is up to it, so the test distills the run it
     made directly (the call ``after_turn`` makes for runs of three or more) and checks what is stored.
     """
-    from cortana.learning.turns import ExperienceTurns
-
     monkeypatch.chdir(tmp_path)
     for name, value in {"CORTANA_ENGINE": "embedded", "CORTANA_MODEL": TEST_MODEL, "CORTANA_THREADS": "1"}.items():
         monkeypatch.setenv(name, value)
@@ -258,8 +256,7 @@ async def test_the_experience_example_records_runs_and_distills_on_the_embedded_
         )
         last = await experience.last_run()
         assert last is not None
-        [turns] = [e for e in agent.extensions if isinstance(e, ExperienceTurns)]
-        recipe_id = await turns.distill(last[0], result)
+        recipe_id = await experience.distill(last[0], result, await agent.client())
         info = await experience.recipe(recipe_id)
         assert info is not None and info.recipe.task and info.recipe.steps
     finally:

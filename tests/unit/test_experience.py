@@ -18,7 +18,7 @@ from cortana import Agent, Experience, ModelSettings, ThreadRef, tool
 from cortana.agent.events import RunFinished
 from cortana.errors import UserError
 from cortana.learning.recipes import Recipe, is_correction, parse_recipe
-from cortana.learning.turns import CORRECTION_WINDOW_S, ExperienceTurns
+from cortana.learning.turns import CORRECTION_WINDOW_S
 from cortana.models.base import ModelRequest
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
 
@@ -177,9 +177,9 @@ async def test_distilling_gives_the_engine_to_a_new_turn_and_starts_again(experi
     model = ScriptedModel([*three_calls(), distill, ScriptedResponse(text="Hello!", delay=0.3), distill])
     agent = agent_with(model, experience)
     await agent.run("What is PAYMENT_TERMS and which modules use it?")
-    [turns] = [e for e in agent.extensions if isinstance(e, ExperienceTurns)]
+    assert agent.extensions == (experience,)  # a plain extension: no binding to the agent
     await asyncio.wait_for(under_way.wait(), timeout=5)
-    assert turns.distilling is not None
+    assert experience.distilling is not None
     assert (await agent.run("hi")).output == "Hello!"  # the user's turn took the engine
     await agent.background.wait()
     assert distills == 2  # cancelled once for the turn, then done

@@ -131,13 +131,14 @@ async def test_depth_limit() -> None:
     await lead(Router(parent, child), deep).run("go")
     assert "spawn_subagent" in [spec.name for spec in child.requests[0].tools]
     leaf = deep.subagents["sub2"]
+    assert isinstance(leaf.agent, Agent) and leaf.agent is not None
     assert leaf.depth == 2 and "spawn_subagent" not in [t.name for t in leaf.agent.tools]
     with pytest.raises(ToolError, match="max_depth=2"):
         from cortana.messages import RunMetrics, ThreadRef
         from cortana.tools import RunContext
 
         await deep.spawn(
-            RunContext(agent=leaf.agent, thread=ThreadRef(), metrics=RunMetrics(), messages=[]), "too deep"
+            RunContext(thread=ThreadRef(), metrics=RunMetrics(), messages=[], agent=leaf.agent.handle()), "too deep"
         )
 
 

@@ -50,7 +50,7 @@ async def test_context_is_injected() -> None:
 
     t = Tool(whoami)
     assert t.parameters["properties"] == {}
-    context = RunContext(agent=Agent(), thread=ThreadRef(thread_id="t-42"), metrics=RunMetrics(), messages=[])
+    context = RunContext(thread=ThreadRef(thread_id="t-42"), metrics=RunMetrics(), messages=[], agent=Agent().handle())
     assert await t.invoke({}, context) == "t-42"
     assert seen == [context]
 

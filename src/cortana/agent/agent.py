@@ -3,45 +3,56 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, Protocol, Self
+from dataclasses import dataclass, replace
+from typing import Any, Generic, Self, TypeVar, overload
 
 from cortana.agent.compaction import compact
 from cortana.agent.events import EventHandler, RunEvent, RunFinished
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
 from cortana.agent.run import TurnRequest
+from cortana.agent.run_config import RunConfig, RunDeps
 from cortana.config import effective_context_window
-from cortana.errors import UserError
+from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
 from cortana.messages import Message, RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings
 from cortana.models.default import close_default_model_client, default_model_client
-from cortana.prompts import prompt_text
 from cortana.tools import Tool, ToolGroup, as_tools
+from cortana.tools.context import AgentHandle
 from cortana.tools.permissions import PermissionGate
 
-__all__ = ["Agent", "BindsToAgent", "EventHandler"]
+__all__ = ["Agent", "EventHandler"]
 
-
-class BindsToAgent(Protocol):
-    """Something that joins an agent's turns as an extension bound to that agent (``Experience``).
-
-    It needs the agent itself, not just the turn: its engine for work after the reply, and whether a
-    turn is running (``Agent.running_turns``) so that work yields the engine to the user.
-    """
-
-    def bind(self, agent: Agent) -> TurnExtension:
-        """The turn extension that serves ``agent``."""
-        ...
-
-
-_NO_TIMEOUTS: Mapping[str, float] = MappingProxyType({})
 MANUAL_COMPACTION_WINDOW = 4096
 """The window ``Agent.compact`` assumes when neither the agent nor the engine says."""
+
+T = TypeVar("T")
+
+
+class _Configured(Generic[T]):
+    """An ``Agent`` attribute that lives in its frozen ``RunConfig``: setting it replaces the config."""
+
+    __slots__ = ("_name",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, agent: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, agent: Agent, owner: type) -> T: ...
+    def __get__(self, agent: Agent | None, owner: type) -> T | Self:
+        if agent is None:
+            return self
+        value: T = getattr(agent.config, self._name)
+        return value
+
+    def __set__(self, agent: Agent, value: T) -> None:
+        changes: dict[str, Any] = {self._name: value}
+        agent.config = replace(agent.config, **changes)
 
 
 class Agent:
@@ -64,15 +75,16 @@ class Agent:
         parallel_tool_calls: run the calls of one response concurrently
             (False: one by one, in order).
         max_parallel_tools: how many tool calls may run at once.
-        memory: a ``MemoryProvider``, or a function of the thread that returns one.
-        extensions: ``TurnExtension`` s that join every turn: context blocks for the prompt,
-            tools, and work after the reply (the knowledge graph, experience, the companion).
-        knowledge_graph: a ``KnowledgeGraph`` of the code the agent works on; joins the turn
-            first among the extensions (lookups of the names a prompt mentions, graph tools,
-            rebuilds after edits).
-        experience: an ``Experience``: recipes distilled from earlier runs join the turns of similar
-            prompts, and runs with three or more tool calls are distilled after the reply. Joins the
-            turn last among the extensions.
+        memory: a ``MemoryProvider``, or a function of the thread that returns one. Its history
+            opens every turn; its long-term context and tools join the turn first, through the same
+            seam as the extensions.
+        extensions: ``TurnExtension`` s that join every turn, in this order: context blocks for the
+            prompt, tools, and work after the reply (the knowledge graph, experience, the companion).
+        knowledge_graph: a ``KnowledgeGraph`` of the code the agent works on: an extension placed
+            first (lookups of the names a prompt mentions, graph tools, rebuilds after edits).
+        experience: an ``Experience``: an extension placed last (recipes distilled from earlier runs
+            join the turns of similar prompts; runs with three or more tool calls are distilled after
+            the reply).
         context_window: the context length to plan for (never more than the engine serves);
             wins over ``OLLAMA_CONTEXT_WINDOW``/``OLLAMA_CONTEXT_LENGTH``.
         compaction_threshold: the fraction of the window at which the conversation is
@@ -102,37 +114,32 @@ class Agent:
             that can be checked (text, numbers) appears in what the user said or a tool returned
             (a small model "calling" a tool for a question no tool fits, with invented values);
             ask for an answer without tools instead (``agent/grounding.py``).
+
+    Every argument from ``name`` on except the tools, memory and extensions lives in ``agent.config``,
+    a frozen ``RunConfig`` each run takes a snapshot of; the attributes of the same names read it, and
+    setting one (``agent.settings = ...``) replaces the config for the runs that start afterwards.
     """
 
-    __slots__ = (
-        "_background",
-        "_model",
-        "_running",
-        "check_grounding",
-        "compaction_threshold",
-        "context_window",
-        "experience",
-        "extensions",
-        "instructions",
-        "knowledge_graph",
-        "logger",
-        "max_parallel_tools",
-        "max_tool_iterations",
-        "max_tool_output",
-        "memory",
-        "name",
-        "nudge_repeated_calls",
-        "on_max_iterations",
-        "parallel_tool_calls",
-        "permissions",
-        "retry_failed_calls",
-        "settings",
-        "tool_groups",
-        "tool_guidance",
-        "tool_timeout",
-        "tool_timeouts",
-        "tools",
-    )
+    __slots__ = ("_background", "_model", "_running", "config", "extensions", "memory", "tool_groups", "tools")
+
+    name = _Configured[str]()
+    instructions = _Configured[str]()
+    max_tool_iterations = _Configured[int]()
+    on_max_iterations = _Configured[Callable[[int], Awaitable[bool]] | None]()
+    parallel_tool_calls = _Configured[bool]()
+    max_parallel_tools = _Configured[int]()
+    context_window = _Configured[int | None]()
+    compaction_threshold = _Configured[float | None]()
+    permissions = _Configured[PermissionGate | None]()
+    settings = _Configured[ModelSettings | None]()
+    logger = _Configured[EventHandler | None]()
+    nudge_repeated_calls = _Configured[bool]()
+    retry_failed_calls = _Configured[bool]()
+    tool_guidance = _Configured[bool | str]()
+    tool_timeout = _Configured[float | None]()
+    tool_timeouts = _Configured[Mapping[str, float]]()
+    max_tool_output = _Configured[int]()
+    check_grounding = _Configured[bool]()
 
     def __init__(
         self,
@@ -148,7 +155,7 @@ class Agent:
         memory: MemoryProvider | MemoryResolver | None = None,
         extensions: Sequence[TurnExtension] = (),
         knowledge_graph: TurnExtension | None = None,
-        experience: BindsToAgent | None = None,
+        experience: TurnExtension | None = None,
         context_window: int | None = None,
         compaction_threshold: float | None = None,
         permissions: PermissionGate | None = None,
@@ -162,44 +169,34 @@ class Agent:
         max_tool_output: int = 20_000,
         check_grounding: bool = True,
     ) -> None:
-        if (  # one test on the common path: building an agent is measured in microseconds
-            max_tool_iterations < 1
-            or max_parallel_tools < 1
-            or max_tool_output < 1_000
-            or (compaction_threshold is not None and not 0.1 <= compaction_threshold <= 1)
-            or (tool_timeout is not None and not 0 < tool_timeout < math.inf)
-            or (context_window is not None and context_window < 256)
-        ):
-            _refuse(max_tool_iterations, max_parallel_tools, max_tool_output, compaction_threshold, tool_timeout)
-            raise UserError(f"context_window must be at least 256 tokens, got {context_window}.")
+        self.config = RunConfig(
+            name=name,
+            instructions=instructions,
+            max_tool_iterations=max_tool_iterations,
+            on_max_iterations=on_max_iterations,
+            parallel_tool_calls=parallel_tool_calls,
+            max_parallel_tools=max_parallel_tools,
+            context_window=context_window,
+            compaction_threshold=compaction_threshold,
+            permissions=permissions,
+            settings=settings,
+            logger=logger,
+            nudge_repeated_calls=nudge_repeated_calls,
+            retry_failed_calls=retry_failed_calls,
+            tool_guidance=tool_guidance,
+            tool_timeout=tool_timeout,
+            tool_timeouts=tool_timeouts or {},
+            max_tool_output=max_tool_output,
+            check_grounding=check_grounding,
+        )
         self._model = model
-        self.name = name
-        self.instructions = instructions
         self.tools, self.tool_groups = as_tools(tools)
-        self.max_tool_iterations = max_tool_iterations
-        self.on_max_iterations = on_max_iterations
-        self.parallel_tool_calls = parallel_tool_calls
-        self.max_parallel_tools = max_parallel_tools
         self.memory = memory
-        self.knowledge_graph = knowledge_graph
-        self.extensions = tuple(extensions)  # the empty tuple is shared: an agent without any allocates nothing
-        if knowledge_graph is not None:
-            self.extensions = (knowledge_graph, *self.extensions)
-        self.experience = experience
-        if experience is not None:
-            self.extensions = (*self.extensions, experience.bind(self))
-        self.context_window = context_window
-        self.compaction_threshold = compaction_threshold
-        self.permissions = permissions
-        self.settings = settings
-        self.logger = logger
-        self.nudge_repeated_calls = nudge_repeated_calls
-        self.retry_failed_calls = retry_failed_calls
-        self.tool_guidance = tool_guidance
-        self.check_grounding = check_grounding
-        self.tool_timeout = tool_timeout
-        self.tool_timeouts = dict(tool_timeouts) if tool_timeouts else _NO_TIMEOUTS
-        self.max_tool_output = max_tool_output
+        # The empty tuple is shared: an agent without extensions allocates nothing.
+        self.extensions: tuple[TurnExtension, ...] = tuple(extensions)
+        if knowledge_graph is not None or experience is not None:
+            first, last = (knowledge_graph,) if knowledge_graph else (), (experience,) if experience else ()
+            self.extensions = (*first, *self.extensions, *last)
         self._background: BackgroundWork | None = None
         self._running = 0
 
@@ -207,13 +204,6 @@ class Agent:
     def running_turns(self) -> int:
         """How many turns of this agent are running now (work after a reply waits for none to be)."""
         return self._running
-
-    def system_prompt(self, *, has_tools: bool) -> str:
-        """The system prompt sent first in every request (byte-identical across turns)."""
-        guidance = ""
-        if has_tools and self.tool_guidance:
-            guidance = self.tool_guidance if isinstance(self.tool_guidance, str) else prompt_text("tool_guidance")
-        return "\n\n".join(part for part in (self.instructions, guidance) if part)
 
     @property
     def model(self) -> ModelClient | None:
@@ -296,16 +286,43 @@ class Agent:
             extensions=extensions,
             use_tools=use_tools,
         )
-        events = run_events(self, request)
+        config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
         self._running += 1
         try:
-            async for event in events:
-                if self.logger is not None:
-                    self.logger.handle(event)
-                yield event
+            events = run_events(config, await self._deps(config), request)
+            try:
+                async for event in events:
+                    if config.logger is not None:
+                        config.logger.handle(event)
+                    yield event
+            finally:
+                await events.aclose()
         finally:
             self._running -= 1
-            await events.aclose()
+
+    async def _deps(self, config: RunConfig) -> RunDeps:
+        """What a run of this agent works with (the engine is resolved here)."""
+        return RunDeps(
+            client=await self.client(),
+            memory=self.memory,
+            tools=self.tools,
+            tool_groups=self.tool_groups,
+            extensions=self.extensions,
+            background=self.background,
+            handle=self.handle(config),
+            busy=self._busy,
+        )
+
+    def handle(self, config: RunConfig | None = None) -> AgentHandle:
+        """What the tools of this agent's runs see of it (``RunContext.agent``): a snapshot, not the agent.
+
+        Its name, its tools' names, and subagents like it (same engine, gate, settings and limits); for
+        calling a tool yourself with ``RunContext(..., agent=agent.handle())``.
+        """
+        return _Handle(config or self.config, self._model, tuple(self.tools))
+
+    def _busy(self) -> bool:
+        return self._running > 0
 
     async def run(
         self,
@@ -353,7 +370,7 @@ class Agent:
         if keep_from == 0:
             raise UserError("There is nothing to compact yet: the thread is shorter than keep_last.")
         client = await self.client()
-        window = effective_context_window(self.context_window, client.context_window) or MANUAL_COMPACTION_WINDOW
+        window = effective_context_window(self.config.context_window, client.context_window) or MANUAL_COMPACTION_WINDOW
         result = await compact(client, history, keep_from=keep_from, window=window, focus=focus)
         await memory.add_summary(ref, result.summary, kept=result.kept)
         return result.summary
@@ -370,24 +387,55 @@ class Agent:
         return f"Agent(name={self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
 
 
-def _refuse(
-    max_tool_iterations: int,
-    max_parallel_tools: int,
-    max_tool_output: int,
-    compaction_threshold: float | None,
-    tool_timeout: float | None,
-) -> None:
-    """Raise the ``UserError`` for the first out-of-range limit (the context window is the caller's)."""
-    if max_tool_iterations < 1:
-        raise UserError(f"max_tool_iterations must be at least 1, got {max_tool_iterations}.")
-    if max_parallel_tools < 1:
-        raise UserError(f"max_parallel_tools must be at least 1, got {max_parallel_tools}.")
-    if max_tool_output < 1_000:
-        raise UserError(f"max_tool_output must be at least 1,000 characters, got {max_tool_output}.")
-    if compaction_threshold is not None and not 0.1 <= compaction_threshold <= 1:
-        raise UserError(f"compaction_threshold must be between 0.1 and 1, got {compaction_threshold}.")
-    if tool_timeout is not None and not 0 < tool_timeout < math.inf:
-        raise UserError(f"tool_timeout must be a positive number of seconds or None, got {tool_timeout}.")
+@dataclass(frozen=True, slots=True)
+class _Handle:
+    """The ``AgentHandle`` a run gives its tools: a snapshot of the agent, not the agent."""
+
+    config: RunConfig
+    model: ModelClient | None
+    tools: tuple[Tool, ...]
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The agent's own tools a subagent may get: those the permission gate does not refuse outright."""
+        gate = self.config.permissions
+        return tuple(tool.name for tool in self.tools if gate is None or gate.static_action(tool) != "deny")
+
+    def subagent(
+        self,
+        name: str,
+        *,
+        instructions: str,
+        tools: Sequence[str] | None,
+        extra_tools: Sequence[Callable[..., Any]] = (),
+        memory: object = None,
+    ) -> Agent:
+        if memory is not None and not isinstance(memory, MemoryProvider):
+            raise TypeError(f"memory must be a MemoryProvider, got {type(memory).__name__}")
+        grantable = self.tool_names
+        if tools is None:
+            tools = grantable
+        refused = [tool.name for tool in self.tools if tool.name in tools and tool.name not in grantable]
+        if refused:
+            raise ToolError(f"The permission policy refuses {', '.join(refused)}; a subagent cannot have them.")
+        unknown = sorted(set(tools) - set(grantable))
+        if unknown:
+            raise ToolError(f"No such tools to give: {', '.join(unknown)}. Yours: {', '.join(grantable) or 'none'}.")
+        own = [tool for tool in self.tools if tool.name in tools]
+        return Agent(
+            self.model,
+            name=name,
+            instructions=instructions,
+            tools=[*own, *extra_tools],
+            permissions=self.config.permissions,
+            memory=memory,
+            settings=self.config.settings,
+            max_tool_iterations=self.config.max_tool_iterations,
+        )
 
 
 def _thread_ref(thread: ThreadRef | str | None) -> ThreadRef:

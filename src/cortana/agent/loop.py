@@ -1,8 +1,9 @@
 """The run lifecycle, written once for ``run`` and ``run_stream``.
 
     prompt + thread
-      -> Run.start      memory: history, long-term context, provider tools;
-                        extensions: context blocks and tools (gathered at once);
+      -> Run.start      a snapshot: the agent's RunConfig and RunDeps (engine, memory, tools, extensions);
+                        memory: history; extensions (memory's part first): context blocks
+                        and tools, gathered at once;
                         messages = system + history + (<context> + user message)
       -> fit_window     at threshold x window: summarize older turns, keep this one
       -> call_model     stream the answer
@@ -24,20 +25,17 @@ dies mid-turn loses nothing already said. The steps are methods of
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
 
 from cortana.agent.events import RunEvent, RunFinished, TextDelta
 from cortana.agent.run import Run, TurnRequest, Verdict
-
-if TYPE_CHECKING:
-    from cortana.agent.agent import Agent
+from cortana.agent.run_config import RunConfig, RunDeps
 
 __all__ = ["run_events"]
 
 
-async def run_events(agent: Agent, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
-    """Run one turn of ``agent`` and yield its events; the last is :class:`RunFinished`."""
-    run = await Run.start(agent, request)
+async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
+    """Run one turn under ``config`` with ``deps`` and yield its events; the last is :class:`RunFinished`."""
+    run = await Run.start(config, deps, request)
     while True:
         await run.fit_window()
         async for event in run.call_model():

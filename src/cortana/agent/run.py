@@ -13,12 +13,20 @@ import enum
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from cortana.agent.compaction import compact, estimate_tokens, measure
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
-from cortana.agent.extensions import TurnExtension, extension_tools, gather_context, turn_settings
+from cortana.agent.extensions import (
+    BackgroundWork,
+    MemoryTurn,
+    TurnExtension,
+    TurnScope,
+    extension_tools,
+    gather_context,
+    turn_settings,
+)
 from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
+from cortana.agent.run_config import RunConfig, RunDeps
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
 from cortana.config import compaction_threshold, effective_context_window
@@ -29,9 +37,6 @@ from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelS
 from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
 from cortana.tools import RunContext, Tool, ToolGroup, as_tools
-
-if TYPE_CHECKING:
-    from cortana.agent.agent import Agent
 
 __all__ = ["IterationBudget", "Run", "Screened", "TurnRequest", "Verdict"]
 
@@ -61,10 +66,6 @@ class TurnRequest:
     unattended: bool = False
     extensions: Sequence[TurnExtension] | None = None
     use_tools: bool = True
-
-    def turn_extensions(self, agent: Agent) -> Sequence[TurnExtension]:
-        """The extensions this turn runs with."""
-        return agent.extensions if self.extensions is None else self.extensions
 
 
 class Verdict(enum.Enum):
@@ -107,7 +108,7 @@ class IterationBudget:
 
 @dataclass
 class Turn:
-    """What the memory provider and the extensions bring to a turn before the first model call."""
+    """What memory and the extensions bring to a turn before the first model call."""
 
     history: list[Message]
     context: list[str]
@@ -116,15 +117,22 @@ class Turn:
 
 @dataclass
 class Run:
-    """One turn of one agent: its state, and the lifecycle's steps as methods."""
+    """One turn of one agent: its state, and the lifecycle's steps as methods.
 
-    agent: Agent
+    It reads the agent's ``RunConfig`` snapshot and the parts resolved at the start, never the agent.
+    """
+
+    config: RunConfig
     client: ModelClient
     request: TurnRequest
     settings: ModelSettings
     """The request's settings as the extensions adjust them, less what this engine cannot take (``think`` for a
     model that does not think)."""
     memory: MemoryProvider | None
+    extensions: Sequence[TurnExtension]
+    """The extensions of this turn (memory's part first), called with ``scope``."""
+    scope: TurnScope
+    background: BackgroundWork
     toolbox: Toolbox
     transcript: list[Message]
     new_messages: list[Message]
@@ -148,41 +156,47 @@ class Run:
     # -- start ----------------------------------------------------------------------------
 
     @classmethod
-    async def start(cls, agent: Agent, request: TurnRequest) -> Run:
-        """Resolve the engine and memory, gather the turn's history, context and tools; store the user message."""
+    async def start(cls, config: RunConfig, deps: RunDeps, request: TurnRequest) -> Run:
+        """Resolve memory, gather the turn's history, context and tools; store the user message."""
         started = time.perf_counter()
-        client = await agent.client()
-        memory = await resolve_memory(agent.memory, request.thread)
-        turn = await _gather_turn(agent, memory, request)
+        client = deps.client
+        memory = await resolve_memory(deps.memory, request.thread)
+        extensions = deps.extensions if request.extensions is None else request.extensions
+        if memory is not None:
+            extensions = [MemoryTurn(memory), *extensions]
+        scope = TurnScope(request.thread, client, deps.handle, deps.busy)
+        turn = await _gather_turn(memory, extensions, request, scope)
         tools, groups = as_tools(turn.tools)
-        toolbox = Toolbox([*agent.tools, *tools], [*agent.tool_groups, *groups])
+        toolbox = Toolbox([*deps.tools, *tools], [*deps.tool_groups, *groups])
         await toolbox.load_eager()
         user = Message.user(_with_context(request.prompt, [*turn.context, *filter(None, [request.context])]))
         if memory is not None and request.remember:
             await memory.append_messages(request.thread, [user])
-        system_prompt = agent.system_prompt(has_tools=bool(toolbox.specs()))
+        system_prompt = config.system_prompt(has_tools=bool(toolbox.specs()))
         past = [*([Message.system(system_prompt)] if system_prompt else []), *request.history, *turn.history]
         transcript = [*past, user]
         metrics = RunMetrics()
-        window = effective_context_window(agent.context_window, client.context_window)
-        settings = turn_settings(request.turn_extensions(agent), request.thread, request.settings)
+        window = effective_context_window(config.context_window, client.context_window)
+        settings = turn_settings(extensions, request.thread, request.settings, scope)
         if settings.think is not None and not client.supports_thinking:
             settings = replace(settings, think=None)
+        context = RunContext(request.thread, metrics, transcript, unattended=request.unattended, agent=deps.handle)
         return cls(
-            agent=agent,
+            config=config,
             client=client,
             request=request,
             settings=settings,
             memory=memory,
+            extensions=extensions,
+            scope=scope,
+            background=deps.background,
             toolbox=toolbox,
             transcript=transcript,
             new_messages=[user],
-            calls=CallRunner(
-                agent, toolbox, RunContext(agent, request.thread, metrics, transcript, unattended=request.unattended)
-            ),
-            budget=IterationBudget(agent.max_tool_iterations),
+            calls=CallRunner(config, toolbox, context),
+            budget=IterationBudget(config.max_tool_iterations),
             window=window,
-            threshold=compaction_threshold(agent.compaction_threshold) if window else 1.0,
+            threshold=compaction_threshold(config.compaction_threshold) if window else 1.0,
             turn_start=len(past),
             metrics=metrics,
             withhold_tools=not request.use_tools,
@@ -260,13 +274,13 @@ class Run:
                 return Screened(Verdict.ASK_AGAIN, reply)
             note = self._empty_answer_note()
             return Screened(Verdict.ANSWER, reply.model_copy(update={"content": note}), shown=note)
-        if self.agent.check_grounding:
+        if self.config.check_grounding:
             evidence = conversation_evidence([*self.transcript, reply])
             kept = self._grounded(reply.tool_calls, evidence)
             if not kept:
                 return Screened(Verdict.WITHHOLD_TOOLS, reply)
             reply = reply.model_copy(update={"tool_calls": kept})
-        if self.agent.nudge_repeated_calls and self.calls.guard.all_repeated(reply.tool_calls):
+        if self.config.nudge_repeated_calls and self.calls.guard.all_repeated(reply.tool_calls):
             return Screened(Verdict.WITHHOLD_TOOLS if self.nudged else Verdict.NUDGE, reply)
         return Screened(Verdict.RUN_TOOLS, reply)
 
@@ -315,10 +329,10 @@ class Run:
         """
         self._append(reply)
         if self.budget.used >= self.budget.limit:
-            granted = self.agent.on_max_iterations is not None and await self.agent.on_max_iterations(self.budget.used)
-            if not granted:
+            grant = self.config.on_max_iterations
+            if grant is None or not await grant(self.budget.used):
                 raise await self._stop_at_max_iterations(reply)
-            self.budget.limit += self.agent.max_tool_iterations
+            self.budget.limit += self.config.max_tool_iterations
         self.budget.used += 1
 
     async def run_tools(self, reply: Message) -> AsyncIterator[RunEvent]:
@@ -352,8 +366,8 @@ class Run:
             changed_by=self.calls.changed_by,
             prompt=self.request.prompt,
         )
-        for extension in self.request.turn_extensions(self.agent):
-            self.agent.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn")
+        for extension in self.extensions:
+            self.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn", scope=self.scope)
         return result
 
     # -- helpers --------------------------------------------------------------------------
@@ -366,7 +380,7 @@ class Run:
         user refused is not the model's mistake and is not retried.
         """
         return (
-            self.agent.retry_failed_calls
+            self.config.retry_failed_calls
             and not self.retried
             and not self.withhold_tools
             and bool(self.calls.failed)
@@ -424,7 +438,7 @@ class Run:
         self.metrics.elapsed = time.perf_counter() - self.started
         return MaxToolIterationsError(
             f"The model was still calling tools after {self.budget.used} tool iterations "
-            f"(max_tool_iterations={self.agent.max_tool_iterations}). Raise max_tool_iterations, or pass "
+            f"(max_tool_iterations={self.config.max_tool_iterations}). Raise max_tool_iterations, or pass "
             "on_max_iterations= to grant more; the run's messages are on this error's .messages.",
             iterations=self.budget.used,
             messages=self.new_messages,
@@ -440,25 +454,18 @@ class Run:
             await self.memory.append_messages(self.thread, messages)
 
 
-async def _gather_turn(agent: Agent, memory: MemoryProvider | None, request: TurnRequest) -> Turn:
-    """History, long-term context and provider tools from memory; context and tools from the extensions.
-
-    The extensions' context is gathered while memory loads; memory's own steps stay in order.
-    """
-    thread, prompt = request.thread, request.prompt
-
-    async def from_memory() -> tuple[list[Message], str | None]:
-        if memory is None:
-            return [], None
-        return await memory.load_history(thread), await memory.retrieve_context(thread, prompt)
-
-    extensions = request.turn_extensions(agent)
-    if extensions:
-        (history, recalled), blocks = await asyncio.gather(from_memory(), gather_context(extensions, thread, prompt))
-    else:  # no task for a lone coroutine: it would only cost time
-        (history, recalled), blocks = await from_memory(), []
-    tools = [*(memory.tools(thread) if memory is not None else ()), *extension_tools(extensions, thread)]
-    return Turn(history=history, context=[*filter(None, [recalled]), *blocks], tools=tools)
+async def _gather_turn(
+    memory: MemoryProvider | None, extensions: Sequence[TurnExtension], request: TurnRequest, scope: TurnScope
+) -> Turn:
+    """History from memory; context blocks and tools from the extensions (memory's part first), gathered at once."""
+    thread = request.thread
+    loading = memory.load_history(thread) if memory is not None else None
+    if loading is not None and extensions:
+        history, blocks = await asyncio.gather(loading, gather_context(extensions, thread, request.prompt, scope))
+    else:
+        history = await loading if loading is not None else []
+        blocks = await gather_context(extensions, thread, request.prompt, scope)
+    return Turn(history=history, context=blocks, tools=extension_tools(extensions, thread))
 
 
 def _with_context(prompt: str, blocks: list[str]) -> str:

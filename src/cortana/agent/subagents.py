@@ -22,12 +22,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Literal
 
-from cortana.agent.agent import Agent
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import InMemoryHistory
 from cortana.messages import RunMetrics, RunResult, ThreadRef
 from cortana.prompts import prompt_text
 from cortana.tools import RunContext, Tool
+from cortana.tools.context import SubagentRunner
 
 __all__ = ["Subagent", "SubagentManager"]
 
@@ -37,15 +37,18 @@ TOOL_NAMES = ("spawn_subagent", "wait_subagents", "follow_up_subagent", "cancel_
 
 @dataclass
 class Subagent:
-    """One subagent: its task, agent, thread, state and what it has cost."""
+    """One subagent: its task, agent, thread, state and what it has cost.
+
+    ``spawned_by`` is the name of the agent that started it (names of subagents are unique per manager).
+    """
 
     id: str
     task: str
-    agent: Agent
+    agent: SubagentRunner
     thread: ThreadRef
     depth: int
     parent_metrics: RunMetrics
-    spawned_by: Agent
+    spawned_by: str
     state: State = "running"
     result: RunResult | None = None
     error: BaseException | None = None
@@ -80,7 +83,7 @@ class SubagentManager:
         self.history = InMemoryHistory()
         self._slots = asyncio.Semaphore(max_concurrent)
         self._ids = itertools.count(1)
-        self._depth_of: dict[int, int] = {}  # id(agent) -> depth, for the agents this manager created
+        self._depth_of: dict[str, int] = {}  # name -> depth, for the agents this manager created
 
     # -- the tools the model sees -------------------------------------------------------------
 
@@ -108,7 +111,7 @@ class SubagentManager:
                 ids: the subagents to wait for; omit to wait for all you started that are running.
                 timeout: seconds to wait at most.
             """
-            subs = await manager.wait(ids, timeout=timeout, caller=ctx.agent)
+            subs = await manager.wait(ids, timeout=timeout, caller=ctx.agent.name if ctx.agent else None)
             return "\n".join(sub.report() for sub in subs) or "No subagents."
 
         async def follow_up_subagent(id: str, message: str) -> str:
@@ -149,36 +152,23 @@ class SubagentManager:
     ) -> Subagent:
         """Start a subagent of the agent running ``ctx`` (see the module docstring for the rules)."""
         parent = ctx.agent
-        depth = self._depth_of.get(id(parent), 0) + 1
+        if parent is None:
+            raise ToolError("spawn_subagent runs only inside an agent's run; there is no agent to start a subagent of.")
+        depth = self._depth_of.get(parent.name, 0) + 1
         if depth > self.max_depth:
             raise ToolError(f"Subagents cannot spawn their own (max_depth={self.max_depth}); do the task yourself.")
-        own = [t for t in parent.tools if t.name not in TOOL_NAMES]
         if tools is not None:
             tools = [name for name in tools if name not in TOOL_NAMES]  # not grantable; small models ask anyway
-            unknown = sorted(set(tools) - {t.name for t in own})
-            if unknown:
-                raise ToolError(
-                    f"No such tools to give: {', '.join(unknown)}. Yours: {', '.join(t.name for t in own)}."
-                )
-            own = [t for t in own if t.name in tools]
-        gate = parent.permissions
-        if gate is not None:
-            refused = [t.name for t in own if gate.static_action(t) == "deny"]
-            if refused and tools is not None:
-                raise ToolError(f"The permission policy refuses {', '.join(refused)}; a subagent cannot have them.")
-            own = [t for t in own if t.name not in refused]
-        child_tools: list[Tool] = [*own, *(self.tools() if depth < self.max_depth else [])]
-        child = Agent(
-            parent.model,
-            name=f"{parent.name}/sub{next(self._ids)}",
+        else:
+            tools = [name for name in parent.tool_names if name not in TOOL_NAMES]
+        child = parent.subagent(
+            f"{parent.name}/sub{next(self._ids)}",
             instructions=instructions or prompt_text("subagent"),
-            tools=child_tools,
-            permissions=gate,
+            tools=tools,
+            extra_tools=self.tools() if depth < self.max_depth else (),
             memory=self.history,
-            settings=parent.settings,
-            max_tool_iterations=parent.max_tool_iterations,
         )
-        self._depth_of[id(child)] = depth
+        self._depth_of[child.name] = depth
         sub_id = child.name.rsplit("/", 1)[1]
         sub = Subagent(
             id=sub_id,
@@ -187,7 +177,7 @@ class SubagentManager:
             thread=ThreadRef(resource_id="subagents", thread_id=f"{parent.name}/{sub_id}"),
             depth=depth,
             parent_metrics=ctx.metrics,
-            spawned_by=parent,
+            spawned_by=parent.name,
         )
         self.subagents[sub.id] = sub
         ctx.metrics.subagent_spawns += 1
@@ -195,16 +185,16 @@ class SubagentManager:
         return sub
 
     async def wait(
-        self, ids: list[str] | None = None, *, timeout: float | None = None, caller: Agent | None = None
+        self, ids: list[str] | None = None, *, timeout: float | None = None, caller: str | None = None
     ) -> list[Subagent]:
         """Wait until the named subagents stop, or ``timeout`` passes.
 
-        Without ids, or with only unknown ones: the running subagents that ``caller`` started (all
+        Without ids, or with only unknown ones: the running subagents that the agent named ``caller`` started (all
         running ones when no caller is given). A subagent never waits for itself, which could only
         end at the timeout.
         """
         known = [i for i in ids or [] if i in self.subagents]
-        if ids and not known and not any(s.spawned_by is caller for s in self.subagents.values()):
+        if ids and not known and not any(s.spawned_by == caller for s in self.subagents.values()):
             self._get(ids[0])  # nothing to fall back on: report the unknown id
         if known:
             subs = [self.subagents[i] for i in known]
@@ -212,9 +202,9 @@ class SubagentManager:
             subs = [
                 s
                 for s in self.subagents.values()
-                if s.state == "running" and (caller is None or s.spawned_by is caller)
+                if s.state == "running" and (caller is None or s.spawned_by == caller)
             ]
-        jobs = [s.job for s in subs if s.job is not None and not s.job.done() and s.agent is not caller]
+        jobs = [s.job for s in subs if s.job is not None and not s.job.done() and s.agent.name != caller]
         if jobs:
             await asyncio.wait(jobs, timeout=timeout if timeout is not None else self.wait_timeout)
         return subs

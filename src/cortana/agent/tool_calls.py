@@ -15,19 +15,16 @@ import fnmatch
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from cortana.agent.events import RunEvent, ToolCallFinished, ToolCallStarted
 from cortana.agent.repeats import RepeatGuard
+from cortana.agent.run_config import RunConfig
 from cortana.agent.toolbox import Toolbox
 from cortana.errors import ToolError
 from cortana.messages import Message, ToolCall
 from cortana.prompts import as_data
 from cortana.tools import RunContext, Tool, bound_output, format_tool_result
 from cortana.tools.permissions import AskBudget, authorize_call
-
-if TYPE_CHECKING:
-    from cortana.agent.agent import Agent
 
 __all__ = ["CallRunner"]
 
@@ -47,8 +44,8 @@ class _Prepared:
 class CallRunner:
     """Runs the tool calls of one run's replies (see the module docstring)."""
 
-    def __init__(self, agent: Agent, toolbox: Toolbox, context: RunContext) -> None:
-        self.agent = agent
+    def __init__(self, config: RunConfig, toolbox: Toolbox, context: RunContext) -> None:
+        self.config = config
         self.toolbox = toolbox
         self.context = context
         self.guard = RepeatGuard()
@@ -66,7 +63,7 @@ class CallRunner:
         slots: list[Message | None] = [None] * len(calls)
         runnable: list[_Prepared] = []
         denied: set[int] = set()
-        gate = self.agent.permissions
+        gate = self.config.permissions
         asks = AskBudget(gate.max_asks_per_response) if gate is not None else None
         for index, call in enumerate(calls):
             checked = await self._check(index, call, asks)
@@ -100,7 +97,7 @@ class CallRunner:
                 f"Unknown tool '{call.name}'. Available tools: {', '.join(self.toolbox.names()) or '(none)'}.",
                 is_error=True,
             )
-        decision = await authorize_call(self.agent.permissions, call, tool, self.context, asks)
+        decision = await authorize_call(self.config.permissions, call, tool, self.context, asks)
         if decision.action != "allow":
             return Message.tool(call, f"{_DENIED}'{tool.name}': {decision.reason}.", is_error=True)
         if call.raw_arguments is not None and not call.arguments:
@@ -124,7 +121,7 @@ class CallRunner:
         return _Prepared(index, call, tool, arguments)
 
     async def _run_all(self, runnable: list[_Prepared], slots: list[Message | None]) -> AsyncIterator[RunEvent]:
-        limit = self.agent.max_parallel_tools if self.agent.parallel_tool_calls else 1
+        limit = self.config.max_parallel_tools if self.config.parallel_tool_calls else 1
         if limit == 1 or len(runnable) <= 1:
             for item in runnable:
                 yield ToolCallStarted(item.call)
@@ -153,15 +150,15 @@ class CallRunner:
 
     def timeout_for(self, tool: Tool) -> float | None:
         """The seconds one call of ``tool`` may run: the agent's rule for it, else the tool's own, else the default."""
-        for pattern, seconds in self.agent.tool_timeouts.items():
+        for pattern, seconds in self.config.tool_timeouts.items():
             if fnmatch.fnmatchcase(tool.name, pattern):
                 return seconds
-        return tool.timeout if tool.timeout is not None else self.agent.tool_timeout
+        return tool.timeout if tool.timeout is not None else self.config.tool_timeout
 
     async def _invoke(self, item: _Prepared) -> tuple[Message, float]:
         """Run one validated call, bounded in time and output; an exception becomes an error result."""
         started = time.perf_counter()
-        limit = self.agent.max_tool_output
+        limit = self.config.max_tool_output
         timeout = self.timeout_for(item.tool)
         deadline = asyncio.timeout(timeout)
         try:

@@ -8,7 +8,7 @@ memory, so the conversation can go on from it. The fix is written through the ga
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,8 +112,11 @@ class TerminalFixer:
             await memory.append_messages(thread, [Message.user(request), Message.assistant(answer)])
         return result.status in ("fixed", "passing")
 
-    def tool(self) -> Tool:
-        """``fix_with_tests``: the workflow as a tool the agent can call (each test run and write still asks)."""
+    def tool(self, agent: Callable[[], Awaitable[Agent]]) -> Tool:
+        """``fix_with_tests``: the workflow as a tool the agent can call (each test run and write still asks).
+
+        ``agent`` gives the agent whose engine and permission gate the workflow uses (the assistant's).
+        """
 
         async def fix_with_tests(request: str, context: RunContext) -> str:
             """Change the code so that the project's tests pass and the request is done: finds where, tries several
@@ -127,7 +130,7 @@ class TerminalFixer:
                     f"The fix workflow already ran on this request: {self.handed_over} Do not call fix_with_tests "
                     "again on this turn; read the code and change it with the file tools."
                 )
-            workflow = await self.workflow(context.agent, context.thread)
+            workflow = await self.workflow(await agent(), context.thread)
             result = await workflow.run(request)
             if result.status != "fixed":
                 return result.message
@@ -145,7 +148,7 @@ class TerminalFixer:
         environment = child_process_environment({})
         if not self.settings.trusted:
             environment = safe_git_environment(self.workspace, environment)
-        context = RunContext(agent, thread, RunMetrics(), [])
+        context = RunContext(thread, RunMetrics(), [])
 
         async def authorize(call: ToolCall, tool: Tool) -> PermissionDecision:
             return await authorize_call(agent.permissions, call, tool, context)

@@ -208,7 +208,7 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
 
             assistant.logger = AgentLogger(console)
             if fixer.test_command is not None and assistant.ready_agent is None:
-                assistant.extra_tools.append(fixer.tool())
+                assistant.extra_tools.append(fixer.tool(assistant.agent))
             return await assistant.agent()
 
         if prompt is not None:

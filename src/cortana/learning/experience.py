@@ -8,7 +8,7 @@ named. Every run is recorded with its metrics, so ratings reach the recipes a
 run used and the one distilled from it, and ``/learned`` compares runs that
 used a recipe with runs of the same task before it existed.
 
-    Agent(experience=e) -> e.bind(agent): a TurnExtension
+    Agent(experience=e), or extensions=[..., e]: a plain TurnExtension
       context(thread, prompt)   a correction of the previous answer? rate it bad;
                                 embed the prompt, show the best recipes over the threshold
       turn_settings             a trusted recipe (good twice) lowers thinking to trusted_think
@@ -34,22 +34,29 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from cortana.agent.extensions import TurnExtension, TurnScope, current_turn
 from cortana.errors import UserError
 from cortana.learning.recipes import (
     FileFingerprint,
     Recipe,
+    is_correction,
 )
 from cortana.learning.schema import experience_migrations
+from cortana.learning.turns import (
+    CORRECTION_WINDOW_S,
+    IDLE_POLL_S,
+    MAX_DISTILL_TRIES,
+    Shown,
+    distill_recipe,
+    lower_think,
+    recipes_block,
+)
 from cortana.memory.recall import E5Embedder, Embedder, EngineEmbedder
 from cortana.memory.store import SQLiteStore
 from cortana.messages import RunResult, ThreadRef
-from cortana.models.base import ModelClient, ThinkLevel
-
-if TYPE_CHECKING:
-    from cortana.agent.agent import Agent
-    from cortana.learning.turns import ExperienceTurns
+from cortana.models.base import ModelClient, ModelSettings, ThinkLevel
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -117,8 +124,12 @@ class RecipeImpact:
     seconds_before: float | None
 
 
-class Experience:
-    """Recipes from earlier runs, their ratings and the runs' metrics, in one SQLite file.
+class Experience(TurnExtension):
+    """Recipes from earlier runs, their ratings and the runs' metrics, in one SQLite file; a turn extension.
+
+    Join it to an agent's turns with ``Agent(experience=e)`` (last among the extensions) or
+    ``extensions=[..., e]`` (where you put it). It uses the engine of the turn it serves
+    (``current_turn()``), so one ``Experience`` may serve several agents.
 
     Args:
         path: the file (the ``cortana`` command uses ``.cortana/experience.db`` in the workspace).
@@ -171,6 +182,9 @@ class Experience:
         self._status = f"{self._embedder.name} (given)" if self._embedder is not None else "not chosen yet"
         self._resolve_lock = asyncio.Lock()
         self._pending: set[asyncio.Future[Any]] = set()
+        self._shown: dict[ThreadRef, Shown] = {}
+        self.distilling: asyncio.Task[int | None] | None = None
+        """The distilling model call in flight, if any."""
 
     # -- the embedder -----------------------------------------------------------------------------
 
@@ -531,13 +545,82 @@ class Experience:
             await self.add_recipe(recipe, good=good, bad=bad)
         return len(recipes)
 
-    # -- an agent's turns -------------------------------------------------------------------------
+    # -- a turn extension ---------------------------------------------------------------------
 
-    def bind(self, agent: Agent) -> ExperienceTurns:
-        """The turn extension that serves ``agent`` (``Agent(experience=...)`` calls this)."""
-        from cortana.learning.turns import ExperienceTurns  # the extension needs this module: imported on use
+    name = "experience"
 
-        return ExperienceTurns(self, agent)
+    async def context(self, thread: ThreadRef, prompt: str) -> str | None:
+        """Rate the previous answer bad if this prompt corrects it; show the recipes that match the prompt."""
+        await self.resolve_embedder(current_turn().engine)
+        if is_correction(prompt):
+            last = await self.last_run(thread)
+            if last is not None and self.clock() - last[1] <= CORRECTION_WINDOW_S:
+                await self.rate("bad", run_id=last[0], source="correction")
+        query = await self.embed_query(prompt)
+        matches = await self.matches_for(query) if query is not None else []
+        self._shown[thread] = Shown(
+            prompt=prompt,
+            embedding=query,
+            recipes=[(info.id, similarity) for info, similarity in matches],
+            trusted=any(info.trusted for info, _ in matches),
+        )
+        if not matches:
+            return None
+        return await recipes_block([info.recipe for info, _ in matches], self.workspace)
+
+    def turn_settings(self, thread: ThreadRef, settings: ModelSettings) -> ModelSettings:
+        """Less thinking when a recipe this turn shows is trusted (rated good twice)."""
+        return lower_think(self._shown.get(thread), self.trusted_think, settings)
+
+    async def after_turn(self, result: RunResult) -> None:
+        """Record the run; distill it once no turn runs when it made enough tool calls."""
+        shown = self._shown.pop(result.thread, None)
+        recording = asyncio.ensure_future(
+            self.record_run(
+                result,
+                shown=shown.recipes if shown else (),
+                think=shown.think if shown else None,
+                embedding=shown.embedding if shown and shown.prompt == result.prompt else None,
+            )
+        )
+        self.track(recording)
+        run_id = await recording
+        if result.metrics.tool_calls >= self.min_tool_calls:
+            await self.distill_when_idle(run_id, result, current_turn())
+
+    async def distill_when_idle(self, run_id: int, result: RunResult, turn: TurnScope) -> int | None:
+        """Distill ``result`` on ``turn``'s engine while no turn of its agent runs; returns the recipe's id.
+
+        One engine serves one request at a time, and the user's turn comes first: distilling
+        starts only when no turn runs, and a turn that starts meanwhile cancels it (it starts
+        again afterwards, up to :data:`~cortana.learning.turns.MAX_DISTILL_TRIES` times).
+        """
+        for _ in range(MAX_DISTILL_TRIES):
+            while turn.busy():  # noqa: ASYNC110 - a count, not an event: a poll is all it takes
+                await asyncio.sleep(IDLE_POLL_S)
+            task = asyncio.ensure_future(self.distill(run_id, result, turn.engine))
+            self.distilling = task
+            try:
+                while not task.done():
+                    await asyncio.wait({task}, timeout=IDLE_POLL_S)
+                    if not task.done() and turn.busy():
+                        task.cancel()
+                        await asyncio.gather(task, return_exceptions=True)
+                        log.info("distilling run %d gave the engine to a new turn; it starts again after it", run_id)
+                        break
+                else:
+                    return task.result()
+            finally:
+                if not task.done():
+                    task.cancel()
+                self.distilling = None
+        log.warning("distilling run %d gave up: turns kept starting while it ran", run_id)
+        return None
+
+    async def distill(self, run_id: int, result: RunResult, client: ModelClient) -> int:
+        """One model call on ``client`` that turns the run's trace into a recipe, stored with the files it relies on."""
+        recipe = await distill_recipe(client, result, self.workspace)
+        return await self.add_recipe(recipe, source_run_id=run_id)
 
     def track(self, work: asyncio.Future[Any]) -> None:
         """Remember work that writes a run, so ratings and ``/learned`` wait for it (:meth:`settle`)."""

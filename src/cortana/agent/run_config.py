@@ -1,0 +1,119 @@
+"""``RunConfig``: how an agent's runs go, frozen, and ``RunDeps``: what a run works with.
+
+An ``Agent`` is a name for a pair of these. ``RunConfig`` holds the policies
+(instructions, limits, the permission gate, generation settings, the loop's
+small-model guards); ``RunDeps`` holds the parts (the engine client, memory,
+tools, turn extensions, the background work after replies). A run takes one
+snapshot of each when it starts and reads nothing else of the agent, so
+changing an agent (``agent.settings = ...``) never changes a turn in flight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from cortana.errors import UserError
+from cortana.prompts import prompt_text
+
+if TYPE_CHECKING:
+    from cortana.agent.events import EventHandler
+    from cortana.agent.extensions import BackgroundWork, TurnExtension
+    from cortana.memory.base import MemoryProvider, MemoryResolver
+    from cortana.models.base import ModelClient, ModelSettings
+    from cortana.tools import Tool, ToolGroup
+    from cortana.tools.context import AgentHandle
+    from cortana.tools.permissions import PermissionGate
+
+__all__ = ["RunConfig", "RunDeps"]
+
+_NO_TIMEOUTS: Mapping[str, float] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """How an agent's runs go: one frozen snapshot per run (the ``Agent`` arguments of the same names).
+
+    Raises:
+        UserError: a limit out of range, naming it and the range.
+    """
+
+    name: str = "agent"
+    instructions: str = ""
+    max_tool_iterations: int = 10
+    on_max_iterations: Callable[[int], Awaitable[bool]] | None = None
+    parallel_tool_calls: bool = True
+    max_parallel_tools: int = 4
+    context_window: int | None = None
+    compaction_threshold: float | None = None
+    permissions: PermissionGate | None = None
+    settings: ModelSettings | None = None
+    logger: EventHandler | None = None
+    nudge_repeated_calls: bool = True
+    retry_failed_calls: bool = False
+    tool_guidance: bool | str = False
+    tool_timeout: float | None = 120.0
+    tool_timeouts: Mapping[str, float] = field(default_factory=lambda: _NO_TIMEOUTS)
+    max_tool_output: int = 20_000
+    check_grounding: bool = True
+
+    def __post_init__(self) -> None:
+        if (  # one test on the common path: building an agent is measured in microseconds
+            self.max_tool_iterations < 1
+            or self.max_parallel_tools < 1
+            or self.max_tool_output < 1_000
+            or (self.compaction_threshold is not None and not 0.1 <= self.compaction_threshold <= 1)
+            or (self.tool_timeout is not None and not 0 < self.tool_timeout < math.inf)
+            or (self.context_window is not None and self.context_window < 256)
+        ):
+            self._refuse()
+        if self.tool_timeouts and not isinstance(self.tool_timeouts, MappingProxyType):
+            object.__setattr__(self, "tool_timeouts", MappingProxyType(dict(self.tool_timeouts)))
+
+    def system_prompt(self, *, has_tools: bool) -> str:
+        """The system prompt sent first in every request (byte-identical across turns)."""
+        guidance = ""
+        if has_tools and self.tool_guidance:
+            guidance = self.tool_guidance if isinstance(self.tool_guidance, str) else prompt_text("tool_guidance")
+        return "\n\n".join(part for part in (self.instructions, guidance) if part)
+
+    def _refuse(self) -> None:
+        """Raise the ``UserError`` for the first out-of-range limit."""
+        if self.max_tool_iterations < 1:
+            raise UserError(f"max_tool_iterations must be at least 1, got {self.max_tool_iterations}.")
+        if self.max_parallel_tools < 1:
+            raise UserError(f"max_parallel_tools must be at least 1, got {self.max_parallel_tools}.")
+        if self.max_tool_output < 1_000:
+            raise UserError(f"max_tool_output must be at least 1,000 characters, got {self.max_tool_output}.")
+        if self.compaction_threshold is not None and not 0.1 <= self.compaction_threshold <= 1:
+            raise UserError(f"compaction_threshold must be between 0.1 and 1, got {self.compaction_threshold}.")
+        if self.tool_timeout is not None and not 0 < self.tool_timeout < math.inf:
+            raise UserError(f"tool_timeout must be a positive number of seconds or None, got {self.tool_timeout}.")
+        raise UserError(f"context_window must be at least 256 tokens, got {self.context_window}.")
+
+
+@dataclass(frozen=True, slots=True)
+class RunDeps:
+    """What one run works with, resolved when it starts.
+
+    Attributes:
+        client: the engine.
+        memory: the memory provider, or a function of the thread that returns one.
+        tools: the agent's own tools; ``tool_groups``: its groups loaded on demand.
+        extensions: the turn extensions that join every turn (a turn may replace them).
+        background: where the extensions' work after the reply runs.
+        handle: what a tool may know of the agent (``RunContext.agent``).
+        busy: whether a turn of the agent is running (work after a reply gives the engine back to one).
+    """
+
+    client: ModelClient
+    memory: MemoryProvider | MemoryResolver | None
+    tools: Sequence[Tool]
+    tool_groups: Sequence[ToolGroup]
+    extensions: Sequence[TurnExtension]
+    background: BackgroundWork
+    handle: AgentHandle | None = None
+    busy: Callable[[], bool] = field(default=lambda: False)
