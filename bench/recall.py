@@ -240,7 +240,8 @@ async def quality_at(size: int, shortlists: list[int], folder: Path) -> dict[str
     first_ms = (time.perf_counter() - started) * 1000
     rows: dict[str, Any] = {"stored": size, "first_recall_ms (reads the codes)": round(first_ms, 1)}
     for shortlist in [*shortlists, None, size]:
-        recall.shortlist = shortlist
+        assert memory.vectors is not None
+        memory.vectors.shortlist = shortlist  # the index holds the shortlist it searches with
         times, overlap, hits = [], {"dev": [], "held_out": []}, {"dev": [], "held_out": []}
         for prompt, labels, split in zip(data.prompts, exact, data.split, strict=True):
             started = time.perf_counter()

@@ -456,6 +456,7 @@ def workspace_experience(workspace: Path, settings: Settings, memory: StoredMemo
         fallback=memory.recall.embedder if memory is not None and memory.recall is not None else None,
         workspace=workspace,
         threshold=learning.threshold,
+        prompt_threshold=learning.prompt_threshold,
         max_shown=learning.max_shown,
         min_tool_calls=learning.min_tool_calls,
         trusted_think=learning.trusted_think,

@@ -487,7 +487,10 @@ class LearningSettings(_Section):
     embedder: str | None = "mxbai-embed-large:335m"
     """An embedding model to use on the engine when it has it (Ollama); else the in-process E5 embedder."""
     threshold: float | None = Field(None, ge=-1, le=1)
-    """The similarity over which a recipe matches a prompt; ``null``: the value measured for the embedder."""
+    """The similarity over which a recipe's task matches a prompt; ``null``: the value measured for the embedder."""
+    prompt_threshold: float | None = Field(None, ge=-1, le=1)
+    """The similarity over which the prompt a recipe was learned from matches a new prompt; ``null``: ``threshold``
+    when set, else the value measured for the embedder."""
     max_shown: int = Field(2, ge=0, le=5)
     """The most recipes one turn shows."""
     min_tool_calls: int = Field(3, ge=1, le=100)

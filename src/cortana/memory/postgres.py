@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Collection, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from cortana.errors import ConfigError
@@ -30,12 +31,13 @@ from cortana.memory.migrations import Migration
 from cortana.memory.pgstore import PostgresStore, psycopg_module, redact_dsn
 from cortana.memory.recall import Recall, RecalledMessage
 from cortana.memory.stored import StoredMemory, StoredMessage, history_skip, trim_cut_tool_results
+from cortana.memory.vectors import Neighbour, VectorEntry
 from cortana.messages import STAND_IN_NAMES, Message, ThreadRef
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["POSTGRES_MIGRATIONS", "PostgresMemory", "postgres_vector_migrations", "redact_dsn"]
+__all__ = ["POSTGRES_MIGRATIONS", "PgVectorIndex", "PostgresMemory", "postgres_vector_migrations", "redact_dsn"]
 
 POSTGRES_MIGRATIONS: list[Migration] = [
     (
@@ -101,6 +103,130 @@ def _vector(values: Sequence[float]) -> str:
     return "[" + ",".join(format(float(v), ".7g") for v in values) + "]"
 
 
+class PgVectorIndex:
+    """A :class:`~cortana.memory.vectors.VectorIndex` on pgvector: one table per width with an HNSW index (cosine).
+
+    Keys are message ids (the table references ``cortana_messages``), groups resources, subgroups threads.
+
+    Args:
+        store: the database.
+        who: the embedder, named in the error when a vector's width differs from the table's.
+    """
+
+    def __init__(self, store: PostgresStore, *, who: str = "the embedder") -> None:
+        self.store = store
+        self.who = who
+        self._dimensions: int | None = None
+
+    async def dimensions(self) -> int | None:
+        """The width of the vector table this database already has (``None``: no vectors yet)."""
+        if self._dimensions is None:
+
+            async def find(c: AsyncConnection[Any]) -> list[str]:
+                cursor = await c.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                    "AND table_name LIKE %s",
+                    (VECTOR_TABLE_PREFIX + "%",),
+                )
+                return [str(row[0]) for row in await cursor.fetchall()]
+
+            tables = await self.store.run(find)
+            self._dimensions = int(tables[0].rsplit("_", 1)[1]) if tables else None
+        return self._dimensions
+
+    async def prepare(self, dimensions: int) -> str:
+        """The table for ``dimensions``-wide vectors, made by its migration on first use."""
+        stored = await self.dimensions()
+        if stored is None:
+            psycopg = psycopg_module()
+            try:
+                await self.store.migrate(postgres_vector_migrations(dimensions))
+            except psycopg.Error as error:
+                raise ConfigError(
+                    f"semantic recall on PostgreSQL needs the pgvector extension, and {self.store.location} could "
+                    f"not enable it ({str(error).strip().splitlines()[0]}); install pgvector on the server and run "
+                    "`CREATE EXTENSION vector;` once as a superuser in this database, or turn recall off",
+                    key="memory.recall",
+                ) from error
+            self._dimensions = stored = dimensions
+        if dimensions != stored:
+            raise ConfigError(
+                f"the recall index holds {stored}-dimensional vectors but {self.who} makes {dimensions}; "
+                "keep one embedder per memory database",
+                key="memory.recall.embedder",
+            )
+        return f"{VECTOR_TABLE_PREFIX}{dimensions}"
+
+    async def add(self, entries: Sequence[VectorEntry]) -> None:
+        """Index ``entries`` in a transaction of their own."""
+        if entries:
+            table = await self.prepare(len(entries[0].vector))
+            await self.store.run(lambda c: self.insert(c, table, entries))
+
+    async def insert(self, c: AsyncConnection[Any], table: str, entries: Sequence[VectorEntry]) -> None:
+        """Index ``entries`` in the caller's transaction (the messages they belong to are written in it too)."""
+        if not entries:
+            return
+        # one multi-row statement: measured 4x faster than executemany into an HNSW-indexed table
+        await c.execute(
+            f"INSERT INTO {table} (message_id, resource_id, thread_id, embedding) VALUES "
+            + ", ".join(["(%s, %s, %s, %s::vector)"] * len(entries))
+            + " ON CONFLICT (message_id) DO NOTHING",
+            [value for entry in entries for value in (entry.key, entry.group, entry.subgroup, _vector(entry.vector))],
+        )
+
+    async def nearest(
+        self,
+        query: Sequence[float],
+        count: int,
+        *,
+        group: str,
+        subgroup: str | None = None,
+        exclude: Collection[int] = (),
+    ) -> list[Neighbour]:
+        """HNSW first; an exact scan of the group when the graph finds too few of its vectors."""
+        dimensions = await self.dimensions()
+        if dimensions is None:
+            return []
+        table = f"{VECTOR_TABLE_PREFIX}{dimensions}"
+        where, scope = "resource_id = %s", [group]
+        if subgroup is not None:
+            where += " AND thread_id = %s"
+            scope.append(subgroup)
+        wanted = count + len(exclude)
+        vector = _vector(query)
+
+        async def search(c: AsyncConnection[Any]) -> list[Any]:
+            # HNSW filters after it searches: ask it for enough candidates that the group's are among them
+            await c.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(4 * wanted, 1000))}")
+            nearest = (
+                f"SELECT message_id, thread_id, 1 - (embedding <=> %s::vector) FROM {table} WHERE {where} "
+                "ORDER BY embedding <=> %s::vector"
+            )
+            hits = await (await c.execute(f"{nearest} LIMIT %s", (vector, *scope, vector, wanted))).fetchall()
+            if len(hits) < wanted:  # a small group in a large table: its rows fell outside the graph's reach
+                exact = nearest.replace("ORDER BY embedding <=> %s::vector", "ORDER BY (embedding <=> %s::vector) + 0")
+                hits = await (await c.execute(f"{exact} LIMIT %s", (vector, *scope, vector, wanted))).fetchall()
+            return list(hits)
+
+        hits = await self.store.run(search)
+        found = [Neighbour(int(row[0]), str(row[1]), float(row[2])) for row in hits if row[0] not in exclude]
+        return found[:count]
+
+    async def keys(self, group: str) -> set[int]:
+        """The message ids the index holds for ``group``."""
+        dimensions = await self.dimensions()
+        if dimensions is None:
+            return set()
+        table = f"{VECTOR_TABLE_PREFIX}{dimensions}"
+
+        async def read(c: AsyncConnection[Any]) -> set[int]:
+            cursor = await c.execute(f"SELECT message_id FROM {table} WHERE resource_id = %s", (group,))
+            return {int(row[0]) for row in await cursor.fetchall()}
+
+        return await self.store.run(read)
+
+
 class PostgresMemory(StoredMemory):
     """A ``MemoryProvider`` in PostgreSQL, shared by every process and machine that uses the same database.
 
@@ -126,8 +252,10 @@ class PostgresMemory(StoredMemory):
         super().__init__(last_messages=last_messages, working_memory=working_memory, recall=recall)
         self.store = PostgresStore(dsn, schema=POSTGRES_MIGRATIONS, max_connections=max_connections, retry_s=retry_s)
         """The database's connections, shared with recall."""
-        self._dimensions: int | None = None
-        self._dimensions_known = False
+        self.vectors: PgVectorIndex | None = (
+            PgVectorIndex(self.store, who=f"the embedder '{recall.embedder.name}'") if recall is not None else None
+        )
+        """Recall's vector index on pgvector (``None`` when recall is off)."""
 
     @property
     def location(self) -> str:
@@ -179,33 +307,21 @@ class PostgresMemory(StoredMemory):
     async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
         """Store messages as they become final, with their recall vectors in the same transaction."""
         uids = [uuid.uuid4() for _ in messages]  # chosen once: a retry finds these rows instead of doubling them
-        vectors: list[tuple[int, str]] = []
+        entries: list[VectorEntry] = []
         table = None
-        if self.recall is not None:
-            texts = self.recall.passages(list(enumerate(messages)))
-            if texts:
-                try:
-                    embedded = await self.recall.embedder.embed_passages([text for _, text in texts])
-                    table = await self._vector_table(len(embedded[0]))
-                except BaseException:
-                    await self.store.run(lambda c: self._insert(c, thread, messages, "message", uids))
-                    raise  # the messages are kept; only their recall vectors are missing
-                vectors = [(index, _vector(vector)) for (index, _), vector in zip(texts, embedded, strict=True)]
+        if self.recall is not None and self.vectors is not None:
+            try:  # keyed by position until the messages have their ids
+                entries = await self.recall.entries(thread, list(enumerate(messages)))
+                table = await self.vectors.prepare(len(entries[0].vector)) if entries else None
+            except BaseException:
+                await self.store.run(lambda c: self._insert(c, thread, messages, "message", uids))
+                raise  # the messages are kept; only their recall vectors are missing
 
         async def write(c: AsyncConnection[Any]) -> None:
             ids = await self._insert(c, thread, messages, "message", uids)
-            if table is not None and vectors:
-                # one multi-row statement: measured 4x faster than executemany into an HNSW-indexed table
-                await c.execute(
-                    f"INSERT INTO {table} (message_id, resource_id, thread_id, embedding) VALUES "
-                    + ", ".join(["(%s, %s, %s, %s::vector)"] * len(vectors))
-                    + " ON CONFLICT (message_id) DO NOTHING",
-                    [
-                        value
-                        for index, vector in vectors
-                        for value in (ids[index], thread.resource_id, thread.thread_id, vector)
-                    ],
-                )
+            if table is not None and self.vectors is not None:
+                keyed = [replace(entry, key=ids[entry.key]) for entry in entries]
+                await self.vectors.insert(c, table, keyed)
 
         await self.store.run(write)
 
@@ -287,81 +403,23 @@ class PostgresMemory(StoredMemory):
     # -- semantic recall ----------------------------------------------------------------------
 
     async def recalled(self, thread: ThreadRef, query: Awaitable[list[float]], *, exclude: set[int]) -> str | None:
-        """Earlier messages near the prompt: HNSW first, an exact scan of the resource when it finds too few."""
-        recall = self.recall
-        assert recall is not None
-        dimensions = await self._stored_dimensions()
-        if dimensions is None:
+        """Earlier messages near the prompt (pgvector: HNSW, then an exact scan when it finds too few)."""
+        recall, vectors = self.recall, self.vectors
+        assert recall is not None and vectors is not None
+        if await vectors.dimensions() is None:
             return None
-        vector = _vector(await query)
-        table = f"{VECTOR_TABLE_PREFIX}{dimensions}"
-        where, scope = "resource_id = %s", [thread.resource_id]
-        if recall.scope == "thread":
-            where += " AND thread_id = %s"
-            scope.append(thread.thread_id)
-        wanted = recall.top_k + len(exclude)
+        hits = await recall.nearest(vectors, thread, await query, exclude=exclude)
+        if not hits:
+            return None
 
-        async def search(c: AsyncConnection[Any]) -> list[list[RecalledMessage]]:
-            # HNSW filters after it searches: ask it for enough candidates that the resource's are among them
-            await c.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(4 * wanted, 1000))}")
-            nearest = f"SELECT message_id, thread_id FROM {table} WHERE {where} ORDER BY embedding <=> %s::vector"
-            hits = await (await c.execute(f"{nearest} LIMIT %s", (*scope, vector, wanted))).fetchall()
-            if len(hits) < wanted:  # a small resource in a large table: its rows fell outside the graph's reach
-                exact = nearest.replace("ORDER BY embedding <=> %s::vector", "ORDER BY (embedding <=> %s::vector) + 0")
-                hits = await (await c.execute(f"{exact} LIMIT %s", (*scope, vector, wanted))).fetchall()
+        async def windows(c: AsyncConnection[Any]) -> list[list[RecalledMessage]]:
             groups: list[list[RecalledMessage]] = []
-            for message_id, thread_id in hits:
-                if message_id in exclude:
-                    continue
-                window = await self._neighbours(c, thread.resource_id, thread_id, message_id, recall.neighbours)
+            for hit in hits:
+                window = await self._neighbours(c, thread.resource_id, hit.subgroup, hit.key, recall.neighbours)
                 groups.append([item for item_id, item in window if item_id not in exclude])
-                if len(groups) == recall.top_k:
-                    break
             return groups
 
-        return recall.render(await self.store.run(search))
-
-    async def _stored_dimensions(self) -> int | None:
-        """The width of the vector table this database already has (None: no vectors yet)."""
-        if not self._dimensions_known:
-
-            async def find(c: AsyncConnection[Any]) -> list[str]:
-                cursor = await c.execute(
-                    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-                    "AND table_name LIKE %s",
-                    (VECTOR_TABLE_PREFIX + "%",),
-                )
-                return [str(row[0]) for row in await cursor.fetchall()]
-
-            tables = await self.store.run(find)
-            self._dimensions = int(tables[0].rsplit("_", 1)[1]) if tables else None
-            self._dimensions_known = self._dimensions is not None
-        return self._dimensions
-
-    async def _vector_table(self, dimensions: int) -> str:
-        """The vector table for ``dimensions``-wide vectors, made by its migration on first use."""
-        assert self.recall is not None
-        stored = await self._stored_dimensions()
-        if stored is None:
-            psycopg = psycopg_module()
-            try:
-                await self.store.migrate(postgres_vector_migrations(dimensions))
-            except psycopg.Error as error:
-                raise ConfigError(
-                    f"semantic recall on PostgreSQL needs the pgvector extension, and {self.location} could not "
-                    f"enable it ({str(error).strip().splitlines()[0]}); install pgvector on the server and run "
-                    "`CREATE EXTENSION vector;` once as a superuser in this database, or turn recall off",
-                    key="memory.recall",
-                ) from error
-            self._dimensions, self._dimensions_known = dimensions, True
-            stored = dimensions
-        if dimensions != stored:
-            raise ConfigError(
-                f"the recall index holds {stored}-dimensional vectors but the embedder "
-                f"'{self.recall.embedder.name}' makes {dimensions}; keep one embedder per memory database",
-                key="memory.recall.embedder",
-            )
-        return f"{VECTOR_TABLE_PREFIX}{dimensions}"
+        return recall.render(await self.store.run(windows))
 
     # -- SQL ----------------------------------------------------------------------------------
 

