@@ -92,7 +92,19 @@ def _read_line(handle: BinaryIO) -> tuple[bytes, int, bool]:
 
 
 def file_tools(space: Workspace) -> list[Tool]:
-    """read_file, list_files, grep_files, write_file and edit_file, confined to ``space``.
+    """read_file, list_files, grep_files, write_file and edit_file, confined to ``space`` (:class:`WorkspaceFiles`)."""
+    files = WorkspaceFiles(space)
+    return [
+        Tool(files.read_file, read_only=True),
+        Tool(files.list_files, read_only=True),
+        Tool(files.grep_files, read_only=True),
+        Tool(files.write_file),
+        Tool(files.edit_file),
+    ]
+
+
+class WorkspaceFiles:
+    """The file tools of one workspace, a method each.
 
     Their docstrings are the model's prompt, on every request: an argument whose name says what it
     is (``path``, ``new_text``) has no description. ``bench/tool_prompt.py`` measures what a change
@@ -100,8 +112,14 @@ def file_tools(space: Workspace) -> list[Tool]:
     shorter ones made Qwen2.5-Coder 1.5B read the first 10 lines of a file it was asked to show.
     """
 
+    def __init__(self, space: Workspace) -> None:
+        self.space = space
+
     def read_file(
-        path: str, start_line: Annotated[int, Field(ge=1)] = 1, end_line: Annotated[int, Field(ge=1)] | None = None
+        self,
+        path: str,
+        start_line: Annotated[int, Field(ge=1)] = 1,
+        end_line: Annotated[int, Field(ge=1)] | None = None,
     ) -> str:
         """Read a text file, with line numbers.
 
@@ -110,7 +128,7 @@ def file_tools(space: Workspace) -> list[Tool]:
             start_line: the first line to show (1-based).
             end_line: the last line to show (default: to the end).
         """
-        fd, info = space.open_regular(space.resolve(path), path)
+        fd, info = self.space.open_regular(self.space.resolve(path), path)
         with os.fdopen(fd, "rb") as handle:
             if _is_binary(handle):
                 return f"'{path}' is a binary file ({info.st_size:,} bytes); it is not shown."
@@ -149,20 +167,20 @@ def file_tools(space: Workspace) -> list[Tool]:
             raise ToolError(f"'{path}' has {number} lines; start_line {start_line} is out of range.")
         return "\n".join(shown) or "(empty file)"
 
-    def list_files(path: str = ".", pattern: str = "*") -> str:
+    def list_files(self, path: str = ".", pattern: str = "*") -> str:
         """List files under a folder (respecting .gitignore).
 
         Args:
             pattern: a glob on file names, e.g. "*.py".
         """
-        target = space.resolve(path)
+        target = self.space.resolve(path)
         if not target.is_dir():
             raise ToolError(f"No folder '{path}'.")
         found: list[str] = []
         size = 0
-        for file in space.files(target):
+        for file in self.space.files(target):
             if fnmatch.fnmatch(file.name, pattern):
-                found.append(space.relative(file))
+                found.append(self.space.relative(file))
                 size += len(found[-1]) + 1
                 if size > MAX_OUTPUT_CHARS:
                     found.append("[... more files; narrow it with path= or pattern=]")
@@ -170,7 +188,7 @@ def file_tools(space: Workspace) -> list[Tool]:
         return "\n".join(found) or "(no files)"
 
     def grep_files(
-        pattern: str, path: str = ".", context: Annotated[int, Field(ge=0, le=20)] = 0, glob: str = "*"
+        self, pattern: str, path: str = ".", context: Annotated[int, Field(ge=0, le=20)] = 0, glob: str = "*"
     ) -> str:
         """Search files for a regular expression, showing file:line matches.
 
@@ -188,18 +206,20 @@ def file_tools(space: Workspace) -> list[Tool]:
                 f"Invalid regular expression {pattern[:200]!r}: {reason}. Patterns use RE2 syntax "
                 "(no backreferences or lookaround)."
             ) from None
-        target = space.resolve(path)
-        candidates = [target] if target.is_file() else [f for f in space.files(target) if fnmatch.fnmatch(f.name, glob)]
+        target = self.space.resolve(path)
+        candidates = (
+            [target] if target.is_file() else [f for f in self.space.files(target) if fnmatch.fnmatch(f.name, glob)]
+        )
         out: list[str] = []
         size = searched = 0
         skipped: list[str] = []
         for file in candidates:
-            text = searchable_text(space, file, skipped)
+            text = searchable_text(self.space, file, skipped)
             if text is None:
                 continue
             searched += len(text)
             lines = text.splitlines()
-            shown = space.relative(file)
+            shown = self.space.relative(file)
             for index, line in enumerate(lines):
                 if not regex.search(line):
                     continue
@@ -219,14 +239,14 @@ def file_tools(space: Workspace) -> list[Tool]:
             out.append(f"[not searched: {', '.join(skipped[:10])}{' …' if len(skipped) > 10 else ''}]")
         return "\n".join(out) or "(no matches)"
 
-    def write_file(path: str, content: str) -> str:
+    def write_file(self, path: str, content: str) -> str:
         """Create or overwrite a file.
 
         Args:
             content: the whole new content.
         """
-        target = space.resolve(path)
-        dropped = _dropped_definitions(space, target, path, content)
+        target = self.space.resolve(path)
+        dropped = _dropped_definitions(self.space, target, path, content)
         if dropped:
             names = ", ".join(dropped[:8]) + (" …" if len(dropped) > 8 else "")
             raise ToolError(
@@ -234,14 +254,14 @@ def file_tools(space: Workspace) -> list[Tool]:
                 "(write_file replaces the whole file). To add code, call edit_file with old_text empty: it adds "
                 "new_text at the end. To change code, edit_file the lines that change."
             )
-        with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
+        with os.fdopen(self.space.open_for_writing(target, path), "wb") as handle:
             handle.write(content.encode("utf-8"))
         lines = len(content.splitlines())
-        done = f"Wrote {space.relative(target)} ({lines} line{'' if lines == 1 else 's'})"
+        done = f"Wrote {self.space.relative(target)} ({lines} line{'' if lines == 1 else 's'})"
         _check_python(target, content, done)
         return done + "."
 
-    def edit_file(path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
+    def edit_file(self, path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
         """Replace text in a file, or add text at its end.
 
         Args:
@@ -249,65 +269,64 @@ def file_tools(space: Workspace) -> list[Tool]:
                 is added at the end.
             replace_all: replace every occurrence.
         """
-        target = space.resolve(path)
-        fd, info = space.open_regular(target, path)
+        target = self.space.resolve(path)
+        text = self._editable_text(target, path)
+        edited, done = _edited(text, target, path, self.space.relative(target), old_text, new_text, replace_all)
+        with os.fdopen(self.space.open_for_writing(target, path), "wb") as handle:
+            handle.write(edited.encode("utf-8"))
+        if _parses(target, text):  # a file that was broken before is not this edit's fault
+            _check_python(target, edited, done)
+        return done + "." + still_named(self.space, target, old_text, new_text)
+
+    def _editable_text(self, target: Path, path: str) -> str:
+        """The text of the file ``edit_file`` edits (a regular file inside the workspace, UTF-8, not too big)."""
+        fd, info = self.space.open_regular(target, path)
         with os.fdopen(fd, "rb") as handle:
             if info.st_size > MAX_EDIT_BYTES:
                 raise ToolError(f"'{path}' is {info.st_size:,} bytes; edit_file edits files up to {MAX_EDIT_BYTES:,}.")
             data = handle.read(MAX_EDIT_BYTES + 1)
         try:
-            text = data.decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"'{path}' is not UTF-8 text; edit_file edits text files.") from None
-        shown = space.relative(target)
-        if not old_text:
-            if not new_text.strip():
-                raise ToolError("old_text and new_text are both empty: there is nothing to change.")
-            edited, done = (
-                text + _gap(text) + new_text,
-                f"Added {len(new_text.splitlines())} line(s) at the end of {shown}",
-            )
-        else:
-            count = text.count(old_text)
-            if count > 1 and not replace_all:
-                raise ToolError(
-                    f"old_text appears {count} times in '{path}'; include more surrounding lines so it is unique, "
-                    "or pass replace_all=true to replace every one."
-                )
-            if count:
-                edited = text.replace(old_text, new_text, -1 if replace_all else 1)
-                done = f"Edited {shown}" + (f" ({count} replacements)" if count > 1 else "")
-            else:
-                loose = loose_edit(text, old_text, new_text)
-                added = None if loose else new_definition(target, text, old_text, new_text)
-                if loose:
-                    edited, (first, last) = loose
-                    done = (
-                        f"Edited {shown}: old_text matched lines {first}-{last} once when spaces, quote marks and "
-                        "left-out comment or docstring lines are ignored; your change was made there, keeping the "
-                        "file's own text where you changed nothing"
-                    )
-                elif added:
-                    edited = text + _gap(text) + new_text.strip("\n") + "\n"
-                    done = (
-                        f"Added {added} at the end of {shown}: old_text is not in the file, and new_text defines "
-                        f"{added}, which the file did not have"
-                    )
-                else:
-                    raise ToolError(f"old_text was not found in '{path}'. {closest_text(text, old_text)}")
-        with os.fdopen(space.open_for_writing(target, path), "wb") as handle:
-            handle.write(edited.encode("utf-8"))
-        if _parses(target, text):  # a file that was broken before is not this edit's fault
-            _check_python(target, edited, done)
-        return done + "." + still_named(space, target, old_text, new_text)
 
-    return [
-        Tool(read_file, read_only=True),
-        Tool(list_files, read_only=True),
-        Tool(grep_files, read_only=True),
-        Tool(write_file),
-        Tool(edit_file),
-    ]
+
+def _edited(
+    text: str, target: Path, path: str, shown: str, old_text: str, new_text: str, replace_all: bool
+) -> tuple[str, str]:
+    """``text`` with the edit made, and what to tell the model: an exact match, a loose one, or an addition.
+
+    Raises:
+        ToolError: nothing to change, ``old_text`` found more than once, or not found (with the closest lines).
+    """
+    if not old_text:
+        if not new_text.strip():
+            raise ToolError("old_text and new_text are both empty: there is nothing to change.")
+        return text + _gap(text) + new_text, f"Added {len(new_text.splitlines())} line(s) at the end of {shown}"
+    count = text.count(old_text)
+    if count > 1 and not replace_all:
+        raise ToolError(
+            f"old_text appears {count} times in '{path}'; include more surrounding lines so it is unique, "
+            "or pass replace_all=true to replace every one."
+        )
+    if count:
+        edited = text.replace(old_text, new_text, -1 if replace_all else 1)
+        return edited, f"Edited {shown}" + (f" ({count} replacements)" if count > 1 else "")
+    loose = loose_edit(text, old_text, new_text)
+    if loose:
+        edited, (first, last) = loose
+        return edited, (
+            f"Edited {shown}: old_text matched lines {first}-{last} once when spaces, quote marks and "
+            "left-out comment or docstring lines are ignored; your change was made there, keeping the "
+            "file's own text where you changed nothing"
+        )
+    added = new_definition(target, text, old_text, new_text)
+    if added:
+        return text + _gap(text) + new_text.strip("\n") + "\n", (
+            f"Added {added} at the end of {shown}: old_text is not in the file, and new_text defines "
+            f"{added}, which the file did not have"
+        )
+    raise ToolError(f"old_text was not found in '{path}'. {closest_text(text, old_text)}")
 
 
 def _definitions(text: str) -> list[str] | None:
