@@ -9,11 +9,13 @@ three or more tool calls) runs three times, each in a fresh copy of the reposito
 3. the second wording, experience off (the control: is the second wording simply easier?).
 
 One experience file serves every task in order, so a later task may be shown an
-earlier task's recipe, as a user's would be. The agent is built as the ``cortana``
-command builds it (the assistant's instructions, the built-in tools, the files a
-prompt names, the lines its words are on, retry of failed calls, the command's
-generation settings), in process, on one engine, so the engine's prompt cache
-serves all runs alike. Answers are checked by the task's script, never by eye.
+earlier task's recipe, as a user's would be. Each run is ``cortana.Assistant``, the
+assistant the ``cortana`` command runs (its instructions, the built-in tools behind the
+workspace gate, the files a prompt names, the lines its words are on, retry of failed
+calls, the command's generation settings), in process, on one engine, so the engine's
+prompt cache serves all runs alike; the code graph, the local time, recall and the
+heartbeat are off, so the arms differ only by experience. Answers are checked by the
+task's script, never by eye.
 
 Tasks are split into a development and a held-out half by a hash of their name;
 the distilling prompt and the recipe's shape are decided on the development half.
@@ -37,12 +39,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cortana import Agent, Experience
-from cortana.assistant import assistant_instructions, workspace_context
+from cortana import Assistant, Experience
 from cortana.config import Settings
-from cortana.models.base import ModelClient, ModelSettings
+from cortana.models.base import ModelClient
 from cortana.models.factory import create_model_client
-from cortana.tools.builtin import builtin_tools
 from learning_tasks.tasks import TASKS, LearningTask
 
 RESULTS = Path(__file__).parent / "results"
@@ -62,27 +62,32 @@ def fresh_copy(task: LearningTask, root: Path, label: str) -> Path:
     return destination
 
 
-def make_agent(client: ModelClient, workspace: Path, experience: Experience | None, context: bool) -> Agent:
-    """The agent the ``cortana`` command would run in ``workspace`` (no memory: each run is a new thread).
+def assistant_for(client: ModelClient, workspace: Path, experience: Experience | None, context: bool) -> Assistant:
+    """The assistant the ``cortana`` command runs in ``workspace``, with the bench's own engine and experience.
 
-    ``context=False`` (``--context off``): without the files a prompt names and the lines its words are on,
-    so the model has to search (the 1.5B model answers from those lines with 0-1 tool calls, which leaves
-    nothing to distill).
+    What would make the two arms differ by chance is off: the code graph, the local time and recall (each copy
+    is a fresh folder with nothing to recall), the heartbeat. Every tool call is allowed (``--yes``); the seed
+    is fixed. ``context=False`` (``--context off``): without the files a prompt names and the lines its words
+    are on, so the model has to search (the 1.5B model answers from those lines with 0-1 tool calls, which
+    leaves nothing to distill).
     """
     settings = Settings()
+    settings.seed = 7
+    settings.graphify.enabled = False
+    settings.agent.local_time = False
+    settings.memory.recall = False
+    settings.learning.enabled = experience is not None
     if not context:
         settings.agent.named_files = 0
         settings.agent.prompt_search = 0
-    return Agent(
-        client,
-        name="cortana",
-        instructions=assistant_instructions(workspace),
-        tools=builtin_tools(workspace, command_timeout=settings.tools.command_timeout),
-        extensions=workspace_context(workspace, settings),
+    return Assistant(
+        workspace,
+        settings,
+        client=client,
+        keep_client=True,
         experience=experience,
-        max_tool_iterations=settings.agent.max_tool_iterations,
-        retry_failed_calls=settings.agent.retry_failed_calls,
-        settings=ModelSettings(temperature=settings.temperature, seed=7, max_tokens=settings.max_tokens),
+        allow_all=True,
+        heartbeat=False,
     )
 
 
@@ -97,29 +102,29 @@ async def one_run(
     """Run ``prompt`` in ``workspace`` and check it; with experience, wait for the distilling after it."""
     if experience is not None:
         experience.workspace = workspace
-    agent = make_agent(client, workspace, experience, context)
-    started = time.perf_counter()
-    error = None
-    answer = ""
-    metrics: dict[str, Any] = {}
-    try:
-        result = await agent.run(prompt)
-        answer = result.output
-        metrics = result.metrics.model_dump()
-    except Exception as exc:  # a run that fails counts as wrong, with its reason
-        error = f"{type(exc).__name__}: {exc}"
-    wall = time.perf_counter() - started
-    shown: list[int] = []
-    distilled: list[int] = []
-    distill_seconds = 0.0
-    if experience is not None:
-        before = time.perf_counter()
-        await agent.background.wait()
-        distill_seconds = time.perf_counter() - before
-        last = await experience.last_run()
-        if last is not None:
-            shown = await experience.shown_to(last[0])
-            distilled = [r for r in await experience.rated_recipes(last[0]) if r not in shown]
+    async with assistant_for(client, workspace, experience, context) as assistant:
+        started = time.perf_counter()
+        error = None
+        answer = ""
+        metrics: dict[str, Any] = {}
+        try:
+            result = await assistant.ask(prompt)
+            answer = result.output
+            metrics = result.metrics.model_dump()
+        except Exception as exc:  # a run that fails counts as wrong, with its reason
+            error = f"{type(exc).__name__}: {exc}"
+        wall = time.perf_counter() - started
+        shown: list[int] = []
+        distilled: list[int] = []
+        distill_seconds = 0.0
+        if experience is not None:
+            before = time.perf_counter()
+            await (await assistant.agent()).background.wait()
+            distill_seconds = time.perf_counter() - before
+            last = await experience.last_run()
+            if last is not None:
+                shown = await experience.shown_to(last[0])
+                distilled = [r for r in await experience.rated_recipes(last[0]) if r not in shown]
     right = error is None and await asyncio.to_thread(task.check, answer, workspace)
     return {
         "prompt": prompt,

@@ -93,6 +93,10 @@ class Assistant:
         client: the engine: a started :class:`~cortana.models.base.ModelClient`, or an awaitable of one (the
             terminal starts the engine while its prompt already shows); None starts the one ``settings`` name.
             The assistant owns it: :meth:`aclose` closes it, or cancels it while it still starts.
+        keep_client: leave a given started ``client`` open at :meth:`aclose` (a benchmark that runs one assistant
+            after another on one engine).
+        experience: an ``Experience`` to use instead of the workspace's ``.cortana/experience.db`` (a benchmark
+            that carries recipes from one copy of a project to the next); the caller closes it.
         approve: asked for writes, edits, commands and MCP calls (``approve(call, tool, reason[, scope])``);
             None refuses what would be asked, unless ``allow_all``.
         allow_all: allow every tool call without asking, protected paths aside (``--yes``).
@@ -109,6 +113,8 @@ class Assistant:
         settings: Settings | None = None,
         *,
         client: ModelClient | Awaitable[ModelClient] | None = None,
+        keep_client: bool = False,
+        experience: Experience | None = None,
         approve: Approver | None = None,
         allow_all: bool = False,
         context_window: int | None = None,
@@ -135,6 +141,8 @@ class Assistant:
         self._heartbeat: Heartbeat | None = None
         self._closed = False
         self._given = client
+        self._keep_client = keep_client
+        self._given_experience = experience
         self._engine: asyncio.Future[ModelClient] | None = None  # started on first use (a loop is running then)
         settings = self.settings
         try:
@@ -149,9 +157,11 @@ class Assistant:
             if self.graph is not None:
                 self._stack.push_async_callback(self.graph.aclose, timeout=1)  # graphify writes atomically
             self.local_time: LocalTime | None = LocalTime(self.memory) if settings.agent.local_time else None
-            self.experience: Experience | None = workspace_experience(self.workspace, settings, self.memory)
-            if self.experience is not None:
-                self._stack.callback(self.experience.close)
+            self.experience: Experience | None = experience
+            if experience is None:
+                self.experience = workspace_experience(self.workspace, settings, self.memory)
+                if self.experience is not None:
+                    self._stack.callback(self.experience.close)
             self.skills: SkillRegistry | None = workspace_skills(self.workspace, settings)  # a bad SKILL.md: logged
             enabled = settings.voice.enabled if voice is None else voice
             self.voice: Voice = Voice(rate=settings.voice.rate, voice=settings.voice.voice, enabled=enabled)
@@ -164,7 +174,8 @@ class Assistant:
 
     def _close_parts(self) -> None:
         """What ``__init__`` opened, closed again (it failed part way)."""
-        for close in (getattr(self, "memory", None), getattr(self, "experience", None)):
+        own_experience = getattr(self, "experience", None) is not self._given_experience
+        for close in (getattr(self, "memory", None), getattr(self, "experience", None) if own_experience else None):
             if close is not None:
                 close.close()
 
@@ -213,14 +224,14 @@ class Assistant:
                 given.close()  # its start never began
                 return
             if not isinstance(given, asyncio.Future):
-                if given is not None and not inspect.isawaitable(given):
+                if given is not None and not inspect.isawaitable(given) and not self._keep_client:
                     await given.aclose()
                 return
             engine = given
         if not engine.done():
             engine.cancel()  # left while the engine loaded: the embedded engine's process is stopped
         await asyncio.gather(engine, return_exceptions=True)
-        if not engine.cancelled() and engine.exception() is None:
+        if not engine.cancelled() and engine.exception() is None and not self._keep_client:
             await engine.result().aclose()
 
     # -- the engine and the agent ---------------------------------------------------------------------------------

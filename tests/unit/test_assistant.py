@@ -53,6 +53,28 @@ async def test_aclose_closes_every_part_and_the_engine(tmp_path: Path) -> None:
     assert assistant.memory.store._connection is None, "memory is closed"  # type: ignore[attr-defined]
 
 
+async def test_a_benchmark_keeps_its_engine_and_its_experience_across_assistants(tmp_path: Path) -> None:
+    from cortana import Experience
+    from tests.unit.test_experience import BagOfWords
+
+    Closing.closed = 0
+    model = Closing(["One.", "Two."])
+    experience = Experience(tmp_path / "shared.db", embedder=BagOfWords(), workspace=tmp_path)
+    learning = Settings(memory={"recall": False}, graphify={"enabled": False})
+    for copy, answer in (("first", "One."), ("second", "Two.")):
+        folder = tmp_path / copy
+        folder.mkdir()
+        options: dict[str, object] = {"keep_client": True, "experience": experience, "heartbeat": False}
+        async with Assistant(folder, learning, client=model, **options) as assistant:  # type: ignore[arg-type]
+            assert assistant.experience is experience
+            assert experience in (await assistant.agent()).extensions
+            assert (await assistant.ask("hi")).output == answer
+        assert not (folder / ".cortana" / "experience.db").exists(), "the given experience, not the workspace's"
+    assert Closing.closed == 0, "keep_client: the engine stays open for the next assistant"
+    assert (await experience.last_run()) is not None, "the experience outlives the assistants (the caller closes it)"
+    experience.close()
+
+
 async def test_an_engine_still_starting_is_cancelled_and_a_failed_one_says_why(tmp_path: Path) -> None:
     starting: asyncio.Future[ScriptedModel] = asyncio.get_running_loop().create_future()
     assistant = assistant_on(tmp_path, starting)
