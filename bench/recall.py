@@ -217,7 +217,7 @@ async def quality_at(size: int, shortlists: list[int], folder: Path) -> dict[str
     import recall_set
     from cortana.memory.sqlite import SQLiteMemory
 
-    data = recall_set.load()
+    data = await asyncio.to_thread(recall_set.load)  # it embeds the set on first use, with asyncio.run of its own
     texts, vectors = data.texts[:size], data.vectors[:size]
     embedder = LookupEmbedder(texts + data.prompts, np.concatenate([vectors, data.prompt_vectors]))
     recall = Recall(embedder, top_k=5, neighbours=0, max_chars=1000)  # type: ignore[arg-type]

@@ -367,6 +367,8 @@ class Run:
             prompt=self.request.prompt,
         )
         for extension in self.extensions:
+            if getattr(type(extension), "after_turn", None) is TurnExtension.after_turn:
+                continue  # the do-nothing default (memory's part): no task to start
             self.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn", scope=self.scope)
         return result
 
