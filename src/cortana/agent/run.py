@@ -38,7 +38,11 @@ from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
 from cortana.tools import RunContext, Tool, ToolGroup, as_tools
 
-__all__ = ["IterationBudget", "Run", "Screened", "TurnRequest", "Verdict"]
+__all__ = ["EXTRA_MODEL_CALLS", "IterationBudget", "Run", "Screened", "TurnRequest", "Verdict"]
+
+EXTRA_MODEL_CALLS = 6
+"""Model calls a run may make besides one per round of tool calls: the answer, and at most once each the nudge,
+asking again, the retry, the answer without tools, with one to spare. No path of the loop needs more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +239,32 @@ class Run:
             await self.memory.add_summary(self.thread, result.summary, kept=result.kept)
         self.turn_start = len(self.transcript) - result.kept
 
+    def check_calls(self) -> None:
+        """Refuse a model call past ``EXTRA_MODEL_CALLS`` more than the rounds of tool calls the run may make.
+
+        Every call counts, whatever its reply: the nudge, the retry, asking again and the answer without tools
+        spend no round of tool calls, and an engine that keeps answering the same way must still end the run.
+
+        Raises:
+            MaxToolIterationsError: with every message of the run (the transcript is whole at this point).
+        """
+        allowed = self.budget.limit + EXTRA_MODEL_CALLS
+        if self.metrics.model_calls < allowed:
+            return
+        self.metrics.elapsed = time.perf_counter() - self.started
+        raise MaxToolIterationsError(
+            f"The run made {self.metrics.model_calls} model calls without an answer (at most {allowed}: "
+            f"max_tool_iterations={self.budget.limit} rounds of tool calls and {EXTRA_MODEL_CALLS} more); the engine "
+            "kept answering with tool calls it was not offered or that could not run. Try a different model, or "
+            "rephrase; the run's messages are on this error's .messages.",
+            iterations=self.budget.used,
+            messages=self.new_messages,
+            metrics=self.metrics,
+        )
+
     async def call_model(self) -> AsyncIterator[RunEvent]:
         """One model call: stream its deltas, then a :class:`ModelCallFinished`; keeps the response."""
+        self.check_calls()
         iteration = self.budget.used
         yield ModelCallStarted(iteration)
         messages = [m for m in self.transcript if id(m) not in self.aside] if self.aside else list(self.transcript)
@@ -274,6 +302,15 @@ class Run:
                 return Screened(Verdict.ASK_AGAIN, reply)
             note = self._empty_answer_note()
             return Screened(Verdict.ANSWER, reply.model_copy(update={"content": note}), shown=note)
+        if self.withhold_tools:
+            # Asked for an answer with no tools offered, the model called tools anyway (an engine that ignores an
+            # empty tool list, or a model that writes calls by habit): they cannot run, so this is no answer.
+            # Once more, then the note; never a loop that spends no iteration.
+            bare = reply.model_copy(update={"tool_calls": []})
+            if not self.asked_again:
+                return Screened(Verdict.ASK_AGAIN, bare)
+            note = self._empty_answer_note()
+            return Screened(Verdict.ANSWER, bare.model_copy(update={"content": note}), shown=note)
         if self.config.check_grounding:
             evidence = conversation_evidence([*self.transcript, reply])
             kept = self._grounded(reply.tool_calls, evidence)
