@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -120,3 +121,65 @@ async def test_an_mcp_server_that_never_answers_initialize_is_given_up_on() -> N
     loaded = result.new_messages[2]
     assert loaded.is_error and "did not answer initialize and list_tools within 1s" in loaded.content
     assert result.output == "ok"
+
+
+ESCAPES = {
+    "setsid": "setsid sleep 77 & echo $! > child.pid; echo started",
+    "setsid, then the shell waits": "setsid sh -c 'echo $$ > child.pid; sleep 78' & sleep 60",
+    "a double fork": "(sh -c 'sleep 79 & echo $! > child.pid' &) ; sleep 0.3; echo started",
+    "nohup": "nohup sh -c 'echo $$ > child.pid; exec sleep 80' > /dev/null 2>&1 & sleep 0.3; echo started",
+    "a daemon that closes its descriptors": (
+        'python3 -c "import os, time\nif os.fork(): raise SystemExit\nos.setsid()\nif os.fork(): raise SystemExit\n'
+        "open('child.pid', 'w').write(str(os.getpid()))\nfor fd in range(0, 256):\n    try: os.close(fd)\n"
+        '    except OSError: pass\ntime.sleep(81)"; sleep 0.5; echo started'
+    ),
+}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux's")
+@pytest.mark.parametrize("how", list(ESCAPES), ids=list(ESCAPES))
+async def test_no_descendant_outlives_its_command_however_it_detaches(tmp_path: Path, how: str) -> None:
+    timeout = 2 if "waits" in how else 30
+    try:
+        output = await command(tmp_path, command=ESCAPES[how], timeout=timeout)
+        assert "started" in output
+    except ToolError as error:
+        assert "waits" in how and "did not finish within 2s" in str(error)
+    pid_file = tmp_path / "child.pid"
+    for _ in range(50):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    pid = int(pid_file.read_text())
+    assert await gone(pid), f"{how}: pid {pid} outlived its command"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the subreaper is Linux's")
+def test_a_command_dies_with_cortana_even_when_cortana_is_killed(tmp_path: Path) -> None:
+    """SIGKILL leaves Cortana no time to clean up: the reaper's death signal does it."""
+    import signal
+    import subprocess
+
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from cortana.tools.builtin import builtin_tools\n"
+        "async def main():\n"
+        "    tool = {t.name: t for t in builtin_tools(Path(sys.argv[1]))}['run_command']\n"
+        "    await tool.invoke(tool.validate({'command': 'setsid sleep 82 & echo $! > child.pid; sleep 300'}))\n"
+        "asyncio.run(main())\n"
+    )
+    cortana = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)])
+    pid_file = tmp_path / "child.pid"
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.05)
+    cortana.send_signal(signal.SIGKILL)
+    cortana.wait(timeout=10)
+    pid = int(pid_file.read_text())
+    for _ in range(100):
+        if dead(pid):
+            break
+        time.sleep(0.05)
+    assert dead(pid), "the setsid child outlived a killed Cortana"

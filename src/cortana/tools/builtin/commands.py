@@ -1,9 +1,12 @@
 """``run_command``: a shell command in the workspace, bounded in time, output and reach.
 
 The command runs in a process group of its own, with stdin closed (it can
-never read the user's terminal). When it ends, times out or the turn is
-cancelled, the whole group is killed, so a background child cannot outlive
-it. Output is read as it comes and only its head and tail are kept, so a
+never read the user's terminal). On Linux it runs under ``reaper.py``, a child
+subreaper: every process it starts, a ``setsid`` child, a double fork or a
+daemon included, stays findable, and when the command ends (after
+``LINGER_S``), times out, the turn is cancelled or Cortana exits, all of them
+are killed. Elsewhere the process group is killed, which a ``setsid`` child
+escapes. Output is read as it comes and only its head and tail are kept, so a
 command that prints gigabytes costs kilobytes.
 """
 
@@ -13,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +37,10 @@ MAX_COMMAND_TIMEOUT = 600.0
 """The longest timeout a command may ask for (seconds)."""
 LINGER_S = 1.0
 """After the shell exits, how long its output may still come from children before they are stopped."""
+STOP_GRACE_S = 2.0
+"""How long the reaper may take to kill what the command left before its whole group is killed."""
+REAPER = Path(__file__).with_name("reaper.py")
+"""The keeper each command runs under on Linux (see the module docstring)."""
 
 
 class HeadTail:
@@ -125,10 +133,80 @@ async def run_shell(
     limit: int = MAX_OUTPUT_CHARS,
     hint: str = "redirect the output to a file and read parts of it",
 ) -> Finished:
-    """Run ``command`` with ``sh`` in ``cwd``: stdin closed, its own process group (killed as a whole when it
-    ends, times out or is cancelled), and its output kept to ``limit`` characters (head and tail)."""
+    """Run ``command`` with ``sh`` in ``cwd``: stdin closed, everything it starts killed when it ends (after
+    ``LINGER_S``), times out or is cancelled (see the module docstring), and its output kept to ``limit``
+    characters (head and tail)."""
     loop = asyncio.get_running_loop()
     output = HeadTail(limit * 3 // 4, limit // 4)
+    if not sys.platform.startswith("linux"):
+        return await _run_in_group(loop, output, command, cwd, environment, timeout, limit, hint)
+    status_read, status_write = os.pipe()
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Command(output, loop),
+            sys.executable,
+            "-I",
+            "-S",
+            str(REAPER),
+            str(status_write),
+            command,
+            cwd=cwd,
+            env=dict(environment),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,  # its own process group too: the fallback if the reaper cannot stop them
+            pass_fds=(status_write,),
+        )
+    except BaseException:
+        os.close(status_read)
+        raise
+    finally:
+        os.close(status_write)
+    exited: asyncio.Future[bytes] = loop.create_future()
+    status, _ = await loop.connect_read_pipe(lambda: _Status(exited), os.fdopen(status_read, "rb", buffering=0))
+    lingered = timed_out = False
+    code: bytes = b""
+    try:
+        async with asyncio.timeout(timeout):
+            code = await exited  # the shell's exit status ("" when the reaper died)
+            try:  # what the command left may still run and print; the reaper exits once nothing is left
+                await asyncio.wait_for(asyncio.shield(protocol.exited), LINGER_S)
+            except TimeoutError:
+                lingered = True
+    except TimeoutError:
+        timed_out = True
+    finally:
+        await _stop(transport, protocol)
+        status.close()
+        transport.close()
+    returncode = None if timed_out else int(code) if code.strip().lstrip(b"-").isdigit() else transport.get_returncode()
+    return Finished(returncode, output.text(hint, limit), timed_out=timed_out, lingered=lingered)
+
+
+async def _stop(transport: asyncio.SubprocessTransport, protocol: _Command) -> None:
+    """Have the reaper kill everything the command left (at once on a timeout), then its group, to be sure."""
+    if not protocol.exited.done():
+        with contextlib.suppress(ProcessLookupError):
+            transport.send_signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(protocol.exited), STOP_GRACE_S)
+    _kill_group(transport.get_pid())
+    with contextlib.suppress(TimeoutError):  # the output's last bytes, now that nothing holds it open
+        await asyncio.wait_for(asyncio.shield(protocol.drained), LINGER_S)
+
+
+async def _run_in_group(
+    loop: asyncio.AbstractEventLoop,
+    output: HeadTail,
+    command: str,
+    cwd: Path,
+    environment: Mapping[str, str],
+    timeout: float,
+    limit: int,
+    hint: str,
+) -> Finished:
+    """Where there is no subreaper (not Linux): the command's process group, killed as a whole at the end."""
     transport, protocol = await loop.subprocess_shell(
         lambda: _Command(output, loop),
         command,
@@ -154,6 +232,21 @@ async def run_shell(
         transport.close()
     returncode = None if timed_out else transport.get_returncode()
     return Finished(returncode, output.text(hint, limit), timed_out=timed_out, lingered=lingered)
+
+
+class _Status(asyncio.Protocol):
+    """Reads the reaper's status pipe: the shell's exit status, once it exits."""
+
+    def __init__(self, exited: asyncio.Future[bytes]) -> None:
+        self.exited = exited
+        self.data = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data[:64]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.exited.done():
+            self.exited.set_result(self.data)
 
 
 class _Command(asyncio.SubprocessProtocol):
