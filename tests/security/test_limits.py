@@ -183,3 +183,31 @@ def test_a_command_dies_with_cortana_even_when_cortana_is_killed(tmp_path: Path)
             break
         time.sleep(0.05)
     assert dead(pid), "the setsid child outlived a killed Cortana"
+
+
+def test_a_sync_tool_stuck_past_its_timeout_does_not_hold_the_exit(tmp_path: Path) -> None:
+    """Reported: a tool thread stuck past its timeout kept the process from exiting for 25 s."""
+    import subprocess
+
+    script = (
+        "import time\n"
+        "from cortana import Agent, tool\n"
+        "from cortana.testing import ScriptedModel, tool_call, tool_call_response\n"
+        "@tool\n"
+        "def stuck() -> str:\n"
+        "    '''Never returns in time.'''\n"
+        "    time.sleep(60)\n"
+        "    return 'late'\n"
+        "model = ScriptedModel([tool_call_response(tool_call('stuck')), 'Gave up on it.'])\n"
+        "result = Agent(model, tools=[stuck], tool_timeout=0.5).run_sync('go')\n"
+        "print(result.output, flush=True)\n"
+        "print(time.monotonic(), flush=True)\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    ended = time.monotonic()
+    answer, answered_at = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr
+    assert answer == "Gave up on it."
+    assert ended - float(answered_at) < 1.5, f"the process exited {ended - float(answered_at):.1f} s after the answer"
+    assert ended - started < 20

@@ -2,7 +2,11 @@
 
 A slow sync tool never blocks the event loop. The pool is Cortana's own (not
 asyncio's default, which is sized from the CPU count) so that
-``max_parallel_tools``, not the core count, bounds how many run at once.
+``max_parallel_tools``, not the core count, bounds how many run at once. Its
+threads are daemon threads: a thread cannot be stopped, so a sync tool stuck
+past its timeout (its result already dropped) would otherwise hold the
+process at exit until it returned (``ThreadPoolExecutor`` joins its workers
+then); with daemon threads the process exits as soon as the answer is out.
 """
 
 from __future__ import annotations
@@ -10,20 +14,77 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Executor, Future
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["is_async_callable", "run_in_tool_thread"]
+__all__ = ["ToolThreads", "is_async_callable", "run_in_tool_thread"]
 
 MAX_TOOL_THREADS = 64
-_executor: ThreadPoolExecutor | None = None
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
-def _tool_executor() -> ThreadPoolExecutor:
+class ToolThreads(Executor):
+    """A pool of daemon threads, started as work comes (at most ``max_workers``), never joined at exit."""
+
+    def __init__(self, max_workers: int = MAX_TOOL_THREADS, name: str = "cortana-tool") -> None:
+        self.max_workers = max_workers
+        self.name = name
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._closed = False
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """Run ``fn(*args, **kwargs)`` on a pool thread."""
+        future: Future[T] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the tool thread pool is shut down")
+            self._work.put((future, functools.partial(fn, *args, **kwargs)))
+            if self._idle < self._work.qsize() and self._threads < self.max_workers:
+                self._threads += 1
+                threading.Thread(target=self._serve, name=f"{self.name}-{self._threads}", daemon=True).start()
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._work.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            future, call = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = call()
+            except BaseException as error:  # handed to the awaiting caller, like ThreadPoolExecutor
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking work; idle threads end (a busy one ends when its call returns). Never waits."""
+        with self._lock:
+            self._closed = True
+            for _ in range(self._threads):
+                self._work.put(None)
+
+
+_executor: ToolThreads | None = None
+
+
+def _tool_executor() -> ToolThreads:
     global _executor
     if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=MAX_TOOL_THREADS, thread_name_prefix="cortana-tool")
+        _executor = ToolThreads()
     return _executor
 
 
