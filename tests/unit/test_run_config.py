@@ -45,6 +45,40 @@ def test_the_agent_keeps_its_policies_in_a_frozen_config_that_a_setting_replaces
     assert before.settings is None  # a snapshot a run holds does not change
 
 
+def test_every_agent_argument_lands_in_the_config_field_of_its_name() -> None:
+    import inspect
+
+    from cortana import PermissionGate
+
+    async def grant(iterations: int) -> bool:
+        return False
+
+    given: dict[str, object] = {
+        "name": "n",
+        "instructions": "i",
+        "max_tool_iterations": 7,
+        "on_max_iterations": grant,
+        "parallel_tool_calls": False,
+        "max_parallel_tools": 3,
+        "context_window": 4096,
+        "compaction_threshold": 0.5,
+        "permissions": PermissionGate(),
+        "settings": ModelSettings(seed=2),
+        "logger": None,
+        "nudge_repeated_calls": False,
+        "retry_failed_calls": True,
+        "tool_guidance": "guide",
+        "tool_timeout": 9.0,
+        "tool_timeouts": {"x*": 2.0},
+        "max_tool_output": 5_000,
+        "check_grounding": False,
+    }
+    assert set(given) == set(RunConfig._fields)
+    assert set(RunConfig._fields) <= set(inspect.signature(Agent).parameters)
+    config = Agent(ScriptedModel([]), **given).config  # type: ignore[arg-type]
+    assert {field: getattr(config, field) for field in RunConfig._fields} == given
+
+
 def test_a_limit_set_out_of_range_is_refused_with_its_name() -> None:
     agent = Agent(ScriptedModel([]))
     with pytest.raises(UserError, match="max_tool_iterations must be at least 1, got 0"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar, overload
 
 from cortana.agent.compaction import compact
@@ -13,7 +13,7 @@ from cortana.agent.events import EventHandler, RunEvent, RunFinished
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
 from cortana.agent.run import TurnRequest
-from cortana.agent.run_config import RunConfig, RunDeps
+from cortana.agent.run_config import NO_TIMEOUTS, RunConfig, RunDeps
 from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
@@ -51,8 +51,7 @@ class _Configured(Generic[T]):
         return value
 
     def __set__(self, agent: Agent, value: T) -> None:
-        changes: dict[str, Any] = {self._name: value}
-        agent.config = replace(agent.config, **changes)
+        agent.config = agent.config.replace(**{self._name: value})
 
 
 class Agent:
@@ -169,25 +168,25 @@ class Agent:
         max_tool_output: int = 20_000,
         check_grounding: bool = True,
     ) -> None:
-        self.config = RunConfig(
-            name=name,
-            instructions=instructions,
-            max_tool_iterations=max_tool_iterations,
-            on_max_iterations=on_max_iterations,
-            parallel_tool_calls=parallel_tool_calls,
-            max_parallel_tools=max_parallel_tools,
-            context_window=context_window,
-            compaction_threshold=compaction_threshold,
-            permissions=permissions,
-            settings=settings,
-            logger=logger,
-            nudge_repeated_calls=nudge_repeated_calls,
-            retry_failed_calls=retry_failed_calls,
-            tool_guidance=tool_guidance,
-            tool_timeout=tool_timeout,
-            tool_timeouts=tool_timeouts or {},
-            max_tool_output=max_tool_output,
-            check_grounding=check_grounding,
+        self.config = RunConfig(  # positional, in the fields' order: keywords cost a microsecond here
+            name,
+            instructions,
+            max_tool_iterations,
+            on_max_iterations,
+            parallel_tool_calls,
+            max_parallel_tools,
+            context_window,
+            compaction_threshold,
+            permissions,
+            settings,
+            logger,
+            nudge_repeated_calls,
+            retry_failed_calls,
+            tool_guidance,
+            tool_timeout,
+            tool_timeouts or NO_TIMEOUTS,
+            max_tool_output,
+            check_grounding,
         )
         self._model = model
         self.tools, self.tool_groups = as_tools(tools)

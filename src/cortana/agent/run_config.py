@@ -14,7 +14,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from cortana.errors import UserError
 from cortana.prompts import prompt_text
@@ -28,18 +28,14 @@ if TYPE_CHECKING:
     from cortana.tools.context import AgentHandle
     from cortana.tools.permissions import PermissionGate
 
-__all__ = ["RunConfig", "RunDeps"]
+__all__ = ["NO_TIMEOUTS", "RunConfig", "RunDeps"]
 
-_NO_TIMEOUTS: Mapping[str, float] = MappingProxyType({})
+NO_TIMEOUTS: Mapping[str, float] = MappingProxyType({})
+"""No per-tool timeouts (shared: an agent without any allocates nothing)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RunConfig:
-    """How an agent's runs go: one frozen snapshot per run (the ``Agent`` arguments of the same names).
-
-    Raises:
-        UserError: a limit out of range, naming it and the range.
-    """
+class _Policies(NamedTuple):
+    """The fields of :class:`RunConfig` (a tuple: building one costs a fraction of a microsecond)."""
 
     name: str = "agent"
     instructions: str = ""
@@ -56,22 +52,40 @@ class RunConfig:
     retry_failed_calls: bool = False
     tool_guidance: bool | str = False
     tool_timeout: float | None = 120.0
-    tool_timeouts: Mapping[str, float] = field(default_factory=lambda: _NO_TIMEOUTS)
+    tool_timeouts: Mapping[str, float] = NO_TIMEOUTS
     max_tool_output: int = 20_000
     check_grounding: bool = True
 
-    def __post_init__(self) -> None:
+
+class RunConfig(_Policies):
+    """How an agent's runs go: one frozen snapshot per run (the ``Agent`` arguments of the same names).
+
+    Immutable; :meth:`replace` makes a changed copy, checked like a new one.
+
+    Raises:
+        UserError: a limit out of range, naming it and the range.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        config = super().__new__(cls, *args, **kwargs)
         if (  # one test on the common path: building an agent is measured in microseconds
-            self.max_tool_iterations < 1
-            or self.max_parallel_tools < 1
-            or self.max_tool_output < 1_000
-            or (self.compaction_threshold is not None and not 0.1 <= self.compaction_threshold <= 1)
-            or (self.tool_timeout is not None and not 0 < self.tool_timeout < math.inf)
-            or (self.context_window is not None and self.context_window < 256)
+            config.max_tool_iterations < 1
+            or config.max_parallel_tools < 1
+            or config.max_tool_output < 1_000
+            or (config.compaction_threshold is not None and not 0.1 <= config.compaction_threshold <= 1)
+            or (config.tool_timeout is not None and not 0 < config.tool_timeout < math.inf)
+            or (config.context_window is not None and config.context_window < 256)
         ):
-            self._refuse()
-        if self.tool_timeouts and not isinstance(self.tool_timeouts, MappingProxyType):
-            object.__setattr__(self, "tool_timeouts", MappingProxyType(dict(self.tool_timeouts)))
+            config._refuse()
+        if config.tool_timeouts and not isinstance(config.tool_timeouts, MappingProxyType):
+            config = config._replace(tool_timeouts=MappingProxyType(dict(config.tool_timeouts)))  # checked already
+        return config
+
+    def replace(self, **changes: Any) -> RunConfig:
+        """A copy with ``changes``, checked like a new config."""
+        return RunConfig(**{**self._asdict(), **changes})
 
     def system_prompt(self, *, has_tools: bool) -> str:
         """The system prompt sent first in every request (byte-identical across turns)."""
