@@ -211,3 +211,37 @@ def test_a_sync_tool_stuck_past_its_timeout_does_not_hold_the_exit(tmp_path: Pat
     assert answer == "Gave up on it."
     assert ended - float(answered_at) < 1.5, f"the process exited {ended - float(answered_at):.1f} s after the answer"
     assert ended - started < 20
+
+
+def minified(functions: int) -> str:
+    return "".join(f"function f{i}(a,b){{return a+b*{i};}}" for i in range(functions))
+
+
+async def test_a_one_megabyte_minified_line_is_edited_in_linear_time(tmp_path: Path) -> None:
+    """Reported: old_text spaced differently on one long line took 4.3 s at 29 KB, 86 s at 122 KB (quadratic).
+
+    The bound is generous (a quadratic match would take hours here): it catches the shape, not the speed.
+    """
+    text = minified(33_000)  # 1.1 MB, one line
+    assert len(text) > 1_000_000 and "\n" not in text
+    (tmp_path / "app.min.js").write_text(text)
+    tool = {t.name: t for t in builtin_tools(tmp_path)}["edit_file"]
+    old = "function f16000( a, b ) { return a + b * 16000; }"
+    started = time.perf_counter()
+    done = await tool.invoke(tool.validate({"path": "app.min.js", "old_text": old, "new_text": "function f16000(){}"}))
+    assert time.perf_counter() - started < 10
+    assert "matched lines 1-1 once" in done
+    assert (tmp_path / "app.min.js").read_text() == text.replace(
+        "function f16000(a,b){return a+b*16000;}", "function f16000(){}"
+    )
+    started = time.perf_counter()
+    with pytest.raises(ToolError, match=r"Line 1 is 1,\d{3},\d{3} characters long; the part most like old_text"):
+        await tool.invoke(tool.validate({"path": "app.min.js", "old_text": "function g( x ) { y(); }", "new_text": ""}))
+    assert time.perf_counter() - started < 10
+
+
+async def test_a_loose_match_twice_in_one_line_is_not_guessed(tmp_path: Path) -> None:
+    (tmp_path / "a.js").write_text("let total = add( 1, 2 ); let other = add( 1, 2 );\n" + "// filler\n" * 400)
+    tool = {t.name: t for t in builtin_tools(tmp_path)}["edit_file"]
+    with pytest.raises(ToolError, match="old_text was not found"):
+        await tool.invoke(tool.validate({"path": "a.js", "old_text": "add(1,2);", "new_text": "add(1, 3);"}))

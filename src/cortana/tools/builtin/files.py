@@ -38,8 +38,11 @@ MAX_EDIT_BYTES = 8 << 20
 MAX_SHOWN_ON_MISS = 3_000
 """A file this small is shown whole when ``old_text`` is not in it; a larger one, its closest lines."""
 _LOOSE = re.compile(r"[\s\"'`]+")
+_KEPT = re.compile(r"[^\s\"'`]")
 """What a loose match of ``old_text`` leaves out: spaces, tabs and quote marks."""
 MAX_WINDOWS_ON_MISS = 5_000
+MAX_COMPARED_CHARS = 20_000
+"""The most of one window of lines compared with a missing old_text (difflib's time grows with the product)."""
 MIN_PARTIAL = 8
 """The shortest loose ``old_text`` line that may match part of a file's line (its start or its end)."""
 MAX_LOOSE_LINES = 20_000
@@ -502,10 +505,8 @@ def loose_edit(text: str, old_text: str, new_text: str) -> tuple[str, tuple[int,
     first_line = lines[mapped[0]]
     if len(wanted) > 1:
         head, tail = _head(first_line, keys[0]), _tail(lines[mapped[-1]], keys[-1])
-    elif _loose(first_line).endswith(keys[0]):
-        head, tail = _head(first_line, keys[0]), ""
     else:
-        head, tail = "", _tail(first_line, keys[0])
+        head, tail = _around(first_line, keys[0])
     if head or tail:
         wanted = [*wanted]
         wanted[0] = head + wanted[0].lstrip() if head else wanted[0]
@@ -537,8 +538,8 @@ def _run_at(start: int, keys: list[str], loose_lines: list[str], lines: list[str
     """
     first, key = loose_lines[start], keys[0]
     partial = len(key) >= MIN_PARTIAL
-    if len(keys) == 1:
-        fits = first == key or (partial and (first.endswith(key) or first.startswith(key)))
+    if len(keys) == 1:  # one line of old_text: the whole line, or once anywhere in it (minified code)
+        fits = first == key or (partial and first.count(key) == 1)
     else:
         fits = first == key or (partial and first.endswith(key))
     if not fits:
@@ -560,20 +561,47 @@ def _fits(line: str, key: str, last: bool) -> bool:
     return line == key or (last and len(key) >= MIN_PARTIAL and line.startswith(key))
 
 
+def _kept(line: str) -> list[int]:
+    """The indices of ``line``'s characters that its loose form keeps (one pass: linear in the line)."""
+    return [match.start() for match in _KEPT.finditer(line)]
+
+
 def _head(line: str, key: str) -> str:
-    """The start of ``line`` before the part whose loose form is ``key`` (``""`` when the whole line is)."""
-    if _loose(line) == key:
+    """The start of ``line`` before the part whose loose form is ``key`` (``""`` when the whole line is).
+
+    The longest such start: it ends right before the first kept character of that part.
+    """
+    kept = _kept(line)
+    loose = "".join(line[i] for i in kept)
+    if loose == key or not key or not loose.endswith(key):
         return ""
-    cuts = [cut for cut in range(1, len(line)) if _loose(line[cut:]) == key]
-    return line[: cuts[-1]] if cuts else ""
+    return line[: kept[len(kept) - len(key)]]
+
+
+def _around(line: str, key: str) -> tuple[str, str]:
+    """What of ``line`` comes before and after the one part whose loose form is ``key`` (``""`` at an end).
+
+    At the line's start the head is empty (the line's indentation comes from the model's text).
+    """
+    kept = _kept(line)
+    loose = "".join(line[i] for i in kept)
+    at = loose.find(key)
+    if at < 0 or loose == key:
+        return "", ""
+    end = at + len(key)
+    return (line[: kept[at]] if at else ""), (line[kept[end] :] if end < len(kept) else "")
 
 
 def _tail(line: str, key: str) -> str:
-    """The end of ``line`` after the part whose loose form is ``key`` (``""`` when the whole line is)."""
-    if _loose(line) == key:
+    """The end of ``line`` after the part whose loose form is ``key`` (``""`` when the whole line is).
+
+    The shortest such end: it starts at the first kept character after that part.
+    """
+    kept = _kept(line)
+    loose = "".join(line[i] for i in kept)
+    if loose == key or not key or not loose.startswith(key):
         return ""
-    cuts = [cut for cut in range(1, len(line)) if _loose(line[:cut]) == key]
-    return line[cuts[-1] :] if cuts else ""
+    return line[kept[len(key)] :]
 
 
 def closest_text(text: str, wanted: str) -> str:
@@ -581,6 +609,8 @@ def closest_text(text: str, wanted: str) -> str:
 
     A small file is shown whole; otherwise the window of lines (as many as ``wanted`` has, plus
     two either side) whose text is most like ``wanted``, with line numbers to read more around it.
+    Each window is compared by its first ``MAX_COMPARED_CHARS`` (difflib is quadratic); in a line
+    longer than can be shown (minified code), the part around the rarest word of ``wanted`` is.
     """
     if len(text) <= MAX_SHOWN_ON_MISS:
         return f"The file's whole text is below; copy old_text from it exactly.\n{text}"
@@ -589,7 +619,7 @@ def closest_text(text: str, wanted: str) -> str:
     probe = wanted.strip()[:4_000]
     best, best_score = 0, -1.0
     for start in range(0, max(1, len(lines) - size + 1))[:MAX_WINDOWS_ON_MISS]:
-        window = "\n".join(lines[start : start + size])
+        window = "\n".join(lines[start : start + size])[:MAX_COMPARED_CHARS]
         matcher = difflib.SequenceMatcher(None, probe, window.strip(), autojunk=False)
         if matcher.real_quick_ratio() <= best_score or matcher.quick_ratio() <= best_score:
             continue
@@ -597,8 +627,31 @@ def closest_text(text: str, wanted: str) -> str:
         if score > best_score:
             best, best_score = start, score
     low, high = max(0, best - 2), min(len(lines), best + size + 2)
-    shown = "\n".join(lines[low:high])[:MAX_SHOWN_ON_MISS]
-    return f"The closest text is at lines {low + 1}-{high} (read_file shows more); copy old_text exactly:\n{shown}"
+    shown = "\n".join(lines[low:high])
+    if len(shown) > MAX_SHOWN_ON_MISS:
+        part = _part_like(lines[best], probe)
+        if part is not None:
+            first, last = part
+            return (
+                f"Line {best + 1} is {len(lines[best]):,} characters long; the part most like old_text is at "
+                f"characters {first + 1:,}-{last:,}. Copy old_text from it exactly (one line of it is enough):\n"
+                + lines[best][first:last]
+            )
+    return (
+        f"The closest text is at lines {low + 1}-{high} (read_file shows more); copy old_text exactly:\n"
+        + shown[:MAX_SHOWN_ON_MISS]
+    )
+
+
+def _part_like(line: str, probe: str) -> tuple[int, int] | None:
+    """Where in a long ``line`` to look: around the rarest of ``probe``'s words that it holds."""
+    words = sorted(set(_IDENTIFIER.findall(probe)), key=lambda word: (line.count(word) or len(line), -len(word)))
+    for word in words:
+        at = line.find(word)
+        if at >= 0:
+            first = max(0, at - MAX_SHOWN_ON_MISS // 3)
+            return first, min(len(line), first + MAX_SHOWN_ON_MISS)
+    return None
 
 
 def searchable_text(
