@@ -178,12 +178,15 @@ def due_soon(
         borrowed = not times and not named and bool(early and above)  # "check-in opens 24h before"
         if not times and not later and not borrowed:
             continue
-        named_times = [
-            datetime.combine(day, datetime.min.time(), tzinfo=now.tzinfo) + timedelta(hours=hour, minutes=minute)
-            for day in days
-            for hour, minute in times
-        ]
-        moments = [moment - ahead for moment in (above if borrowed else named_times) for ahead in early]
+        try:
+            named_times = [
+                datetime.combine(day, datetime.min.time(), tzinfo=now.tzinfo) + timedelta(hours=hour, minutes=minute)
+                for day in days
+                for hour, minute in times
+            ]
+            moments = [moment - ahead for moment in (above if borrowed else named_times) for ahead in early]
+        except OverflowError:  # "9999-12-31 midnight": past the calendar's end, so never due; the other lines are
+            continue
         moments += named_times + later
         text = f"{line} (before: {above_text})" if borrowed else line
         if named_times:
