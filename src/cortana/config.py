@@ -52,7 +52,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cortana.engines import Engine, UnknownEngine, engine_named
+from cortana.engines import Engine, UnknownEngine, engine_named, url_problem
 from cortana.errors import ConfigError
 from cortana.trust import (
     TRUST_FILE,
@@ -588,6 +588,14 @@ class Settings(_Section):
             "tool_timeouts": self.tools.timeouts,
             "max_tool_output": self.tools.max_output_chars,
         }
+
+    @field_validator("base_url")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        problem = None if value is None else url_problem(value)
+        if problem:
+            raise ValueError(problem)  # named with its key by the loader
+        return value
 
     @field_validator("engine")
     @classmethod

@@ -11,8 +11,9 @@ It imports nothing of Cortana's, so the settings can use it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
-__all__ = ["ENGINES", "ENGINE_NAMES", "Engine", "UnknownEngine", "engine_named"]
+__all__ = ["ENGINES", "ENGINE_NAMES", "Engine", "UnknownEngine", "engine_named", "url_problem"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,3 +117,18 @@ def engine_named(text: str) -> Engine:
         aliases = ", ".join(f"{alias} ({engine.name})" for engine in ENGINES for alias in engine.aliases)
         raise UnknownEngine(f"no engine is called {text!r}; use one of {names}, or an alias: {aliases}")
     return engine
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not an engine's address (``None``: it is one), with the form it should take."""
+    example = "write it as http://HOST:PORT, e.g. http://127.0.0.1:8080 (an IPv6 host in brackets: http://[::1]:8080)"
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError as error:
+        return f"{url!r} is not an address ({error}); {example}"
+    if parts.scheme not in ("http", "https"):
+        return f"{url!r} is not an http or https address; {example}"
+    if not parts.hostname or any(character.isspace() for character in parts.netloc):
+        return f"{url!r} names no host; {example}"
+    return None

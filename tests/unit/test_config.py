@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,39 @@ def test_loop_options_are_the_agent_keywords_the_settings_give() -> None:
     assert options["max_tool_iterations"] == 3 and options["tool_timeout"] == 7
     agent = Agent(ScriptedModel([]), **options)  # every key is one Agent takes
     assert agent.max_tool_iterations == 3
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://[127.0.0.1]:8080", "An IPv4 address cannot be in brackets"),
+        ("http://localhost:99999", "Port out of range"),
+        ("ftp://127.0.0.1:8080", "not an http or https address"),
+        ("http://", "names no host"),
+    ],
+)
+def test_a_bad_base_url_is_a_config_error_naming_the_key_and_the_form(tmp_path: Path, url: str, why: str) -> None:
+    """Reported: base_url "http://[127.0.0.1]:8080" stopped cortana with "unexpected ValueError"."""
+    (tmp_path / "cortana.yml").write_text(f"base_url: {url!r}\n")
+    with pytest.raises(ConfigError, match=rf"key 'base_url': .*{why}.*http://HOST:PORT") as info:
+        load_settings(tmp_path, {}, trust=lambda request: True)
+    assert info.value.key == "base_url"
+
+
+async def test_a_bad_base_url_given_to_the_factory_names_the_key() -> None:
+    from cortana.models.factory import create_model_client
+
+    with pytest.raises(ConfigError, match=r"key 'base_url': 'http://\[127.0.0.1\]:8080' is not an address"):
+        await create_model_client("llamacpp", base_url="http://[127.0.0.1]:8080", settings=Settings())
+
+
+def test_a_bad_base_url_on_the_command_line_names_the_form(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "--base-url", "http://[127.0.0.1]:8080", "doctor"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 2 and "argument --base-url" in done.stderr and "http://HOST:PORT" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -16,7 +16,7 @@ import sys
 import traceback
 
 from cortana import __version__
-from cortana.engines import ENGINE_NAMES, UnknownEngine, engine_named
+from cortana.engines import ENGINE_NAMES, UnknownEngine, engine_named, url_problem
 from cortana.errors import CortanaError
 
 
@@ -26,6 +26,14 @@ def _engine(text: str) -> str:
         return engine_named(text).name
     except UnknownEngine as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _address(text: str) -> str:
+    """``--base-url``: an http(s) address, or a clear error naming the form it takes."""
+    problem = url_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         "aliases such as vllm, lmstudio or llama.cpp work too",
     )
     parser.add_argument("--model", help="model name on the engine, or a .gguf path for the embedded engine")
-    parser.add_argument("--base-url", help="the engine's address, if not the usual one")
+    parser.add_argument("--base-url", type=_address, help="the engine's address, if not the usual one")
     parser.add_argument("--context-window", type=int, help="context window in tokens")
     parser.add_argument("--threads", type=int, help="CPU threads for the embedded engine (default: half the cores)")
     parser.add_argument(

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 
 from cortana.config import Settings, engine_url, load_settings, openai_server
-from cortana.engines import UnknownEngine, engine_named
-from cortana.errors import EngineUnavailable, ModelError, UserError
+from cortana.engines import UnknownEngine, engine_named, url_problem
+from cortana.errors import ConfigError, EngineUnavailable, ModelError, UserError
 from cortana.models.base import ModelClient
 from cortana.models.docker import DEFAULT_DMR_URL, DockerModelRunnerClient
 from cortana.models.embedded import EmbeddedClient
@@ -78,6 +78,8 @@ async def create_model_client(
     settings = settings if settings is not None else load_settings(Path.cwd())
     engine = engine or settings.engine
     model = model or settings.model
+    if base_url is not None and (problem := url_problem(base_url)):
+        raise ConfigError(problem, key="base_url")
     base_url = base_url or settings.base_url
     api_key = api_key or settings.api_key
     context_window = context_window if context_window is not None else settings.context_window
