@@ -288,3 +288,13 @@ async def test_a_rename_says_where_the_old_name_still_is(space: Path) -> None:
     result = await call(space, "edit_file", path="models.py", old_text="class UserRec:", new_text="class UserRecord:")
     assert result == "Edited models.py. UserRec still appears in: store.py (2)."
     assert await call(space, "edit_file", path="notes.md", old_text="beta", new_text="BETA") == "Edited notes.md."
+
+
+async def test_grep_searches_a_text_file_with_one_byte_that_is_not_utf8(tmp_path: Path) -> None:
+    """Reported: grep_files skipped such a file silently."""
+    (tmp_path / "notes.txt").write_bytes(b"caf\xe9 opens at 9\nPAYMENT_TERMS = 30\n")
+    (tmp_path / "image.bin").write_bytes(b"\x89PNG\x00\x00PAYMENT_TERMS")
+    grep = {t.name: t for t in builtin_tools(tmp_path)}["grep_files"]
+    found = await grep.invoke(grep.validate({"pattern": "PAYMENT_TERMS"}))
+    assert found == "notes.txt:2:PAYMENT_TERMS = 30"
+    assert "caf\ufffd opens" in await grep.invoke(grep.validate({"pattern": "opens"}))

@@ -657,9 +657,11 @@ def _part_like(line: str, probe: str) -> tuple[int, int] | None:
 def searchable_text(
     space: Workspace, file: os.PathLike[str], skipped: list[str] | None = None, max_bytes: int = MAX_SEARCH_FILE_BYTES
 ) -> str | None:
-    """The UTF-8 text of ``file`` to search, or None (outside the workspace, not a regular file, not UTF-8, too big).
+    """The text of ``file`` to search, or None (outside the workspace, not a regular file, binary, too big).
 
-    A file over ``max_bytes`` is named in ``skipped`` (with its size) when a list is given.
+    Text is read as UTF-8; a byte that is not (a Latin-1 "é" in a UTF-8 file) reads as U+FFFD, so the rest of
+    the file is still searched. A file with a NUL byte in its first 8 KiB is binary. A file over ``max_bytes``
+    is named in ``skipped`` (with its size) when a list is given.
     """
     try:
         real = space.resolve(os.fspath(file))  # a symlink must land inside the workspace
@@ -672,7 +674,6 @@ def searchable_text(
                 skipped.append(f"{space.relative(real)} ({info.st_size >> 20} MiB)")
             return None
         data = handle.read(max_bytes + 1)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
+    if b"\x00" in data[:8192]:
         return None  # binary
+    return data.decode("utf-8", errors="replace")
