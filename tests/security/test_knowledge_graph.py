@@ -28,8 +28,24 @@ def test_a_graph_json_that_is_a_fifo_or_a_device_is_refused_not_read(tmp_path: P
         GraphIndex.load(fifo)  # opening a FIFO for reading would block forever
     device = tmp_path / "zero.json"
     device.symlink_to("/dev/zero")
-    with pytest.raises(UserError, match="not a regular file"):
+    with pytest.raises(UserError, match="is a symbolic link"):
         GraphIndex.load(device)
+
+
+async def test_a_graph_json_that_links_out_of_the_workspace_is_never_followed(tmp_path: Path) -> None:
+    """Reported: graphify-out/graph.json as a symlink to a file outside the workspace was read."""
+    secret = tmp_path / "outside" / "graph.json"
+    secret.parent.mkdir()
+    secret.write_text('{"nodes": [{"id": "secret", "label": "API_KEY=hunter2"}], "links": []}')
+    project = tmp_path / "project"
+    (project / "graphify-out").mkdir(parents=True)
+    (project / "graphify-out" / "graph.json").symlink_to(secret)
+    with pytest.raises(UserError, match="is a symbolic link"):
+        GraphIndex.load(project / "graphify-out" / "graph.json")
+    graph = KnowledgeGraph(project, auto_rebuild=False)
+    await graph._load_if_newer()  # what a turn does before it reads the graph
+    assert graph.index is None, "the link was followed"
+    assert secret.read_text().startswith('{"nodes": [{"id": "secret"'), "the file outside is untouched"
 
 
 def test_an_ignore_file_that_is_a_fifo_is_refused(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 from typing import Literal, Self, get_args
 
 from cortana.agent.extensions import TurnExtension
@@ -361,8 +362,13 @@ class KnowledgeGraph(TurnExtension):
 
     async def _load_if_newer(self) -> None:
         try:
-            stat = self.graph_file.stat()
+            stat = self.graph_file.lstat()  # a link (out of the workspace, say) is not graphify's: never followed
         except OSError:
+            return
+        if not S_ISREG(stat.st_mode):
+            if not self._foreign:
+                log.warning("%s is not a regular file: it is rebuilt before it is read", self.graph_file)
+            self._foreign = True
             return
         stamp = (stat.st_mtime_ns, stat.st_size)
         if stamp == self._loaded_stamp and self._index is not None:

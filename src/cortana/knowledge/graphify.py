@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -52,17 +53,24 @@ MAX_OUTPUT = 4_000
 
 
 def read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes (symlinks followed).
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, not a symbolic link.
 
     A repository may hold a graph.json or .graphifyignore that is a FIFO or a link to a
-    device; reading one would never end, so anything but a regular file is refused.
+    device (reading one would never end) or a link out of the workspace (reading it would
+    show the model a file it was never given): anything but a regular file is refused.
+    graphify writes its files in place, so a link there is never its own.
 
     Raises:
         FileNotFoundError: there is no such file.
-        UserError: it is not a regular file, or it is larger than ``limit``.
+        UserError: it is a symbolic link, not a regular file, or larger than ``limit``.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    descriptor = os.open(path, flags)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UserError(f"{path} is a symbolic link; Cortana reads only the regular file there.") from None
+        raise
     with os.fdopen(descriptor, "rb") as file:
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode):
