@@ -285,6 +285,24 @@ def prefer_passive_openmp() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+RAY_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch for clusters (off by default on macOS and Windows): off, a local instance listens on loopback only."""
+
+
+def ray_cluster_address(environ: Environ | None = None) -> str | None:
+    """The Ray cluster the user named in ``RAY_ADDRESS``, or ``None``."""
+    return _environ(environ).get("RAY_ADDRESS", "").strip() or None
+
+
+def keep_ray_on_this_machine() -> bool:
+    """Make a Ray instance started from here listen on loopback only; False when the user set it otherwise.
+
+    Ray reads the switch when it is first imported and hands it to every process it starts (GCS,
+    raylet, workers): with clusters off, all of them bind 127.0.0.1 instead of every interface.
+    """
+    return os.environ.setdefault(RAY_CLUSTER_SWITCH, "0") == "0"
+
+
 def graphify_out(environ: Environ | None = None) -> str:
     """The folder graphify writes its graph to: ``GRAPHIFY_OUT`` (as graphify reads it), else ``graphify-out``."""
     return _environ(environ).get("GRAPHIFY_OUT", "").strip() or "graphify-out"

@@ -327,3 +327,56 @@ async def test_a_factory_that_cannot_travel_is_a_user_error(cluster: list[str]) 
 
     with pytest.raises(UserError, match="cannot be sent to Ray workers"):
         await AgentRunner(holds_a_lock, backend="ray").run(["q"])
+
+
+LISTENING = """
+def listening(port):
+    # the addresses a LISTEN socket on ``port`` is bound to, from /proc/net/tcp and tcp6
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:
+                found.append(address)
+    return found
+"""
+
+
+def test_a_local_ray_instance_listens_on_loopback_only_and_keeps_its_token_private(tmp_path: Path) -> None:
+    """Reported: the runner's local Ray instance listened on all interfaces, trusting a token in a 0644 file."""
+    script = LISTENING + textwrap.dedent(
+        """
+        import asyncio, os, stat
+        from pathlib import Path
+        import cortana
+        from cortana.agent.runner import AgentRunner
+        from cortana.testing import ScriptedModel
+
+        def make_agent():
+            return cortana.Agent(ScriptedModel(["pong"] * 5))
+
+        async def main():
+            async with AgentRunner(make_agent, backend="ray", ray_init={"num_cpus": 1}) as runner:
+                batch = await runner.run(["ping"])
+                import ray
+                gcs_host, gcs_port = ray.get_runtime_context().gcs_address.rsplit(":", 1)
+                print(batch[0].result.output, gcs_host, sorted({n["NodeManagerAddress"] for n in ray.nodes()}))
+                print(sorted(set(listening(int(gcs_port)))))
+                token = Path.home() / ".ray" / "auth_token"
+                print(oct(stat.S_IMODE(token.stat().st_mode)) if token.exists() else "no token")
+
+        asyncio.run(main())
+        """
+    )
+    (tmp_path / "job.py").write_text(script)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    env["HOME"] = str(tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(tmp_path / "job.py")], capture_output=True, text=True, timeout=180, cwd=tmp_path, env=env
+    )
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3, out.stderr[-3000:]
+    assert lines[0] == "pong 127.0.0.1 ['127.0.0.1']"
+    assert lines[1] in ("['0100007F']", "['0000000000000000FFFF00000100007F']"), f"GCS listens on {lines[1]}"
+    assert lines[2] in ("0o600", "no token")

@@ -21,17 +21,21 @@ import asyncio
 import functools
 import importlib.util
 import inspect
+import os
 import pickle
 import re
+import sys
 import traceback
 import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeAlias
 
 from cortana.agent.agent import Agent
+from cortana.config import RAY_CLUSTER_SWITCH, keep_ray_on_this_machine, ray_cluster_address
 from cortana.errors import UserError, WorkerDiedError
 from cortana.messages import RunResult, ThreadRef
 
@@ -67,20 +71,45 @@ def require_ray() -> None:
 def connect(address: str | None, options: Mapping[str, Any]) -> bool:
     """Initialize Ray unless this process already has; True when this call started or joined it.
 
-    ``address=None`` does what ``ray.init()`` does (join the cluster ``RAY_ADDRESS`` names, or the
-    one ``ray start`` started on this machine, or else start a local instance), without the
-    dashboard and without forwarding the workers' output here; ``options`` are more keyword
-    arguments for ``ray.init`` and win over those defaults.
+    ``address=None`` (and no ``RAY_ADDRESS``) starts a Ray instance of this process that listens on
+    loopback only, its auth token readable by this user only: a cluster, even the one ``ray start``
+    started on this machine, is joined only when named (``address="auto"``, an address, or
+    ``RAY_ADDRESS``). Always without the dashboard and without forwarding the workers' output here;
+    ``options`` are more keyword arguments for ``ray.init`` and win over those defaults.
     """
+    local = address is None and ray_cluster_address() is None
+    imported_before = "ray" in sys.modules
+    if local and not keep_ray_on_this_machine():
+        warnings.warn(
+            f"{RAY_CLUSTER_SWITCH} is set to enable clusters: the local Ray instance listens on every interface.",
+            stacklevel=3,
+        )
     import ray
 
     if ray.is_initialized():
         return False
+    if local and imported_before:
+        warnings.warn(
+            "Ray was imported before the runner could keep its local instance on this machine; it may listen on "
+            f"every interface. Import Ray after starting the runner, or set {RAY_CLUSTER_SWITCH}=0 first.",
+            stacklevel=3,
+        )
     defaults: dict[str, Any] = {}
     if address is None or "://" not in address:  # a Ray Client connection takes only ray.init's client arguments
         defaults = {"include_dashboard": False, "log_to_driver": False}
-    ray.init(address=address, **{**defaults, **options})
+    ray.init(address="local" if local else address, **{**defaults, **options})
+    if local:
+        private_ray_token()
     return True
+
+
+def private_ray_token() -> None:
+    """Make Ray's auth token (``~/.ray/auth_token``, written 0644 by Ray) readable by this user only."""
+    folder = Path.home() / ".ray"
+    for path, mode in ((folder, 0o700), (folder / "auth_token", 0o600)):
+        with suppress(OSError):
+            if path.exists() and not path.is_symlink() and path.stat().st_uid == os.getuid():
+                path.chmod(mode)
 
 
 def disconnect() -> None:

@@ -69,19 +69,19 @@ class RunConfig(_Policies):
     __slots__ = ()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        config = super().__new__(cls, *args, **kwargs)
+        self = super().__new__(cls, *args, **kwargs)
         if (  # one test on the common path: building an agent is measured in microseconds
-            config.max_tool_iterations < 1
-            or config.max_parallel_tools < 1
-            or config.max_tool_output < 1_000
-            or (config.compaction_threshold is not None and not 0.1 <= config.compaction_threshold <= 1)
-            or (config.tool_timeout is not None and not 0 < config.tool_timeout < math.inf)
-            or (config.context_window is not None and config.context_window < 256)
+            self.max_tool_iterations < 1
+            or self.max_parallel_tools < 1
+            or self.max_tool_output < 1_000
+            or (self.compaction_threshold is not None and not 0.1 <= self.compaction_threshold <= 1)
+            or (self.tool_timeout is not None and not 0 < self.tool_timeout < math.inf)
+            or (self.context_window is not None and self.context_window < 256)
         ):
-            config._refuse()
-        if config.tool_timeouts and not isinstance(config.tool_timeouts, MappingProxyType):
-            config = config._replace(tool_timeouts=MappingProxyType(dict(config.tool_timeouts)))  # checked already
-        return config
+            self._refuse()
+        if self.tool_timeouts and not isinstance(self.tool_timeouts, MappingProxyType):
+            self = self._replace(tool_timeouts=MappingProxyType(dict(self.tool_timeouts)))  # checked already
+        return self
 
     def replace(self, **changes: Any) -> RunConfig:
         """A copy with ``changes``, checked like a new config."""
