@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp.types import CallToolResult
 
-__all__ = ["MCPServer", "MCPServerConfig", "MCPServers"]
+__all__ = ["MCPServer", "MCPServerConfig", "MCPServers", "result_text"]
 
 # The SDK's own defaults for its HTTP transport: 30 s to connect and write, 300 s to read,
 # because a server may hold a response stream open.
@@ -112,7 +112,7 @@ class MCPServer:
                     f"MCP server '{self.config.name}' died during '{tool}' (restarted once, then {again})."
                     f"{self._stderr_tail()}"
                 ) from None
-        text = _result_text(result)
+        text = result_text(result)
         if result.is_error:
             raise ToolError(text or f"'{tool}' failed on MCP server '{self.config.name}'")
         return text
@@ -263,7 +263,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _result_text(result: CallToolResult) -> str:
+def result_text(result: CallToolResult) -> str:
     """A tool result's content as text (structured content when there is no text)."""
     from mcp.types import TextContent  # optional SDK, see MCPServer.start()
 

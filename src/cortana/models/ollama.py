@@ -23,6 +23,7 @@ from cortana.messages import Message, StopReason, Usage
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelEvent, ModelRequest, ThinkLevel
+from cortana.models.chunks import json_items, json_object, json_text, token_count
 
 __all__ = ["DEFAULT_OLLAMA_URL", "MAX_DEFAULT_NUM_CTX", "OllamaClient", "ollama_base_url"]
 
@@ -229,22 +230,36 @@ class OllamaClient(HttpClient):
                 chunk = _decode(line, self.base_url)
                 if chunk.get("error"):
                     raise ModelError(f"Ollama reported an error mid-answer: {chunk['error']}")
-                message = chunk.get("message") or {}
-                if message.get("thinking"):
-                    yield answer.add_thinking(message["thinking"])
-                if message.get("content") and (shown := answer.add_text(message["content"])):
+                where = f"Ollama at {self.base_url}"
+                message = json_object(chunk.get("message"), "a message", where)
+                if thinking := json_text(message.get("thinking"), "thinking", where):
+                    yield answer.add_thinking(thinking)
+                if (content := json_text(message.get("content"), "content", where)) and (
+                    shown := answer.add_text(content)
+                ):
                     yield shown
-                for call in message.get("tool_calls") or []:
-                    function = call.get("function") or {}
-                    answer.add_call(function.get("name", ""), function.get("arguments") or {}, id=call.get("id"))
+                for entry in json_items(message.get("tool_calls"), "tool_calls", where):
+                    call = json_object(entry, "a tool call", where)
+                    function = json_object(call.get("function"), "a tool call's function", where)
+                    arguments = function.get("arguments") or {}
+                    if not isinstance(arguments, dict | str):
+                        raise ModelError(f"{where} sent tool call arguments that are neither an object nor text")
+                    name = json_text(function.get("name"), "a tool call's name", where) or ""
+                    answer.add_call(name, arguments, id=json_text(call.get("id"), "a tool call's id", where))
                 if chunk.get("done"):
                     final = chunk
         if final is None:
             raise answer.interrupted(f"Ollama at {self.base_url}")
-        usage = Usage(prompt_tokens=final.get("prompt_eval_count") or 0, completion_tokens=final.get("eval_count") or 0)
+        usage = Usage(
+            prompt_tokens=token_count(final.get("prompt_eval_count")),
+            completion_tokens=token_count(final.get("eval_count")),
+        )
         self._calibrate(request, usage.prompt_tokens)
         finish_reason: StopReason = "length" if final.get("done_reason") == "length" else "stop"
-        for event in answer.final_events(usage, finish_reason, final.get("model") or self.model):
+        model = final.get("model")
+        for event in answer.final_events(
+            usage, finish_reason, model if isinstance(model, str) and model else self.model
+        ):
             yield event
 
     def _error(self, status: int, body: str) -> Exception | None:

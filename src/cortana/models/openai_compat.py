@@ -19,6 +19,7 @@ from cortana.messages import Message, StopReason, ToolCall, Usage
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelEvent, ModelRequest
+from cortana.models.chunks import call_index, json_items, json_object, json_text, token_count
 from cortana.trust import is_loopback_url
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
@@ -213,25 +214,35 @@ class OpenAICompatClient(HttpClient):
                     raise ModelError(f"{self.engine} at {self.base_url} sent {data[:200]!r} where an object belongs")
                 if "error" in chunk:
                     raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
-                reported_model = chunk.get("model") or reported_model
+                where = f"{self.engine} at {self.base_url}"
+                model = chunk.get("model")
+                reported_model = model if isinstance(model, str) and model else reported_model
                 if chunk.get("usage") or chunk.get("timings"):
-                    usage = self._usage(chunk.get("usage"), chunk.get("timings"), usage)
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    if delta.get("reasoning_content"):
-                        yield answer.add_thinking(delta["reasoning_content"])
-                    if delta.get("content") and (shown := answer.add_text(delta["content"])):
+                    usage = self._usage(
+                        json_object(chunk.get("usage"), "usage", where),
+                        json_object(chunk.get("timings"), "timings", where),
+                        usage,
+                    )
+                for item in json_items(chunk.get("choices"), "choices", where):
+                    choice = json_object(item, "a choice", where)
+                    delta = json_object(choice.get("delta"), "a delta", where)
+                    if thinking := json_text(delta.get("reasoning_content"), "reasoning_content", where):
+                        yield answer.add_thinking(thinking)
+                    if (content := json_text(delta.get("content"), "content", where)) and (
+                        shown := answer.add_text(content)
+                    ):
                         yield shown
-                    for call in delta.get("tool_calls") or []:
-                        function = call.get("function") or {}
+                    for entry in json_items(delta.get("tool_calls"), "tool_calls", where):
+                        call = json_object(entry, "a tool call", where)
+                        function = json_object(call.get("function"), "a tool call's function", where)
                         answer.add_call_delta(
-                            call.get("index", 0),
-                            id=call.get("id"),
-                            name=function.get("name"),
-                            arguments=function.get("arguments"),
+                            call_index(call.get("index", 0), where),
+                            id=json_text(call.get("id"), "a tool call's id", where),
+                            name=json_text(function.get("name"), "a tool call's name", where),
+                            arguments=json_text(function.get("arguments"), "a tool call's arguments", where),
                         )
-                    if choice.get("finish_reason"):
-                        finish_reason = choice["finish_reason"]
+                    if reason := json_text(choice.get("finish_reason"), "finish_reason", where):
+                        finish_reason = reason
         if not done and finish_reason is None:
             raise answer.interrupted(f"{self.engine} at {self.base_url}")
         stop: StopReason = "length" if finish_reason == "length" else "stop"
@@ -240,22 +251,26 @@ class OpenAICompatClient(HttpClient):
 
     @staticmethod
     def _usage(usage: dict[str, Any] | None, timings: dict[str, Any] | None, previous: Usage) -> Usage:
-        """Usage from the OpenAI ``usage`` object, else from llama.cpp's ``timings`` (cache_n + prompt_n)."""
+        """Usage from the OpenAI ``usage`` object, else from llama.cpp's ``timings`` (cache_n + prompt_n).
+
+        A count that is not a whole number of tokens reads as 0: usage is reported, never trusted.
+        """
         if usage:
-            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
             if cached is None and timings:
                 cached = timings.get("cache_n")
             return Usage(
-                prompt_tokens=usage.get("prompt_tokens") or 0,
-                completion_tokens=usage.get("completion_tokens") or 0,
-                cached_tokens=cached or 0,
+                prompt_tokens=token_count(usage.get("prompt_tokens")),
+                completion_tokens=token_count(usage.get("completion_tokens")),
+                cached_tokens=token_count(cached),
             )
         if previous.prompt_tokens or not timings:
             return previous
-        cached = timings.get("cache_n") or 0
+        cached = token_count(timings.get("cache_n"))
         return Usage(
-            prompt_tokens=cached + (timings.get("prompt_n") or 0),
-            completion_tokens=timings.get("predicted_n") or 0,
+            prompt_tokens=cached + token_count(timings.get("prompt_n")),
+            completion_tokens=token_count(timings.get("predicted_n")),
             cached_tokens=cached,
         )
 
