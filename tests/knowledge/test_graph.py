@@ -308,7 +308,9 @@ async def test_excluded_folders_stay_out_of_the_graph(fresh: Path) -> None:
     await graph.ensure()
     assert graph.index is not None
     assert graph.index.find("price_total") and not graph.index.find("vendored_helper")
-    assert read_ignore_block(fresh) == ["vendor/"]
+    block = read_ignore_block(fresh)
+    assert block[0] == "vendor/", "the user's patterns first"
+    assert {"node_modules/", "*.min.js", "*_pb2.py"} <= set(block), "then what is left out by rule"
 
 
 # -- without graphify ------------------------------------------------------------------------------
@@ -445,3 +447,66 @@ def test_a_build_note_left_by_a_process_that_died_is_no_build(fresh: Path) -> No
     dead.wait()
     records.building_file.write_text(json.dumps({"pid": dead.pid, "started": 1.0}))
     assert records.building_since() is None and KnowledgeGraph(fresh).status().state != "building"
+
+
+# -- a big folder never holds a turn ------------------------------------------------------------------------
+
+
+def generated_module(kib: int) -> str:
+    """Python of about ``kib`` KiB: many small handlers, as a code generator writes them."""
+    lines, size, index = [], 0, 0
+    while size < kib << 10:
+        line = f"def handler_{index}(request, value):\n    return helper_{index % 50}(request) + value * {index}\n"
+        lines.append(line)
+        size += len(line)
+        index += 1
+    return "".join(lines)
+
+
+async def test_a_turn_waits_a_moment_for_a_first_build_and_goes_on_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reported: the first question naming code waited for graphify's first build (0.7 MiB: 127 s)."""
+    from cortana.knowledge import graph as graph_module
+
+    (tmp_path / "app.py").write_text("def price_total(items):\n    return sum(items)\n")
+    (tmp_path / "handlers.py").write_text(generated_module(200))  # under the size rule: graphify parses it
+    monkeypatch.setattr(graph_module, "TURN_WAIT_S", 0.05)  # shorter than any real build, so the test is not a race
+    graph = KnowledgeGraph(tmp_path)
+    block = await graph.context(T, "What does price_total do?")
+    assert block is None and graph.index is None, "the turn went on without the graph"
+    assert graph.status().state == "building"
+    await graph.wait_idle()
+    block = await graph.context(T, "What does price_total do?")
+    assert block is not None and "price_total" in block, "a later turn finds it ready"
+    assert graph.cli_runs == 1, "one build, not one per turn"
+
+
+async def test_generated_vendored_and_huge_files_are_left_out_by_a_named_rule(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("def price_total(items):\n    return sum(items)\n")
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "big_handlers.py").write_text(generated_module(700))
+    (tmp_path / "node_modules" / "left").mkdir(parents=True)
+    (tmp_path / "node_modules" / "left" / "index.js").write_text("function leftPad(s) { return s; }\n")
+    (tmp_path / "api_pb2.py").write_text("def SerializeToString():\n    return b''\n")
+    graph = KnowledgeGraph(tmp_path)
+    index = await graph.ensure()
+    assert index is not None and index.find("price_total")
+    assert not index.find("handler_7") and not index.find("leftPad") and not index.find("SerializeToString")
+    skipped = graph.status().skipped
+    assert "over 256 KiB: /gen/big_handlers.py" in skipped
+    assert "vendored: node_modules/" in skipped and "generated: *_pb2.py" in skipped
+    assert "/gen/big_handlers.py" in read_ignore_block(tmp_path)
+
+
+def test_a_graph_over_the_size_bound_is_refused_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortana.knowledge import index as index_module
+    from cortana.knowledge.index import GraphIndex
+
+    monkeypatch.setattr(index_module, "MAX_GRAPH_BYTES", 1 << 20)
+    big = tmp_path / "graph.json"
+    big.write_text('{"nodes": [' + ",".join(f'{{"id": "n{i}", "label": "n{i}"}}' for i in range(60_000)) + "]}")
+    with pytest.raises(UserError, match=r"MiB; Cortana loads code graphs up to 1 MiB\. Leave out .* graphify\.exclude"):
+        GraphIndex.load(big)

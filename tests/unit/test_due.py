@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -345,6 +345,6 @@ def test_a_promise_in_a_reply_is_listed_with_what_it_answers() -> None:
 @pytest.mark.parametrize("odd", ["9999-12-31 midnight", "0001-01-01 midnight", "on 9999-12-31 at 23:59 deploy"])
 def test_a_note_past_the_calendars_end_is_never_due_and_loses_no_other_note(odd: str) -> None:
     """Reported: "9999-12-31 midnight" raised OverflowError and the check-in lost its whole due-soon list."""
-    now = datetime(2026, 12, 3, 22, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 3, 22, 0, tzinfo=UTC)
     found = due_soon([odd, "call mom at 23:00"], now, said_at=now)
     assert [item.text for item in found] == ["call mom at 23:00"]

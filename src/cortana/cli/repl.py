@@ -620,6 +620,15 @@ class Repl:
         status = self.graph.status()
         self._graph_state = status.state
         lines = [status.summary(), f"graph file: {self.graph.graph_file}", f"context: {self.graph.context_mode}"]
+        if status.state == "building" and not status.loaded:
+            lines.append(
+                "turns go on without the graph until it is ready (a first build of a big folder takes minutes)"
+            )
+        if status.skipped:
+            shown = ", ".join(status.skipped[:8]) + (
+                f" and {len(status.skipped) - 8} more" if len(status.skipped) > 8 else ""
+            )
+            lines.append(f"left out: {shown} (graphify.exclude in cortana.yml adds more)")
         if status.last_error:
             lines.append(f"last error: {status.last_error[-600:]}")
         for line in lines:

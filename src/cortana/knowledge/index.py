@@ -52,8 +52,9 @@ AFFECTING = frozenset(
 """Relations along which a change travels back to the code that depends on it (``graph_affected``)."""
 MAX_LABEL = 120
 """The most characters of a label shown (a repository's labels are untrusted)."""
-MAX_GRAPH_BYTES = 512 << 20
-"""A graph.json larger than this is refused rather than loaded."""
+MAX_GRAPH_BYTES = 64 << 20
+"""A graph.json larger than this is refused rather than loaded: parsing JSON takes about 20 times its size in
+memory (a 260 MiB graph took 5 GB and 70 s), so 64 MiB is the most a laptop that also runs the model can spare."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +165,16 @@ class GraphIndex:
         Raises:
             UserError: the file is missing, too large, or not a graphify graph.
         """
+        try:
+            size = path.lstat().st_size
+        except OSError:
+            size = 0
+        if size > MAX_GRAPH_BYTES:
+            raise UserError(
+                f"{path} is {size / (1 << 20):,.0f} MiB; Cortana loads code graphs up to {MAX_GRAPH_BYTES >> 20} MiB. "
+                "Leave out what nobody reads (generated, vendored or data folders) with graphify.exclude in "
+                "cortana.yml, then /graph rebuild."
+            )
         try:
             data = json.loads(read_regular_file(path, MAX_GRAPH_BYTES))
         except OSError as exc:
