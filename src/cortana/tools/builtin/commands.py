@@ -20,7 +20,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -39,6 +39,12 @@ LINGER_S = 1.0
 """After the shell exits, how long its output may still come from children before they are stopped."""
 STOP_GRACE_S = 2.0
 """How long the reaper may take to kill what the command left before its whole group is killed."""
+_ISOLATED: dict[str, Any] = {
+    "stdin": asyncio.subprocess.DEVNULL,  # it can never read the user's terminal
+    "stdout": asyncio.subprocess.PIPE,
+    "stderr": asyncio.subprocess.STDOUT,
+    "start_new_session": True,
+}
 REAPER = Path(__file__).with_name("reaper.py")
 """The keeper each command runs under on Linux (see the module docstring)."""
 
@@ -152,11 +158,8 @@ async def run_shell(
             command,
             cwd=cwd,
             env=dict(environment),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,  # its own process group too: the fallback if the reaper cannot stop them
             pass_fds=(status_write,),
+            **_ISOLATED,  # its own process group too: the fallback if the reaper cannot stop them
         )
     except BaseException:
         os.close(status_read)
@@ -212,10 +215,7 @@ async def _run_in_group(
         command,
         cwd=cwd,
         env=dict(environment),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group, killed as a whole
+        **_ISOLATED,  # its own process group, killed as a whole
     )
     lingered = timed_out = False
     try:
