@@ -1,6 +1,6 @@
 """Property-based: whatever a model writes, whatever arguments it sends, whatever a cortana.yml holds.
 
-1,000 generated inputs each; the only exceptions allowed are the documented
+1,000 generated inputs each, each within 2 s; the only exceptions allowed are the documented
 ones (``ToolArgumentsError`` for arguments, ``ConfigError`` for settings).
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +26,8 @@ from cortana.models.base import ToolSpec
 from cortana.models.toolparse import TextToolCallFilter, recover_tool_calls
 from cortana.tools import ToolArgumentsError
 
-RUNS = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+RUNS = settings(max_examples=1000, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow])
+"""1,000 inputs, each within 2 s: generous for a loaded machine, far below what a quadratic reader would take."""
 SPECS = [
     ToolSpec("get_weather", "Weather.", {"type": "object", "properties": {"city": {"type": "string"}}}),
     ToolSpec("fs.read", "Read.", {"type": "object", "properties": {"path": {"type": "string"}}}),
