@@ -221,3 +221,14 @@ def test_only_config_reads_the_environment() -> None:
         if "os.environ" in text or "getenv(" in text
     ]
     assert not broken, "read settings through cortana.config: " + ", ".join(broken)
+
+
+def test_the_terminal_is_a_thin_front_end() -> None:
+    """cli/session.py wires the terminal, not the assistant: at most 15 modules from outside cli/ (issue 32);
+    and nothing outside cli/ imports cli/."""
+    outside = {
+        item.target for item in internal() if item.source == "cortana.cli.session" and part(item.target) != "cli"
+    }
+    assert len(outside) <= 15, sorted(outside)
+    into_cli = [item.where() for item in internal() if part(item.target) == "cli" and part(item.source) != "cli"]
+    assert not into_cli, into_cli
