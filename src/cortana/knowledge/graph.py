@@ -60,7 +60,6 @@ from cortana.knowledge.index import GraphIndex, Node, Resolution
 from cortana.knowledge.names import Names, names_in
 from cortana.messages import RunResult, ThreadRef
 from cortana.tools import Tool, ToolGroup
-from cortana.tools.builtin.workspace import Workspace
 
 __all__ = ["ContextMode", "GraphStatus", "KnowledgeGraph"]
 
@@ -653,6 +652,8 @@ def skip_rules(root: Path) -> list[tuple[str, str]]:
     over :data:`MAX_SOURCE_BYTES` by path: graphify's time grows about as the square of a file's size
     (0.2 MiB 8.8 s, 0.7 MiB 127 s), and such files are generated or bundled, not written by hand.
     """
+    from cortana.tools.builtin.workspace import Workspace  # the built-in tools load after the prompt: on use
+
     rules = [(rule, pattern) for rule, patterns in SKIPPED_BY_NAME.items() for pattern in patterns]
     space = Workspace(root)
     big: list[str] = []
