@@ -197,6 +197,8 @@ class Experience(TurnExtension):
         self._resolve_lock = asyncio.Lock()
         self._pending: set[asyncio.Future[Any]] = set()
         self._shown: dict[ThreadRef, Shown] = {}
+        self._indexed_up_to: tuple[str, int | None] | None = None
+        """The embedder and newest recipe text the index was last found complete for."""
         self.distilling: asyncio.Task[int | None] | None = None
         """The distilling model call in flight, if any."""
 
@@ -508,12 +510,16 @@ class Experience(TurnExtension):
             await self.store.write(
                 lambda db: db.executemany("UPDATE recipes SET embedding = ?, embedder = ? WHERE id = ?", updates)
             )
+        newest = await self.store.read(lambda db: db.execute("SELECT MAX(id) FROM recipe_texts").fetchone()[0])
+        if self._indexed_up_to == (embedder.name, newest):
+            return  # every text is indexed for this embedder: a turn reads one row, not every text and key
         indexed = await self.vectors.keys(embedder.name)
         texts = await self.store.read(
             lambda db: db.execute("SELECT id, recipe_id, kind, text FROM recipe_texts").fetchall()
         )
         missing = [row for row in texts if int(row[0]) not in indexed]
         if not missing:
+            self._indexed_up_to = (embedder.name, newest)
             return
         tasks = [row for row in missing if row[2] == "task"]
         prompts = [row for row in missing if row[2] != "task"]
@@ -526,6 +532,7 @@ class Experience(TurnExtension):
                 for row, vector in zip([*tasks, *prompts], vectors, strict=True)
             ]
         )
+        self._indexed_up_to = (embedder.name, newest)  # only once they are in: a failed pass is tried again
 
     # -- what /learned shows ----------------------------------------------------------------------
 
