@@ -539,6 +539,22 @@ class FixSettings(_Section):
     """Seconds one run of the tests may take."""
 
 
+class ServeSettings(_Section):
+    """``serve:`` ``cortana serve``, the assistant over an OpenAI-compatible HTTP API (docs/serve.md)."""
+
+    host: str = "127.0.0.1"
+    """The address to listen on; one that is not loopback also needs ``--allow-remote`` on the command line."""
+    port: int = Field(8642, ge=1, le=65535)
+    cors_origins: list[str] = Field(default_factory=list)
+    """Web pages (``https://chat.example``) whose scripts may call the server; none by default."""
+    max_body_kb: int = Field(1024, ge=1, le=64 * 1024)
+    """The largest request body, in KiB; more is refused with 413."""
+    max_messages: int = Field(1000, ge=1, le=100_000)
+    """The most messages one request's history may hold."""
+    max_waiting: int = Field(64, ge=0, le=10_000)
+    """Requests that may wait for the engine; past it a 429 with Retry-After."""
+
+
 class MCPSettings(_Section):
     """``mcp:`` servers whose tools the assistant may load."""
 
@@ -578,6 +594,7 @@ class Settings(_Section):
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
     fix: FixSettings = Field(default_factory=FixSettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     test: str | None = Field(None, min_length=1, max_length=2000)
     """How the project runs its tests (``pytest -q``, ``npm test``...); default: found from its files."""
     send_key_over_http: bool = False

@@ -57,6 +57,7 @@ SENSITIVE: dict[str, str] = {
     "engine": "send the conversation to an engine on another machine",
     "memory.dsn": "store your conversations in this PostgreSQL database",
     "send_key_over_http": "send the engine's API key unencrypted (plain http) to another machine",
+    "serve.cors_origins": "let scripts of these web pages call `cortana serve`",
 }
 """The cortana.yml keys a workspace needs the user's trust for, and what each would do."""
 
@@ -95,6 +96,9 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
         found["memory.dsn"] = memory["dsn"]
     if data.get("send_key_over_http"):
         found["send_key_over_http"] = data["send_key_over_http"]
+    serve = data.get("serve")
+    if isinstance(serve, dict) and serve.get("cors_origins"):
+        found["serve.cors_origins"] = serve["cors_origins"]
     return found
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar, overload
 
@@ -255,7 +255,7 @@ class Agent:
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent, None]:
         """Run one turn and yield its events as they happen; the last is ``RunFinished``.
 
         Args:

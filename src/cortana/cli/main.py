@@ -7,6 +7,8 @@ cortana doctor               what was found: engine, model, window, embedder, mi
 cortana models               the engine's models
 cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)
 cortana fix [what]           fix what the failing tests show (or `what`): patches tried in a scratch copy
+cortana serve                the assistant over an OpenAI-compatible HTTP API (loopback, with a key)
+cortana mcp-serve            the assistant as an MCP server on stdio (tools: ask, search_memory)
 """
 
 from __future__ import annotations
@@ -36,11 +38,15 @@ def _address(text: str) -> str:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser."""
+COMMANDS = ("doctor", "models", "trust", "fix", "serve", "mcp-serve")
+"""Words that, first on the command line, name a command rather than begin a question."""
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command-line parser (with ``serve``'s options for ``command="serve"``)."""
 
     parser = argparse.ArgumentParser(
-        prog="cortana",
+        prog=f"cortana {command}" if command else "cortana",
         description="Cortana: a local-first assistant. With no engine running it starts its own "
         "(llama.cpp on a bundled model).",
     )
@@ -73,14 +79,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="after each answer, where its time went: first token, prompt tokens read and cached, tokens/s",
     )
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
+    if command == "serve":
+        parser.add_argument("--host", help="address to listen on (default: cortana.yml serve.host, else 127.0.0.1)")
+        parser.add_argument("--port", type=int, help="port to listen on (default: cortana.yml serve.port, else 8642)")
+        parser.add_argument(
+            "--key", help="the bearer key clients must send (default: CORTANA_SERVE_KEY, else one made and kept)"
+        )
+        parser.add_argument(
+            "--allow-remote",
+            action="store_true",
+            help="listen on an address other machines can reach (clients still need the key; put TLS in front)",
+        )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv and argv[0] in ("doctor", "models", "trust", "fix") else None
-    args = build_parser().parse_args(argv[1:] if command else argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(command).parse_args(argv[1:] if command else argv)
+    if command in ("serve", "mcp-serve") and args.prompt:
+        print(
+            f"cortana {command}: takes no question (clients send them); got {' '.join(args.prompt)!r}", file=sys.stderr
+        )
+        return 2
     prompt = " ".join(args.prompt)
     if command in (None, "fix") and not sys.stdin.isatty():
         piped = _read_piped()
@@ -108,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
             return trust_folder(args)
         if command == "fix":
             return asyncio.run(run_session(args, prompt, fix=True))
+        if command in ("serve", "mcp-serve"):
+            from cortana.cli.serve import run_mcp_serve, run_serve
+
+            return asyncio.run(run_serve(args) if command == "serve" else run_mcp_serve(args))
         if command is not None:
             from cortana.cli.doctor import run_command
 

@@ -1,0 +1,526 @@
+"""The OpenAI-compatible HTTP API of ``cortana serve``, on Starlette.
+
+``GET /v1/models`` lists the assistant as one model, ``cortana``;
+``POST /v1/chat/completions`` answers, streamed (server-sent events ending in
+``data: [DONE]``) or not, with token usage; ``GET /v1/cortana/events``
+streams the assistant's check-ins. Errors have OpenAI's shape
+(``{"error": {"message", "type", "param", "code"}}``) and status codes.
+
+Every path but ``/health`` needs the bearer key. A request body over the
+limit is refused before it is read (413). A turn runs in a task of its own,
+feeding a queue the response drains, so a slow client holds no engine slot
+and a vanished one stops its run (docs/serve.md).
+
+Tool activity reaches clients in a field plain clients ignore: a chunk whose
+``choices`` delta is empty carries ``"cortana": {"type": "tool_call", ...}``
+or ``{"type": "tool_result", ...}``; a whole answer lists them under
+``cortana.tools``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from cortana.errors import ContextOverflow, CortanaError, ModelError
+from cortana.models.base import ModelSettings
+from cortana.serve.keys import keys_match
+from cortana.serve.service import (
+    BadRequest,
+    Busy,
+    ChatService,
+    Piece,
+    ToolActivity,
+    TurnEnd,
+    TurnStream,
+    parse_messages,
+)
+
+__all__ = ["MODEL_NAME", "create_app"]
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "cortana"
+"""The model the assistant is served as."""
+
+KEEPALIVE_SECONDS = 15.0
+"""A comment line goes to an idle event stream this often, so proxies keep it open."""
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def error_body(message: str, kind: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error object."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_response(
+    status: int, message: str, kind: str, *, param: str | None = None, code: str | None = None, **headers: str
+) -> JSONResponse:
+    """An error in OpenAI's shape with ``status``."""
+    return JSONResponse(error_body(message, kind, param=param, code=code), status_code=status, headers=headers or None)
+
+
+class Guard:
+    """ASGI middleware in front of the API: the bearer key, then the body size (by ``Content-Length``).
+
+    Args:
+        app: the application behind it.
+        key: the key clients must send as ``Authorization: Bearer KEY``.
+        max_body: the largest request body in bytes (a body that grows past it while read is refused too).
+        open_paths: paths that need no key (a health check).
+    """
+
+    def __init__(self, app: ASGIApp, *, key: str, max_body: int, open_paths: Sequence[str] = ("/health",)) -> None:
+        self.app = app
+        self.key = key
+        self.max_body = max_body
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)  # OPTIONS: a CORS preflight, answered by the CORS layer or 405
+            return
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not keys_match(given.strip(), self.key):
+            response = error_response(
+                401,
+                "Incorrect or missing API key. Send the key `cortana serve` printed when it made it (kept in "
+                "serve.key beside your cortana.yml) as `Authorization: Bearer KEY`.",
+                "invalid_request_error",
+                code="invalid_api_key",
+            )
+            await response(scope, receive, send)
+            return
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body:
+            await too_large(self.max_body)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def too_large(limit: int) -> JSONResponse:
+    """413 for a body over ``limit`` bytes."""
+    return error_response(
+        413,
+        f"The request body is over this server's limit of {limit // 1024:,} KiB. The assistant keeps the "
+        "conversation, so the newest messages are enough; or raise serve.max_body_kb in cortana.yml.",
+        "invalid_request_error",
+        code="request_too_large",
+    )
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON, read up to ``limit`` bytes (``_TooLarge`` past it); :class:`BadRequest` if not JSON."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            raise _TooLarge
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise BadRequest(f"the body is not valid JSON: {error}") from None
+
+
+def run_settings(service: ChatService, body: dict[str, Any]) -> ModelSettings | None:
+    """The agent's generation settings with the request's ``temperature``, ``max_tokens`` and ``seed``."""
+    changes: dict[str, Any] = {}
+    temperature = body.get("temperature")
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+            raise BadRequest("temperature must be a number from 0 to 2", "temperature")
+        changes["temperature"] = float(temperature)
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadRequest(f"{name} must be a positive integer", name)
+        configured = service.assistant.settings.max_tokens
+        changes["max_tokens"] = min(value, configured) if configured else value
+        break
+    seed = body.get("seed")
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise BadRequest("seed must be an integer", "seed")
+        changes["seed"] = seed
+    if not changes:
+        return None
+    agent = service.assistant.ready_agent
+    base = (agent.settings if agent is not None else None) or ModelSettings(
+        temperature=service.assistant.settings.temperature,
+        max_tokens=service.assistant.settings.max_tokens,
+        seed=service.assistant.settings.seed,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def check_request(body: Any) -> None:
+    """What the server does not do, refused clearly: more than one choice, client tools, structured output."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    if body.get("tools") or body.get("functions"):
+        raise BadRequest(
+            "tools run on the server here (the assistant's own, inside its permission gate); a client's tools are "
+            "not taken: leave out tools",
+            "tools" if body.get("tools") else "functions",
+        )
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise BadRequest("only one choice is answered: n must be 1", "n")
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
+        raise BadRequest("only text answers are served (response_format type 'text')", "response_format")
+    if "stream" in body and not isinstance(body["stream"], bool):
+        raise BadRequest("stream must be true or false", "stream")
+
+
+def usage_of(end: TurnEnd) -> dict[str, Any]:
+    """OpenAI's usage object from a run's metrics (every model call of the turn, tool rounds included)."""
+    metrics = end.result.metrics
+    return {
+        "prompt_tokens": metrics.prompt_tokens,
+        "completion_tokens": metrics.completion_tokens,
+        "total_tokens": metrics.prompt_tokens + metrics.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": metrics.cached_prompt_tokens},
+    }
+
+
+def finish_reason(end: TurnEnd) -> str:
+    return "length" if end.result.stop_reason == "length" else "stop"
+
+
+class ChatAPI:
+    """The routes, over one :class:`ChatService`."""
+
+    def __init__(self, service: ChatService, *, max_body: int, model_name: str = MODEL_NAME) -> None:
+        self.service = service
+        self.max_body = max_body
+        self.model_name = model_name
+        self.created = int(time.time())
+
+    def model_card(self) -> dict[str, Any]:
+        return {"id": self.model_name, "object": "model", "created": self.created, "owned_by": "cortana"}
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [self.model_card()]})
+
+    async def model(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        if name != self.model_name:
+            return self.unknown_model(name)
+        return JSONResponse(self.model_card())
+
+    def unknown_model(self, name: object) -> Response:
+        return error_response(
+            404,
+            f"The model {name!r} is not served here; the assistant is the model {self.model_name!r}.",
+            "invalid_request_error",
+            param="model",
+            code="model_not_found",
+        )
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse(
+            {"status": "ok", "waiting": self.service.queue.waiting, "running": self.service.queue.running}
+        )
+
+    async def chat_completions(self, request: Request) -> Response:
+        try:
+            body = await read_json(request, self.max_body)
+            check_request(body)
+            model = body.get("model")
+            if model is not None and model != self.model_name:
+                return self.unknown_model(model)
+            chat = parse_messages(body.get("messages"), max_messages=self.service.max_messages)
+            settings = run_settings(self.service, body)
+            name = request.headers.get("x-cortana-thread") or body.get("user") or None
+            if name is not None and not isinstance(name, str):
+                raise BadRequest("user must be a string", "user")
+            stream = self.service.begin(chat, thread_name=name, settings=settings)
+        except _TooLarge:
+            return too_large(self.max_body)
+        except BadRequest as error:
+            return error_response(400, str(error), "invalid_request_error", param=error.param)
+        except Busy as busy:
+            return error_response(
+                429, str(busy), "rate_limit_error", code="rate_limit_exceeded", **{"Retry-After": str(busy.retry_after)}
+            )
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        if body.get("stream"):
+            options = body.get("stream_options")
+            usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            return StreamingResponse(
+                self.sse(stream, completion_id, usage),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        return await self.whole(request, stream, completion_id)
+
+    async def whole(self, request: Request, stream: TurnStream, completion_id: str) -> Response:
+        """A non-streamed answer; the run stops if the client goes away meanwhile."""
+        pieces = feed(stream)
+        gone = asyncio.ensure_future(disconnected(request))
+        tools: list[dict[str, Any]] = []
+        try:
+            while True:
+                getting = asyncio.ensure_future(pieces.get())
+                await asyncio.wait({getting, gone}, return_when=asyncio.FIRST_COMPLETED)
+                if not getting.done():
+                    getting.cancel()
+                    raise ClientGone
+                piece = getting.result()
+                if isinstance(piece, ToolActivity):
+                    tools.append(piece.as_json())
+                elif isinstance(piece, TurnEnd):
+                    return JSONResponse(
+                        {
+                            "id": completion_id,
+                            "object": "chat.completion",
+                            "created": int(time.time()),
+                            "model": self.model_name,
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "message": {"role": "assistant", "content": piece.shown},
+                                    "finish_reason": finish_reason(piece),
+                                }
+                            ],
+                            "usage": usage_of(piece),
+                            "cortana": {"thread": piece.thread.thread_id, "tools": tools},
+                        },
+                        headers={"X-Cortana-Thread": piece.thread.thread_id},
+                    )
+                elif isinstance(piece, Failure):
+                    return piece.response()
+        except ClientGone:
+            return Response(status_code=499)
+        finally:
+            gone.cancel()
+            await pieces.stop()
+
+    async def sse(self, stream: TurnStream, completion_id: str, include_usage: bool) -> AsyncIterator[str]:
+        """The answer as chat-completion chunks; a failure after the start is an error event, then the end."""
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            data = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": self.model_name,
+                "choices": [choice],
+                **extra,
+            }
+            return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+        pieces = feed(stream)
+        try:
+            yield chunk({"role": "assistant", "content": ""})
+            while True:
+                piece = await pieces.get()
+                if isinstance(piece, str):
+                    yield chunk({"content": piece})
+                elif isinstance(piece, ToolActivity):
+                    yield chunk({}, cortana=piece.as_json())
+                elif isinstance(piece, TurnEnd):
+                    yield chunk({}, finish_reason(piece), cortana={"type": "end", "thread": piece.thread.thread_id})
+                    if include_usage:
+                        data = {
+                            "id": completion_id,
+                            "object": "chat.completion.chunk",
+                            "created": created,
+                            "model": self.model_name,
+                            "choices": [],
+                            "usage": usage_of(piece),
+                        }
+                        yield f"data: {json.dumps(data)}\n\n"
+                    break
+                else:
+                    yield f"data: {json.dumps(piece.body())}\n\n"
+                    break
+            yield "data: [DONE]\n\n"
+        finally:
+            await pieces.stop()  # the client went away (cancelled here) or the answer is complete
+
+    async def events(self, request: Request) -> Response:
+        """The assistant's check-ins as server-sent events (``id:`` numbered; ``Last-Event-ID`` resumes)."""
+        after_text = request.headers.get("last-event-id", "0")
+        after = int(after_text) if after_text.isdigit() else 0
+
+        async def stream() -> AsyncIterator[str]:
+            yield ": cortana check-ins\n\n"
+            check_ins = self.service.check_ins(after)
+            try:
+                waiting: asyncio.Future[Any] | None = None
+                while True:
+                    waiting = waiting or asyncio.ensure_future(anext(check_ins))
+                    done, _ = await asyncio.wait({waiting}, timeout=KEEPALIVE_SECONDS)
+                    if not done:
+                        yield ": keep-alive\n\n"
+                        continue
+                    check_in = waiting.result()
+                    waiting = None
+                    data = {
+                        "type": "check_in",
+                        "text": check_in.text,
+                        "thread": check_in.thread,
+                        "created": check_in.created,
+                    }
+                    yield f"id: {check_in.id}\nevent: check_in\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+            finally:
+                if waiting is not None:
+                    waiting.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                        await waiting
+                await check_ins.aclose()
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
+async def disconnected(request: Request) -> None:
+    """Return once the client has gone (the body was read already, so the next message is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """A turn that failed: what the client is told."""
+
+    status: int
+    message: str
+    kind: str
+    code: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.kind, code=self.code)
+
+    def response(self) -> Response:
+        return error_response(self.status, self.message, self.kind, code=self.code)
+
+
+class Feed:
+    """A turn run by a task of its own into a queue, so that how fast the client reads never holds the engine."""
+
+    def __init__(self, stream: TurnStream) -> None:
+        self._queue: asyncio.Queue[Piece | Failure] = asyncio.Queue()
+        self._task = asyncio.ensure_future(self._run(stream))
+
+    async def _run(self, stream: TurnStream) -> None:
+        try:
+            async for piece in stream:
+                self._queue.put_nowait(piece)
+        except ContextOverflow as error:
+            self._queue.put_nowait(Failure(400, str(error), "invalid_request_error", "context_length_exceeded"))
+        except ModelError as error:
+            self._queue.put_nowait(Failure(502, f"The engine failed: {error}", "server_error", "engine_error"))
+        except CortanaError as error:
+            self._queue.put_nowait(Failure(500, str(error), "server_error"))
+        except Exception as error:
+            log.exception("a served turn failed")
+            self._queue.put_nowait(Failure(500, f"Cortana failed: {type(error).__name__}: {error}", "server_error"))
+        finally:
+            await stream.aclose()
+
+    async def get(self) -> Piece | Failure:
+        return await self._queue.get()
+
+    async def stop(self) -> None:
+        """Stop the run if it still goes (the client left), and wait for it to end."""
+        if not self._task.done():
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+def feed(stream: TurnStream) -> Feed:
+    return Feed(stream)
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        return error_response(404, f"No such endpoint: {request.method} {request.url.path}", "invalid_request_error",
+                              code="not_found")  # fmt: skip
+    if error.status_code == 405:
+        return error_response(405, f"{request.method} is not allowed on {request.url.path}", "invalid_request_error",
+                              code="method_not_allowed")  # fmt: skip
+    return error_response(error.status_code, str(error.detail), "invalid_request_error")
+
+
+def create_app(
+    service: ChatService,
+    *,
+    key: str,
+    cors_origins: Sequence[str] = (),
+    max_body: int | None = None,
+    model_name: str = MODEL_NAME,
+) -> ASGIApp:
+    """The HTTP API over ``service``, as an ASGI application (uvicorn runs it in ``cortana serve``).
+
+    Args:
+        service: the assistant and its queue.
+        key: the bearer key every request but ``/health`` must carry.
+        cors_origins: web origins whose scripts may call the API (none: no CORS headers at all).
+        max_body: the largest request body in bytes (default: cortana.yml's ``serve.max_body_kb``).
+        model_name: the name the assistant is listed under.
+    """
+    limit = max_body if max_body is not None else service.assistant.settings.serve.max_body_kb * 1024
+    api = ChatAPI(service, max_body=limit, model_name=model_name)
+    middleware = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type", "x-cortana-thread"],
+                expose_headers=["x-cortana-thread", "retry-after"],
+            )
+        )
+    app = Starlette(
+        routes=[
+            Route("/health", api.health),
+            Route("/v1/models", api.models),
+            Route("/v1/models/{name:path}", api.model),
+            Route("/v1/chat/completions", api.chat_completions, methods=["POST"]),
+            Route("/v1/cortana/events", api.events),
+        ],
+        exception_handlers={HTTPException: _http_error},
+    )
+    guarded: ASGIApp = Guard(app, key=key, max_body=limit)
+    for layer in reversed(middleware):
+        guarded = layer.cls(guarded, *layer.args, **layer.kwargs)  # CORS outside the key check: preflights carry none
+    return guarded
