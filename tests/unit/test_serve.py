@@ -12,7 +12,7 @@ import json
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,12 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from cortana import Assistant, Settings
 from cortana.errors import StreamInterrupted
 from cortana.models.base import ModelRequest
 from cortana.serve import ChatService, RunQueue, create_app, refuse_over_api
+from cortana.serve.http import serving
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
 
 KEY = "test-key-0123456789abcdef"
@@ -67,23 +67,10 @@ async def serve(
     """The assistant of ``workspace`` on ``model``, served on a free loopback port until the block ends."""
     assistant = Assistant(workspace, settings, client=model, approve=refuse_over_api, heartbeat=False)
     service = ChatService(assistant, queue=queue)
-    app = create_app(service, key=KEY, max_body=max_body, cors_origins=cors)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    sock.setblocking(False)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2))
-    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  (older uvicorn)
-    running = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-        assert not running.done(), running
     try:
-        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", service, workspace, model)
+        async with serving(create_app(service, key=KEY, max_body=max_body, cors_origins=cors)) as url:
+            yield Served(url, service, workspace, model)
     finally:
-        server.should_exit = True
-        await running
-        sock.close()
         service.close()
         await assistant.aclose()
 
@@ -161,7 +148,9 @@ async def test_a_thread_named_by_header_or_user_field_is_continued(tmp_path: Pat
     model = ScriptedModel(["Noted.", "Still here.", "Yes."])
     async with serve(tmp_path, model) as served, served.client() as client:
         await client.chat.completions.create(
-            model="cortana", messages=[{"role": "user", "content": "remember 7"}], extra_headers={"X-Cortana-Thread": "work"}
+            model="cortana",
+            messages=[{"role": "user", "content": "remember 7"}],
+            extra_headers={"X-Cortana-Thread": "work"},
         )
         await client.chat.completions.create(
             model="cortana", messages=[{"role": "user", "content": "still?"}], user="work"
@@ -383,7 +372,11 @@ def test_a_thread_name_and_client_history_are_checked(tmp_path: Path) -> None:
         ],
         max_messages=10,
     )
-    assert (parsed.prompt, parsed.dialogue, parsed.instructions) == ("d", (("user", "a\nb"), ("assistant", "c")), "Be brief.")
+    assert (parsed.prompt, parsed.dialogue, parsed.instructions) == (
+        "d",
+        (("user", "a\nb"), ("assistant", "c")),
+        "Be brief.",
+    )
     cases: list[tuple[Any, str]] = [
         ([], "non-empty list"),
         ([{"role": "tool", "content": "x"}], "client's own tools"),
@@ -395,5 +388,3 @@ def test_a_thread_name_and_client_history_are_checked(tmp_path: Path) -> None:
     for messages, cause in cases:
         with pytest.raises(BadRequest, match=cause):
             parse_messages(messages, max_messages=10)
-
-

@@ -51,7 +51,7 @@ from cortana.serve.service import (
     parse_messages,
 )
 
-__all__ = ["MODEL_NAME", "create_app"]
+__all__ = ["MODEL_NAME", "create_app", "serving"]
 
 log = logging.getLogger(__name__)
 
@@ -524,3 +524,37 @@ def create_app(
     for layer in reversed(middleware):
         guarded = layer.cls(guarded, *layer.args, **layer.kwargs)  # CORS outside the key check: preflights carry none
     return guarded
+
+
+@contextlib.asynccontextmanager
+async def serving(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn in this event loop until the block ends; yields its address (``http://HOST:PORT``).
+
+    For tests, benchmarks and programs that embed the API next to their own work (``cortana serve`` runs
+    uvicorn itself, until a signal). ``port=0`` takes a free port.
+    """
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    # Signals stay the embedding program's: uvicorn would take Ctrl-C for itself.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[assignment,method-assign]
+    running = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if running.done():
+                running.result()  # uvicorn failed to start: its error
+                raise RuntimeError("uvicorn stopped before it started")
+            await asyncio.sleep(0.01)
+        bound = sock.getsockname()
+        yield f"http://{f'[{bound[0]}]' if ':' in bound[0] else bound[0]}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        await running
+        sock.close()

@@ -1,0 +1,73 @@
+"""``cortana serve`` on the command line: the key, loopback by default, and clear errors before anything starts."""
+
+from __future__ import annotations
+
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cortana.errors import UserError
+from cortana.serve.keys import KEY_ENV, key_file, keys_match, serve_key
+
+
+def cortana(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    return subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", *args], cwd=home, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_key_is_made_once_kept_private_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    key, made = serve_key()
+    assert made == key_file() == tmp_path / "cortana" / "serve.key"
+    assert stat.S_IMODE(made.stat().st_mode) == 0o600 and len(key) > 40
+    again, made_again = serve_key()
+    assert (again, made_again) == (key, None), "the same key on the next start, not printed again"
+    made.chmod(0o644)
+    serve_key()
+    assert stat.S_IMODE(made.stat().st_mode) == 0o600, "a key file others could read is narrowed"
+    monkeypatch.setenv(KEY_ENV, "from-the-environment-123")
+    assert serve_key() == ("from-the-environment-123", None)
+    assert serve_key("given-on-the-command-line") == ("given-on-the-command-line", None)
+    with pytest.raises(UserError, match="--key: the serve key must be at least 16 characters"):
+        serve_key("short")
+    assert keys_match(key, key) and not keys_match(key[:-1], key)
+
+
+def test_another_address_needs_allow_remote(tmp_path: Path) -> None:
+    done = cortana("serve", "--host", "0.0.0.0", home=tmp_path)
+    assert done.returncode == 1
+    assert "0.0.0.0 is reachable from other machines; serving there needs --allow-remote" in done.stderr
+    assert not (tmp_path / ".config" / "cortana" / "serve.key").exists(), "refused before anything was made"
+
+
+def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = cortana("serve", "--port", str(port), "--key", "k" * 20, home=tmp_path)
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "choose another port with --port" in done.stderr
+
+
+def test_serve_takes_no_question(tmp_path: Path) -> None:
+    done = cortana("serve", "what", "is", "this", home=tmp_path)
+    assert done.returncode == 2 and "takes no question" in done.stderr
+    help_text = cortana("serve", "--help", home=tmp_path).stdout
+    assert "--allow-remote" in help_text and "--port" in help_text
+    assert "--allow-remote" not in cortana("--help", home=tmp_path).stdout, "serve's options are serve's"
+
+
+def test_cors_origins_from_a_folder_need_trust(tmp_path: Path) -> None:
+    from cortana.trust import sensitive_sections
+
+    assert sensitive_sections({"serve": {"cors_origins": ["https://evil.example"], "port": 9000}}) == {
+        "serve.cors_origins": ["https://evil.example"]
+    }
