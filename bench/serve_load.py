@@ -1,11 +1,11 @@
 """``cortana serve`` under load: many clients streaming at once through the official ``openai`` package.
 
 Two rounds of ``--streams`` clients at once: the first timed, the second under tracemalloc (not timed) for
-what Python memory stays. The server is the one ``cortana serve`` runs (``ChatService`` + ``create_app`` on uvicorn, a real loopback
-socket, the assistant's memory in SQLite); the engine is scripted, so what is measured is Cortana's part: the
-queue, threads, memory writes, the event stream. Every client sends its own question and must get back, in
-order and complete, the answer written for it; after the run, the file descriptors and Python memory
-(tracemalloc) are compared with a warmed-up start.
+what Python memory stays. The server is the one ``cortana serve`` runs (``ChatService`` + ``create_app``
+on uvicorn, a real loopback socket, the assistant's memory in SQLite); the engine is scripted, so what is
+measured is Cortana's part: the queue, threads, memory writes, the event stream. Every client sends its
+own question and must get back, in order and complete, the answer written for it; after the run, the file
+descriptors and Python memory (tracemalloc) are compared with a warmed-up start.
 
     python bench/serve_load.py [--streams 50] [--words 100] [--slots 1]
 """

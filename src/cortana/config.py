@@ -320,6 +320,14 @@ def editor_command(environ: Environ | None = None) -> str | None:
     return environ.get("VISUAL") or environ.get("EDITOR") or None
 
 
+SERVE_KEY_VARIABLE = "CORTANA_SERVE_KEY"
+
+
+def serve_key_variable(environ: Environ | None = None) -> str | None:
+    """``CORTANA_SERVE_KEY``: the bearer key ``cortana serve`` asks clients for, when a script sets its own."""
+    return _environ(environ).get(SERVE_KEY_VARIABLE) or None
+
+
 def user_config_path(environ: Environ | None = None) -> Path:
     """The user-level cortana.yml."""
     base = _environ(environ).get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")

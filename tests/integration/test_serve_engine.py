@@ -35,8 +35,10 @@ def environment(workspace: Path, engine_key: str) -> dict[str, str]:
 def served(engine_url: str, engine_key: str, workspace: Path) -> Iterator[str]:
     """``cortana serve`` on a free port; yields its ``/v1`` address; stopped with SIGTERM."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "cortana.cli.main", "serve", "--engine", "llamacpp", "--base-url", engine_url]
-        + ["--port", "0", "--key", KEY, "--no-heartbeat"],
+        [
+            *(sys.executable, "-m", "cortana.cli.main", "serve", "--engine", "llamacpp", "--base-url", engine_url),
+            *("--port", "0", "--key", KEY, "--no-heartbeat"),
+        ],
         cwd=workspace,
         env=environment(workspace, engine_key),
         stderr=subprocess.PIPE,

@@ -38,8 +38,10 @@ ALLOWED: dict[str, set[str]] = {
     "testing": CORE | {"models"},
     "repair": CORE | {"models", "tools", "knowledge"},
     "assistant": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning"},
+    "serve": CORE | {"models", "tools", "memory", "agent", "assistant"},
     "cli": CORE
-    | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair", "assistant"},
+    | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair", "assistant"}
+    | {"serve"},
 }
 """Which parts of the package each part may import (the layers, lowest first)."""
 

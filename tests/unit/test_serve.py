@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,16 @@ async def serve(
     finally:
         service.close()
         await assistant.aclose()
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Wait until ``condition()`` holds; fail past ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    for _ in itertools.count():
+        if condition():
+            return
+        assert time.monotonic() < deadline, "the condition never held"
+        await asyncio.sleep(0.01)
 
 
 async def test_a_whole_answer_has_openais_shape_with_usage(tmp_path: Path) -> None:
@@ -159,7 +170,7 @@ async def test_a_thread_named_by_header_or_user_field_is_continued(tmp_path: Pat
             await client.chat.completions.create(
                 model="cortana", messages=[{"role": "user", "content": "x"}], user="no spaces allowed"
             )
-    assert [m.content for m in model.requests[1].messages if m.role == "user"][0].endswith("remember 7")
+    assert next(m.content for m in model.requests[1].messages if m.role == "user").endswith("remember 7")
     assert {row[0] for row in served.stored()} == {"work"}
 
 
@@ -229,13 +240,11 @@ async def test_past_the_queue_bound_a_429_with_retry_after(tmp_path: Path) -> No
         first = asyncio.ensure_future(
             client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "a"}])
         )
-        while served.service.queue.running == 0:
-            await asyncio.sleep(0.01)
+        await until(lambda: served.service.queue.running > 0)
         second = asyncio.ensure_future(
             client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "b"}])
         )
-        while served.service.queue.waiting == 0:
-            await asyncio.sleep(0.01)
+        await until(lambda: served.service.queue.waiting > 0)
         with pytest.raises(openai.RateLimitError, match="busy") as busy:
             await client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "c"}])
         assert int(busy.value.response.headers["retry-after"]) >= 1
@@ -262,10 +271,7 @@ async def test_a_client_that_disconnects_mid_stream_stops_its_run(tmp_path: Path
         ):
             assert response.status_code == 200
             await asyncio.wait_for(started.wait(), 10)
-        deadline = time.monotonic() + 5
-        while served.service.queue.running and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        assert served.service.queue.running == 0, "the run stopped when its client left"
+        await until(lambda: served.service.queue.running == 0)  # the run stopped when its client left
         async with served.client() as client:  # the engine is free for the next client at once
             answer = await client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "x"}])
         assert answer.choices[0].message.content == "next answer"
@@ -299,8 +305,7 @@ async def test_a_slow_reader_holds_no_engine_slot(tmp_path: Path) -> None:
             + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body
         )  # and never read
-        while len(model.requests) < 1:
-            await asyncio.sleep(0.01)
+        await until(lambda: len(model.requests) > 0)
         async with served.client() as client:
             answer = await asyncio.wait_for(
                 client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "q"}]), 10

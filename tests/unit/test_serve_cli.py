@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cortana.errors import UserError
-from cortana.serve.keys import KEY_ENV, key_file, keys_match, serve_key
+from cortana.serve.keys import KEY_ENV, ServeKey, key_file, keys_match, serve_key
 
 
 def cortana(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -24,20 +24,21 @@ def cortana(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 def test_a_key_is_made_once_kept_private_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.delenv(KEY_ENV, raising=False)
-    key, made = serve_key()
-    assert made == key_file() == tmp_path / "cortana" / "serve.key"
-    assert stat.S_IMODE(made.stat().st_mode) == 0o600 and len(key) > 40
-    again, made_again = serve_key()
-    assert (again, made_again) == (key, None), "the same key on the next start, not printed again"
+    first = serve_key()
+    made = key_file()
+    assert first.made and first.source == str(made) and made == tmp_path / "cortana" / "serve.key"
+    assert stat.S_IMODE(made.stat().st_mode) == 0o600 and len(first.key) > 40
+    again = serve_key()
+    assert (again.key, again.made) == (first.key, False), "the same key on the next start, not printed again"
     made.chmod(0o644)
     serve_key()
     assert stat.S_IMODE(made.stat().st_mode) == 0o600, "a key file others could read is narrowed"
     monkeypatch.setenv(KEY_ENV, "from-the-environment-123")
-    assert serve_key() == ("from-the-environment-123", None)
-    assert serve_key("given-on-the-command-line") == ("given-on-the-command-line", None)
+    assert serve_key() == ServeKey("from-the-environment-123", KEY_ENV)
+    assert serve_key("given-on-the-command-line") == ServeKey("given-on-the-command-line", "--key")
     with pytest.raises(UserError, match="--key: the serve key must be at least 16 characters"):
         serve_key("short")
-    assert keys_match(key, key) and not keys_match(key[:-1], key)
+    assert keys_match(first.key, first.key) and not keys_match(first.key[:-1], first.key)
 
 
 def test_another_address_needs_allow_remote(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import contextlib
 import ipaddress
-import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from cortana.assistant import Assistant
 from cortana.cli.session import settings_for, start_engine
 from cortana.display import printable
 from cortana.errors import UserError
-from cortana.serve.keys import KEY_ENV, key_file, serve_key
+from cortana.serve.keys import serve_key
 from cortana.serve.service import ChatService, refuse_over_api
 
 if TYPE_CHECKING:
@@ -84,7 +83,7 @@ async def run_serve(args: argparse.Namespace) -> int:
             f"{host} is reachable from other machines; serving there needs --allow-remote (clients still need the "
             "key, and anyone on the way can read plain http: put a TLS proxy in front)"
         )
-    key, made = serve_key(args.key)
+    key = serve_key(args.key)
     sock = listening_socket(host, port)
     assistant = Assistant(
         workspace,
@@ -96,7 +95,7 @@ async def run_serve(args: argparse.Namespace) -> int:
     )
     service = ChatService(assistant)
     try:
-        app = create_app(service, key=key, cors_origins=settings.serve.cors_origins)
+        app = create_app(service, key=key.key, cors_origins=settings.serve.cors_origins)
         await assistant.agent()
         checking_in = await service.start_heartbeat()
         bound_host, bound_port = sock.getsockname()[:2]
@@ -109,12 +108,12 @@ async def run_serve(args: argparse.Namespace) -> int:
             ),
             soft_wrap=True,
         )
-        if made is not None:
-            console.print(Text(f"API key (shown this once; kept in {made}, readable only by you):", style="bold"))
-            print(key, file=sys.stderr, flush=True)
+        if key.made:
+            note = f"API key (shown this once; kept in {key.source}, readable only by you):"
+            console.print(Text(printable(note), style="bold"), soft_wrap=True)
+            print(key.key, file=sys.stderr, flush=True)
         else:
-            where = "--key" if args.key else KEY_ENV if os.environ.get(KEY_ENV) else str(key_file())
-            console.print(Text(printable(f"API key: the one in {where}"), style="dim"))
+            console.print(Text(printable(f"API key: the one in {key.source}"), style="dim"), soft_wrap=True)
         if checking_in:
             console.print(Text(f"check-ins: GET http://{shown_host}:{bound_port}/v1/cortana/events", style="dim"))
         config = uvicorn.Config(

@@ -12,14 +12,15 @@ import os
 import secrets
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from cortana.config import user_config_path
+from cortana.config import SERVE_KEY_VARIABLE, serve_key_variable, user_config_path
 from cortana.errors import UserError
 
-__all__ = ["KEY_ENV", "MIN_KEY_LENGTH", "key_file", "keys_match", "serve_key"]
+__all__ = ["KEY_ENV", "MIN_KEY_LENGTH", "ServeKey", "key_file", "keys_match", "serve_key"]
 
-KEY_ENV = "CORTANA_SERVE_KEY"
+KEY_ENV = SERVE_KEY_VARIABLE
 MIN_KEY_LENGTH = 16
 """The shortest key accepted: a short one is guessed by anyone who can reach the port."""
 
@@ -29,33 +30,40 @@ def key_file() -> Path:
     return user_config_path().parent / "serve.key"
 
 
-def serve_key(given: str | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, Path | None]:
-    """The key: ``given`` (``--key``), else ``CORTANA_SERVE_KEY``, else the stored one, else a new one.
+@dataclass(frozen=True)
+class ServeKey:
+    """The key, where it came from (``--key``, the variable, or the file), and whether it was just made."""
 
-    Returns the key, and the file it was just written to when it is new (the caller prints it, once).
-    """
-    env = os.environ if environ is None else environ
-    chosen = given if given is not None else env.get(KEY_ENV)
+    key: str
+    source: str
+    made: bool = False
+
+
+def serve_key(given: str | None = None, environ: Mapping[str, str] | None = None) -> ServeKey:
+    """The key: ``given`` (``--key``), else ``CORTANA_SERVE_KEY``, else the stored one, else a new one (the caller
+    prints a new one, once)."""
+    from_variable = serve_key_variable(environ)
+    chosen = given if given is not None else from_variable
     if chosen is not None:
+        source = "--key" if given is not None else KEY_ENV
         chosen = chosen.strip()
         if len(chosen) < MIN_KEY_LENGTH or any(ch.isspace() for ch in chosen):
-            source = "--key" if given is not None else KEY_ENV
             raise UserError(
                 f"{source}: the serve key must be at least {MIN_KEY_LENGTH} characters with no spaces; "
                 f"leave out --key and {KEY_ENV} to have one made for you"
             )
-        return chosen, None
+        return ServeKey(chosen, source)
     path = key_file()
     try:
         info = path.stat()
     except FileNotFoundError:
-        return _new_key(path), path
+        return ServeKey(_new_key(path), str(path), made=True)
     if stat.S_IMODE(info.st_mode) & 0o077:
         path.chmod(0o600)  # readable by others: narrowed (the key may have been seen; remove the file for a new one)
     key = path.read_text(encoding="utf-8").strip()
     if len(key) < MIN_KEY_LENGTH:
         raise UserError(f"{path} does not hold a usable key; delete it and a new one is made")
-    return key, None
+    return ServeKey(key, str(path))
 
 
 def _new_key(path: Path) -> str:
