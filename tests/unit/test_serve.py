@@ -64,9 +64,10 @@ async def serve(
     queue: RunQueue | None = None,
     max_body: int | None = None,
     cors: tuple[str, ...] = (),
+    heartbeat: bool = False,
 ) -> AsyncIterator[Served]:
     """The assistant of ``workspace`` on ``model``, served on a free loopback port until the block ends."""
-    assistant = Assistant(workspace, settings, client=model, approve=refuse_over_api, heartbeat=False)
+    assistant = Assistant(workspace, settings, client=model, approve=refuse_over_api, heartbeat=heartbeat)
     service = ChatService(assistant, queue=queue)
     try:
         async with serving(create_app(service, key=KEY, max_body=max_body, cors_origins=cors)) as url:
@@ -111,7 +112,10 @@ async def test_a_streamed_answer_that_used_a_tool_is_remembered_over_three_reque
     )
     async with serve(tmp_path, model) as served, served.client() as client:
         history: list[dict[str, str]] = [{"role": "user", "content": "What is the code word in notes.txt?"}]
-        stream = await client.chat.completions.create(model="cortana", messages=history, stream=True)
+        response = await client.chat.completions.with_raw_response.create(
+            model="cortana", messages=history, stream=True
+        )
+        stream = response.parse()
         text, activity = "", []
         async for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
@@ -125,6 +129,7 @@ async def test_a_streamed_answer_that_used_a_tool_is_remembered_over_three_reque
         assert activity[1]["ok"] is True and "marmalade" in activity[1]["summary"]
         assert activity[-1]["type"] == "end"
         thread = activity[-1]["thread"]
+        assert response.headers["x-cortana-thread"] == thread, "the thread is known from the first byte"
 
         for prompt in ("What did I ask?", "How many messages?"):
             history += [{"role": "assistant", "content": text}, {"role": "user", "content": prompt}]
@@ -345,6 +350,22 @@ async def test_check_ins_reach_an_events_client_and_resume_after_the_last_seen(t
         served.service.publish("Third.")
         resumed = await asyncio.wait_for(_first(raw, {"Last-Event-ID": events[1]["id"]}), 10)
         assert resumed["text"] == "Third."
+
+
+async def test_the_heartbeats_check_ins_reach_an_events_client(tmp_path: Path) -> None:
+    (tmp_path / "personality").mkdir()
+    (tmp_path / "personality" / "HEARTBEAT.md").write_text("- Remind the user to stretch.\n")
+    beats = {"interval_minutes": 0.01, "active_hours": None, "idle_checkin_hours": None, "reflect_hours": None}
+    settings = QUIET.model_copy(update={"heartbeat": QUIET.heartbeat.model_copy(update=beats)})
+    model = ScriptedModel(["Time to stretch."])
+    async with (
+        serve(tmp_path, model, settings=settings, heartbeat=True) as served,
+        httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=10) as raw,
+    ):
+        assert await served.service.start_heartbeat()
+        check_in = await asyncio.wait_for(_first(raw, {}), 10)
+    assert check_in["text"] == "Time to stretch." and check_in["type"] == "check_in"
+    assert "stretch" in model.requests[0].messages[-1].content, "the checklist was the check-in's prompt"
 
 
 async def _first(raw: httpx.AsyncClient, headers: dict[str, str]) -> dict[str, Any]:

@@ -277,7 +277,11 @@ class ChatAPI:
             return StreamingResponse(
                 self.sse(stream, completion_id, usage),
                 media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                headers={
+                    "Cache-Control": "no-cache",
+                    "X-Accel-Buffering": "no",
+                    "X-Cortana-Thread": stream.thread.thread_id,
+                },
             )
         return await self.whole(request, stream, completion_id)
 

@@ -208,7 +208,9 @@ Piece = str | ToolActivity | TurnEnd
 class TurnStream:
     """A turn's pieces (see :meth:`ChatService.begin`); ``aclose`` stops the run, or gives up its unused place."""
 
-    def __init__(self, pieces: AsyncGenerator[Piece, None], unused: Callable[[], None]) -> None:
+    def __init__(self, thread: ThreadRef, pieces: AsyncGenerator[Piece, None], unused: Callable[[], None]) -> None:
+        self.thread = thread
+        """The thread the turn continues (known before it runs)."""
         self._pieces = pieces
         self._unused = unused
 
@@ -330,7 +332,7 @@ class ChatService:
             place.give_up()
             self._claimed.discard(thread.thread_id)
 
-        return TurnStream(pieces(), unused)
+        return TurnStream(thread, pieces(), unused)
 
     async def _answer(
         self, chat: ChatInput, thread: ThreadRef, seed: list[Turn] | None, settings: ModelSettings | None
