@@ -1,4 +1,4 @@
-"""``cortana doctor`` and ``cortana models``: what was found, printed.
+"""``cortana doctor``: what was found, printed.
 
 The rows are the assistant's (:meth:`cortana.assistant.Assistant.doctor_rows`); this module only prints them,
 one aligned line each.
@@ -20,24 +20,11 @@ __all__ = ["run_command"]
 
 
 async def run_command(command: str, args: argparse.Namespace) -> int:
-    """``cortana doctor`` and ``cortana models``."""
+    """``cortana doctor``."""
     workspace = Path.cwd()
     settings = settings_for(workspace, Console(stderr=True))
     console = Console()
     client = await start_engine(args, settings, Console(stderr=True))
-    if command == "models":
-        try:
-            if not client.can_list_models:
-                console.print(Text(printable(f"{client.engine} cannot list its models; it serves {client.model}.")))
-                return 0
-            for name in await client.list_models():
-                row = Text(printable(name))
-                if name == client.model:
-                    row.append("  (in use)", style="green")
-                console.print(row, highlight=False)
-            return 0
-        finally:
-            await client.aclose()
     async with Assistant(workspace, settings, client=client, context_window=args.context_window) as assistant:
         rows = await assistant.doctor_rows()
     width = max(len(name) for name, _ in rows)

@@ -4,7 +4,7 @@ cortana                      interactive session in the current folder
 cortana "question"           answer once and exit
 git diff | cortana "review"  piped text is added to the question
 cortana doctor               what was found: engine, model, window, embedder, missing parts
-cortana models               the engine's models
+cortana models [pull|rm|use NAME]  installed models, what fits this machine; download, remove, choose one
 cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)
 cortana fix [what]           fix what the failing tests show (or `what`): patches tried in a scratch copy
 cortana serve                the assistant over an OpenAI-compatible HTTP API (loopback, with a key)
@@ -79,6 +79,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="after each answer, where its time went: first token, prompt tokens read and cached, tokens/s",
     )
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
+    if command == "models":
+        parser.add_argument("--json", action="store_true", help="the list as JSON, for scripts")
     if command == "serve":
         parser.add_argument("--host", help="address to listen on (default: cortana.yml serve.host, else 127.0.0.1)")
         parser.add_argument("--port", type=int, help="port to listen on (default: cortana.yml serve.port, else 8642)")
@@ -130,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             return trust_folder(args)
         if command == "fix":
             return asyncio.run(run_session(args, prompt, fix=True))
+        if command == "models":
+            from cortana.cli.models import run_models
+
+            return asyncio.run(run_models(args))
         if command in ("serve", "mcp-serve"):
             from cortana.cli.serve import run_mcp_serve, run_serve
 

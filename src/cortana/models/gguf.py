@@ -1,0 +1,224 @@
+"""What a GGUF model file says about itself: architecture, quantization, window, and the shape of its KV cache.
+
+Only the header is read (the key-value metadata before the tensors), in a
+few milliseconds, so ``cortana models`` can say what a file needs before the
+engine loads it. A downloaded file is someone else's bytes: every length is
+bounded, and a file that breaks the format is a :class:`GGUFError` that says
+where, never a hang or a huge allocation.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from cortana.errors import CortanaError
+
+__all__ = ["FILE_TYPES", "GGUFError", "GGUFInfo", "read_gguf"]
+
+MAGIC = b"GGUF"
+MAX_KEYS = 100_000
+MAX_STRING = 16 << 20
+"""The longest string value read (a chat template is a few KiB; 16 MiB is far past any real one)."""
+MAX_KEPT_STRING = 64 << 10
+"""Longer strings are skipped, not kept (token lists, merges)."""
+MAX_ARRAY = 50_000_000
+
+FILE_TYPES: dict[int, str] = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS",
+    20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M",
+    28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
+}  # fmt: skip
+"""``general.file_type`` -> the quantization's usual name (llama.cpp's ``llama_ftype``)."""
+
+# value type -> (struct format, size) for the fixed-size ones
+_SCALARS: dict[int, tuple[str, int]] = {
+    0: ("<B", 1), 1: ("<b", 1), 2: ("<H", 2), 3: ("<h", 2), 4: ("<I", 4), 5: ("<i", 4), 6: ("<f", 4), 7: ("<?", 1),
+    10: ("<Q", 8), 11: ("<q", 8), 12: ("<d", 8),
+}  # fmt: skip
+_STRING, _ARRAY = 8, 9
+
+# ggml tensor type -> (bytes per block, values per block), for the types quantized files use
+_BLOCKS: dict[int, tuple[int, int]] = {
+    0: (4, 1), 1: (2, 1), 2: (18, 32), 3: (20, 32), 6: (22, 32), 7: (24, 32), 8: (34, 32), 10: (84, 256),
+    11: (110, 256), 12: (144, 256), 13: (176, 256), 14: (210, 256), 20: (18, 32), 30: (2, 1),
+}  # fmt: skip
+REPACKED_TYPES = frozenset({2, 12, 20})
+"""Q4_0, Q4_K and IQ4_NL: the tensors llama.cpp's CPU backend copies into an interleaved layout when it loads a
+model (on x86 with AVX2, as here); the copy is memory besides the mapped file."""
+MAX_TENSORS = 100_000
+MAX_DIMS = 8
+
+class GGUFError(CortanaError):
+    """A file that is not a GGUF model, or whose header breaks the format."""
+
+
+@dataclass(frozen=True)
+class GGUFInfo:
+    """A GGUF file's header, as far as running it goes.
+
+    Attributes:
+        path: the file.
+        size: its size in bytes (the weights, nearly all of it).
+        architecture: ``general.architecture`` (``qwen2``, ``llama``…).
+        name: ``general.name``, if set.
+        quantization: the file type's name (``Q4_K_M``), or ``None`` if unknown.
+        context_length: the window the model was trained for.
+        layers: transformer blocks.
+        heads: attention heads.
+        kv_heads: key/value heads (fewer than ``heads`` with grouped-query attention).
+        embedding: the embedding width.
+        key_size: one head's key width; ``value_size`` one head's value width.
+        vocabulary: tokens in the vocabulary.
+        repacked: bytes of the tensors llama.cpp copies into its CPU layout on load (``REPACKED_TYPES``).
+        metadata: every scalar and short string of the header, by key.
+    """
+
+    path: Path
+    size: int
+    architecture: str
+    name: str | None
+    quantization: str | None
+    context_length: int | None
+    layers: int
+    heads: int
+    kv_heads: int
+    embedding: int
+    key_size: int
+    value_size: int
+    vocabulary: int
+    repacked: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def kv_cache_bytes(self, window: int, bytes_per_value: float = 2.0) -> int:
+        """The KV cache for ``window`` tokens: layers x window x KV heads x (key + value width) x bytes (f16: 2)."""
+        return int(self.layers * window * self.kv_heads * (self.key_size + self.value_size) * bytes_per_value)
+
+
+class _Reader:
+    def __init__(self, file: BinaryIO, path: Path) -> None:
+        self.file = file
+        self.path = path
+
+    def take(self, size: int) -> bytes:
+        data = self.file.read(size)
+        if len(data) != size:
+            raise GGUFError(f"{self.path}: the GGUF header ends early (at byte {self.file.tell()})")
+        return data
+
+    def scalar(self, kind: int) -> Any:
+        fmt, size = _SCALARS[kind]
+        return struct.unpack(fmt, self.take(size))[0]
+
+    def length(self, limit: int, what: str) -> int:
+        value = int(self.scalar(10))
+        if value > limit:
+            raise GGUFError(f"{self.path}: a {what} of {value:,} in the GGUF header is past the limit of {limit:,}")
+        return value
+
+    def string(self, keep: bool = True) -> str | None:
+        size = self.length(MAX_STRING, "string length")
+        if not keep or size > MAX_KEPT_STRING:
+            self.file.seek(size, 1)
+            return None
+        return self.take(size).decode("utf-8", "replace")
+
+    def value(self, kind: int) -> Any:
+        """A value of type ``kind``: a scalar, a short string, or an array's element count (contents skipped)."""
+        if kind in _SCALARS:
+            return self.scalar(kind)
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            inner = int(self.scalar(4))
+            count = self.length(MAX_ARRAY, "array length")
+            if inner in _SCALARS:
+                self.file.seek(count * _SCALARS[inner][1], 1)
+            elif inner == _STRING:
+                for _ in range(count):
+                    self.string(keep=False)
+            else:
+                raise GGUFError(f"{self.path}: an array of type {inner} in the GGUF header is not supported")
+            return count
+        raise GGUFError(f"{self.path}: value type {kind} in the GGUF header is not part of the format")
+
+
+def read_gguf(path: Path | str) -> GGUFInfo:
+    """The header of the GGUF file at ``path``; :class:`GGUFError` names what is wrong with a bad one."""
+    path = Path(path)
+    try:
+        with path.open("rb") as raw:
+            reader = _Reader(raw, path)
+            if reader.take(4) != MAGIC:
+                raise GGUFError(f"{path} is not a GGUF model file (it does not start with 'GGUF')")
+            version = reader.scalar(4)
+            if version not in (2, 3):
+                raise GGUFError(f"{path} is GGUF version {version}; versions 2 and 3 are understood")
+            tensors = reader.length(MAX_TENSORS, "tensor count")
+            keys = reader.length(MAX_KEYS, "key count")
+            metadata: dict[str, Any] = {}
+            for _ in range(keys):
+                key = reader.string() or ""
+                metadata[key] = reader.value(int(reader.scalar(4)))
+            repacked = sum(_tensor_bytes(reader) for _ in range(tensors))
+            size = path.stat().st_size
+    except OSError as error:
+        raise GGUFError(f"cannot read {path}: {error.strerror or error}") from None
+    return _info(path, size, metadata, repacked)
+
+
+def _tensor_bytes(reader: _Reader) -> int:
+    """Read one tensor's description; its size in bytes if llama.cpp repacks its type on load, else 0."""
+    reader.string(keep=False)
+    dims = int(reader.scalar(4))
+    if dims > MAX_DIMS:
+        raise GGUFError(f"{reader.path}: a tensor with {dims} dimensions in the GGUF header")
+    values = 1
+    for _ in range(dims):
+        values *= int(reader.scalar(10))
+    kind = int(reader.scalar(4))
+    reader.scalar(10)  # offset
+    if kind not in REPACKED_TYPES:
+        return 0
+    size, per_block = _BLOCKS[kind]
+    return values * size // per_block
+
+
+def _info(path: Path, size: int, metadata: dict[str, Any], repacked: int = 0) -> GGUFInfo:
+    architecture = metadata.get("general.architecture")
+    if not isinstance(architecture, str):
+        raise GGUFError(f"{path}: the GGUF header has no general.architecture")
+
+    def number(key: str, default: int | None = None) -> int:
+        value = metadata.get(f"{architecture}.{key}", default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if default is not None:
+                return default
+            raise GGUFError(f"{path}: the GGUF header has no {architecture}.{key}")
+        return value
+
+    heads = number("attention.head_count")
+    embedding = number("embedding_length")
+    head_size = embedding // heads if heads else 0
+    vocabulary = metadata.get("tokenizer.ggml.tokens")
+    file_type = metadata.get("general.file_type")
+    return GGUFInfo(
+        path=path,
+        size=size,
+        architecture=architecture,
+        name=metadata.get("general.name") if isinstance(metadata.get("general.name"), str) else None,
+        quantization=FILE_TYPES.get(file_type) if isinstance(file_type, int) else None,
+        context_length=number("context_length", 0) or None,
+        layers=number("block_count"),
+        heads=heads,
+        kv_heads=number("attention.head_count_kv", heads),
+        embedding=embedding,
+        key_size=number("attention.key_length", head_size),
+        value_size=number("attention.value_length", head_size),
+        vocabulary=vocabulary if isinstance(vocabulary, int) else number("vocab_size", 0),
+        repacked=repacked,
+        metadata={key: value for key, value in metadata.items() if value is not None},
+    )
