@@ -74,7 +74,11 @@ def main() -> int:
             rows.append(row)
             print(json.dumps(row))
     errors = [abs(row["error_percent"]) for row in rows]
-    summary = {"rows": rows, "mean_abs_error_percent": round(sum(errors) / len(errors), 1), "max_abs_error_percent": max(errors)}  # noqa: E501
+    summary = {
+        "rows": rows,
+        "mean_abs_error_percent": round(sum(errors) / len(errors), 1),
+        "max_abs_error_percent": max(errors),
+    }
     RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"mean |error| {summary['mean_abs_error_percent']}%, max {summary['max_abs_error_percent']}%")
     return 0

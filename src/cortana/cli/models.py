@@ -54,7 +54,7 @@ async def run_models(args: argparse.Namespace) -> int:
         path = await asyncio.to_thread(
             catalogue.pull, name, window=window, checking=lambda line: err.print(line, style="dim", markup=False)
         )
-        err.print(Text(printable(f"{name}: {path} ({path.stat().st_size / GIB:.2f} GiB), checked.")))
+        err.print(Text(printable(f"{name}: {path} ({_size(path.stat().st_size)}), checked.")), soft_wrap=True)
         _describe_file(err, path, window)
         err.print(
             Text(printable(f"Run it with `cortana --model {name}`, or make it the default: cortana models use {name}"))
@@ -67,6 +67,10 @@ async def run_models(args: argparse.Namespace) -> int:
         err.print(Text(printable(f"Removed {name} ({path}).")))
         return 0
     return _use(err, name, window)
+
+
+def _size(size: int) -> str:
+    return f"{size / GIB:.2f} GiB" if size >= GIB else f"{size / (1 << 20):.0f} MiB"
 
 
 def _model_file(name: str) -> Path:
@@ -168,7 +172,8 @@ async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
     installed = _installed(window)
     choice, why = recommend(memory, window)
     engines = await _engines()
-    rows = [_catalogue_row(model, memory, window) for model in CATALOGUE.values()]
+    needs = {row["name"]: row["needs"] for row in installed}  # a file's own header says it better
+    rows = [_catalogue_row(model, memory, window, needs.get(model.name)) for model in CATALOGUE.values()]
     if as_json:
         data = {
             "window": window,
@@ -181,17 +186,19 @@ async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
         }
         print(json.dumps(data, indent=2))
         return 0
-    out = Console()
+    out = Console(highlight=False)
     table = Table(title="Installed", title_justify="left", box=None, pad_edge=False)
-    for column in ("model", "size", "quant", "trained for", f"needs at {window:,}", "where"):
-        table.add_column(column)
+    table.add_column("model", no_wrap=True)
+    for column in ("", "size", "quant", "trained for", f"needs at {window:,}"):
+        table.add_column(column, no_wrap=True)
     for row in installed:
-        name = row["name"] + ("  (in use)" if row["name"] == in_use else "")
         table.add_row(
-            printable(name), f"{row['size'] / GIB:.2f} GiB", row["quantization"] or "?",
-            f"{row['context_length'] or 0:,}", f"{row['needs'] / GIB:.1f} GiB", printable(row["path"]),
+            printable(row["name"]), "in use" if row["name"] == in_use else "", _size(row["size"]),
+            row["quantization"] or "?", f"{row['context_length'] or 0:,}", f"{row['needs'] / GIB:.1f} GiB",
         )  # fmt: skip
     out.print(table)
+    for row in installed:
+        out.print(Text(printable(f"  {row['name']}: {row['path']}"), style="dim"), soft_wrap=True)
     gpu = (
         f"; GPU {memory.gpu_name} {memory.gpu / GIB:.0f} GiB (the embedded engine runs on the CPU)"
         if memory.gpu
@@ -200,7 +207,7 @@ async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
     out.print(f"\nThis machine: {memory.total / GIB:.1f} GiB of memory, {memory.available / GIB:.1f} GiB free{gpu}.")
     catalogue_table = Table(title="Catalogue", title_justify="left", box=None, pad_edge=False)
     for column in ("model", "download", f"needs at {window:,}", "fits", ""):
-        catalogue_table.add_column(column)
+        catalogue_table.add_column(column, no_wrap=True)
     for row in rows:
         catalogue_table.add_row(
             row["name"], "bundled" if row["bundled"] else f"~{row['size'] / GIB:.1f} GiB",
@@ -241,8 +248,10 @@ def _installed(window: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _catalogue_row(model: catalogue.CatalogueModel, memory: MachineMemory, window: int) -> dict[str, Any]:
-    need = memory_estimate(model, window).total
+def _catalogue_row(
+    model: catalogue.CatalogueModel, memory: MachineMemory, window: int, need: int | None
+) -> dict[str, Any]:
+    need = need or memory_estimate(model, window).total
     return {
         "name": model.name,
         "title": model.title,

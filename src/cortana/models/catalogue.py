@@ -233,9 +233,10 @@ def memory_estimate(model: GGUFInfo | CatalogueModel, window: int) -> MemoryEsti
 
     weights (the file, read whole) + KV cache (2 x layers x window x KV heads x head size x 2 bytes)
     + the copy llama.cpp makes of Q4_0/Q4_K/IQ4_NL tensors for its CPU kernels (from the header; before a
-    download, 68% of a Q4_K_M file) + compute (the activations of a 512-token batch, 16 float32 vectors of the embedding width per token, and
-    64 rows of logits) + the engine process (100 MiB) + 5% of weights and KV cache. The compute and runtime
-    figures were set on the 0.5B model and checked on the 1.5B (docs/engines.md has the measured error).
+    download, 68% of a Q4_K_M file) + compute (the activations of a 512-token batch, 16 float32 vectors of
+    the embedding width per token, and 64 rows of logits) + the engine process (100 MiB) + 5% of weights and
+    KV cache. Compute and runtime were set on the 0.5B model, then checked on the 1.5B; the repacked copy
+    was found on the 1.5B (docs/engines.md has the measured error of each).
     """
     if isinstance(model, GGUFInfo):
         weights, vocabulary, embedding = model.size, model.vocabulary, model.embedding
@@ -302,7 +303,7 @@ def recommend(memory: MachineMemory, window: int) -> tuple[CatalogueModel, str]:
     need = memory_estimate(choice, window).total
     why = (
         f"the largest that needs at most {1 - HEADROOM:.0%} of this machine's {memory.total / GIB:.1f} GiB: "
-        f"about {need / GIB:.1f} GiB at a {window:,}-token window"
+        f"about {need / GIB:.1f} GiB at {window:,} tokens of context"
     )
     if not fitting:
         why = f"nothing fits {1 - HEADROOM:.0%} of {memory.total / GIB:.1f} GiB at {window:,} tokens; the smallest"

@@ -52,6 +52,7 @@ model (on x86 with AVX2, as here); the copy is memory besides the mapped file.""
 MAX_TENSORS = 100_000
 MAX_DIMS = 8
 
+
 class GGUFError(CortanaError):
     """A file that is not a GGUF model, or whose header breaks the format."""
 
