@@ -110,6 +110,13 @@ def test_pull_resumes_a_cut_download_checks_it_and_use_and_rm_work(tmp_path: Pat
     files = [path for path in cached_files(tmp_path / "hf") if path.suffix == ".gguf"]
     assert len(files) == 1 and hashlib.sha256(files[0].read_bytes()).hexdigest() == hashlib.sha256(body).hexdigest()
 
+    resolve = f"from cortana.models.embedded import resolve_model_path as r; print(r({NAME!r})[1])"
+    resolved = subprocess.run(
+        [sys.executable, "-c", resolve], env={"HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert resolved.stdout.strip() == str(files[0]), "the embedded engine runs the pulled file by its name"
+
     listed = json.loads(cortana("--json", home=tmp_path, hub=hub).stdout)
     assert NAME in [row["name"] for row in listed["installed"]]
     assert listed["machine"]["memory"] > 0 and listed["recommended"]["name"] in CATALOGUE
@@ -152,6 +159,10 @@ def test_offline_no_network_unknown_names_and_a_full_disk_are_clear(tmp_path: Pa
     assert cached_files(tmp_path / "hf") == []
     notyet = cortana("use", "qwen2.5-coder-7b", home=tmp_path, hub=hub)
     assert notyet.returncode == 1 and "cortana models pull qwen2.5-coder-7b" in notyet.stderr
+    with pytest.raises(ModelNotFound, match=r"not downloaded yet: run `cortana models pull qwen2\.5-coder-7b`"):
+        from cortana.models.embedded import resolve_model_path
+
+        resolve_model_path("qwen2.5-coder-7b")
 
 
 def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub) -> None:

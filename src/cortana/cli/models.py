@@ -139,14 +139,19 @@ def _describe_file(console: Console, path: Path, window: int) -> None:
     )
 
 
-async def _engines() -> dict[str, list[str]]:
-    """The models of engines that answer on their usual addresses (Ollama, Docker Model Runner, llama.cpp)."""
+async def _engines(settings: Settings) -> dict[str, list[str]]:
+    """The models of the engine cortana.yml configures (when it is not the embedded one) and of engines that
+    answer on their usual addresses (Ollama, Docker Model Runner, llama.cpp)."""
     from cortana.models.factory import create_model_client, probe_engines
 
     found: dict[str, list[str]] = {}
-    for engine in sorted(await probe_engines()):
+    engines = sorted(await probe_engines())
+    if settings.engine not in ("auto", "embedded") and settings.engine not in engines:
+        engines.insert(0, settings.engine)
+    for engine in engines:
         try:
-            client = await create_model_client(engine)
+            configured = engine == settings.engine
+            client = await create_model_client(engine, settings=settings if configured else None)
         except Exception as error:  # an engine that answers the probe but not a client: say so, list the rest
             found[engine] = [f"(could not list: {error})"]
             continue
@@ -171,7 +176,7 @@ async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
     in_use = _in_use(settings)
     installed = _installed(window)
     choice, why = recommend(memory, window)
-    engines = await _engines()
+    engines = await _engines(settings)
     needs = {row["name"]: row["needs"] for row in installed}  # a file's own header says it better
     rows = [_catalogue_row(model, memory, window, needs.get(model.name)) for model in CATALOGUE.values()]
     if as_json:
