@@ -735,3 +735,18 @@ async def test_the_retry_is_asked_once_and_not_for_calls_the_user_refused() -> N
     off = ScriptedModel([tool_call_response(tool_call("edit", old_text="x")), "I could not."])
     result = await Agent(off, tools=[edit]).run("Fix it.")
     assert result.output == "I could not." and len(off.requests) == 2, "off by default"
+
+
+def test_run_sync_runs_without_a_loop_and_inside_one_says_what_to_use() -> None:
+    from cortana import UserError
+
+    model = ScriptedModel(["Hello."])
+    agent = Agent(model)
+    assert agent.run_sync("hi").output == "Hello."
+
+    async def in_a_notebook() -> None:
+        with pytest.raises(UserError, match=r"use `await agent\.run\('hi there'\)` there instead"):
+            agent.run_sync("hi there")
+
+    asyncio.run(in_a_notebook())
+    assert len(model.requests) == 1, "nothing ran inside the loop"

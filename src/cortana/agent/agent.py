@@ -378,8 +378,19 @@ class Agent:
     """``run`` under the name the original systems' docs use."""
 
     def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
-        """``run`` for code that has no event loop of its own."""
-        return asyncio.run(self.run(prompt, **kwargs))
+        """``run`` for code that has no event loop of its own.
+
+        Inside a running event loop (a Jupyter notebook, an ``async def``) it raises :class:`UserError` at once,
+        before anything runs, naming ``await agent.run(...)``: the engine's connections belong to that loop.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(prompt, **kwargs))
+        raise UserError(
+            "run_sync cannot run inside a running event loop (a notebook cell, an async function): "
+            f"use `await agent.run({prompt[:40]!r})` there instead"
+        )
 
     def __repr__(self) -> str:
         model = self._model.model if self._model is not None else "(the configured engine)"
