@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from cortana.agent.run_config import RunConfig
     from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
     from cortana.agent.subagents import SubagentManager
+    from cortana.agent.tracing import Instrumentation, instrument, uninstrument
     from cortana.assistant import Assistant
     from cortana.companion.companion import AgentCheckIn, LocalTime, Reflection
     from cortana.companion.heartbeat import Heartbeat
@@ -91,6 +92,7 @@ __all__ = [
     "Experience",
     "Heartbeat",
     "InMemoryHistory",
+    "Instrumentation",
     "KnowledgeGraph",
     "LocalTime",
     "MaxToolIterationsError",
@@ -145,11 +147,16 @@ __all__ = [
     "__version__",
     "create_model_client",
     "current_turn",
+    "instrument",
     "tool",
+    "uninstrument",
 ]
 
 _LAZY = {
     "Agent": "cortana.agent.agent",
+    "Instrumentation": "cortana.agent.tracing",
+    "instrument": "cortana.agent.tracing",
+    "uninstrument": "cortana.agent.tracing",
     "Assistant": "cortana.assistant",
     "Settings": "cortana.config",
     "AgentLogger": "cortana.agent.logger",

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from cortana.agent.events import RunEvent
     from cortana.agent.extensions import TurnExtension
     from cortana.agent.logger import AgentLogger
+    from cortana.agent.tracing import Instrumentation
     from cortana.companion.companion import LocalTime
     from cortana.companion.heartbeat import Heartbeat
     from cortana.companion.voice import Voice
@@ -168,6 +169,15 @@ class Assistant:
             self._stack.push_async_callback(self.voice.aclose)
             self.heartbeat_settings = settings.heartbeat if heartbeat else None
             self.checklist = heartbeat_checklist(self.workspace)
+            self.tracing: Instrumentation | None = None
+            """Where spans go when cortana.yml's ``tracing.otlp_endpoint`` is set (flushed at :meth:`aclose`)."""
+            if settings.tracing.otlp_endpoint:
+                from cortana.agent.tracing import otlp_instrumentation
+
+                self.tracing, flush = otlp_instrumentation(
+                    settings.tracing.otlp_endpoint, include_content=settings.tracing.content
+                )
+                self._stack.callback(flush)  # the batch still held is sent as the assistant closes
         except BaseException:
             self._close_parts()
             raise
@@ -286,6 +296,7 @@ class Assistant:
             context_window=self.context_window or settings.context_window,
             permissions=self.gate(space),
             logger=self.logger,
+            instrument=self.tracing,
             **settings.loop_options(),
             settings=ModelSettings(
                 temperature=settings.temperature, max_tokens=settings.max_tokens, seed=settings.seed

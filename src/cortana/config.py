@@ -565,6 +565,22 @@ class ServeSettings(_Section):
     """Requests that may wait for the engine; past it a 429 with Retry-After."""
 
 
+class TracingSettings(_Section):
+    """``tracing:`` OpenTelemetry spans of the assistant's runs, sent to an OTLP/HTTP collector."""
+
+    otlp_endpoint: str | None = None
+    """The collector (``http://localhost:4318``); ``null``: no tracing. One on another machine needs trust."""
+    content: bool = False
+    """Put prompts, answers and tool arguments and results on the spans (off: names, ids, counts, timings)."""
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) address such as http://localhost:4318")
+        return value
+
+
 class MCPSettings(_Section):
     """``mcp:`` servers whose tools the assistant may load."""
 
@@ -605,6 +621,7 @@ class Settings(_Section):
     learning: LearningSettings = Field(default_factory=LearningSettings)
     fix: FixSettings = Field(default_factory=FixSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     test: str | None = Field(None, min_length=1, max_length=2000)
     """How the project runs its tests (``pytest -q``, ``npm test``...); default: found from its files."""
     send_key_over_http: bool = False

@@ -58,6 +58,7 @@ SENSITIVE: dict[str, str] = {
     "memory.dsn": "store your conversations in this PostgreSQL database",
     "send_key_over_http": "send the engine's API key unencrypted (plain http) to another machine",
     "serve.cors_origins": "let scripts of these web pages call `cortana serve`",
+    "tracing.otlp_endpoint": "send traces of your conversations (timings, and content if asked) to another machine",
 }
 """The cortana.yml keys a workspace needs the user's trust for, and what each would do."""
 
@@ -99,6 +100,10 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
     serve = data.get("serve")
     if isinstance(serve, dict) and serve.get("cors_origins"):
         found["serve.cors_origins"] = serve["cors_origins"]
+    tracing = data.get("tracing")
+    endpoint = tracing.get("otlp_endpoint") if isinstance(tracing, dict) else None
+    if endpoint and not (isinstance(endpoint, str) and is_loopback_url(endpoint)):
+        found["tracing.otlp_endpoint"] = endpoint
     return found
 
 

@@ -14,6 +14,7 @@ from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
 from cortana.agent.run import TurnRequest
 from cortana.agent.run_config import NO_TIMEOUTS, RunConfig, RunDeps
+from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_for
 from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
@@ -113,6 +114,9 @@ class Agent:
             that can be checked (text, numbers) appears in what the user said or a tool returned
             (a small model "calling" a tool for a question no tool fits, with invented values);
             ask for an answer without tools instead (``agent/grounding.py``).
+        instrument: OpenTelemetry spans for this agent's runs, model calls and tool calls
+            (``agent/tracing.py``): True, or an ``Instrumentation`` (content on, another tracer provider);
+            False keeps it out of :func:`cortana.instrument`; None (default) follows ``cortana.instrument()``.
 
     Every argument from ``name`` on except the tools, memory and extensions lives in ``agent.config``,
     a frozen ``RunConfig`` each run takes a snapshot of; the attributes of the same names read it, and
@@ -139,6 +143,7 @@ class Agent:
     tool_timeouts = _Configured[Mapping[str, float]]()
     max_tool_output = _Configured[int]()
     check_grounding = _Configured[bool]()
+    instrument = _Configured["bool | Instrumentation | None"]()
 
     def __init__(
         self,
@@ -167,6 +172,7 @@ class Agent:
         tool_timeouts: Mapping[str, float] | None = None,
         max_tool_output: int = 20_000,
         check_grounding: bool = True,
+        instrument: bool | Instrumentation | None = None,
     ) -> None:
         self.config = RunConfig(  # positional, in the fields' order: keywords cost a microsecond here
             name,
@@ -187,6 +193,7 @@ class Agent:
             tool_timeouts or NO_TIMEOUTS,
             max_tool_output,
             check_grounding,
+            instrument,
         )
         self._model = model
         self.tools, self.tool_groups = as_tools(tools)
@@ -288,12 +295,21 @@ class Agent:
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
         self._running += 1
         try:
-            events = run_events(config, await self._deps(config), request)
+            deps = await self._deps(config)
+            tracing = instrumentation_for(config.instrument)
+            tracer = RunTracer(tracing, config.name, deps.client, request) if tracing is not None else None
+            events = run_events(config, deps, request)
             try:
                 async for event in events:
                     if config.logger is not None:
                         config.logger.handle(event)
+                    if tracer is not None:
+                        tracer.handle(event)
                     yield event
+            except BaseException as error:
+                if tracer is not None:
+                    tracer.fail(error)
+                raise
             finally:
                 await events.aclose()
         finally:

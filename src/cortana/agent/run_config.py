@@ -22,6 +22,7 @@ from cortana.prompts import prompt_text
 if TYPE_CHECKING:
     from cortana.agent.events import EventHandler
     from cortana.agent.extensions import BackgroundWork, TurnExtension
+    from cortana.agent.tracing import Instrumentation
     from cortana.memory.base import MemoryProvider, MemoryResolver
     from cortana.models.base import ModelClient, ModelSettings
     from cortana.tools import Tool, ToolGroup
@@ -55,6 +56,7 @@ class _Policies(NamedTuple):
     tool_timeouts: Mapping[str, float] = NO_TIMEOUTS
     max_tool_output: int = 20_000
     check_grounding: bool = True
+    instrument: bool | Instrumentation | None = None
 
 
 class RunConfig(_Policies):

@@ -1,0 +1,237 @@
+"""OpenTelemetry traces of agent runs: a span per run, per model call and per tool call.
+
+Off unless switched on, and then free of cost when off: :func:`instrument` turns it on for every agent
+(through the globally configured tracer provider), ``Agent(instrument=True)`` for one agent
+(``instrument=False`` keeps one agent out). Spans follow the OpenTelemetry GenAI semantic conventions:
+
+- ``invoke_agent {agent}``: ``gen_ai.operation.name``, ``gen_ai.agent.name``, ``gen_ai.conversation.id``
+  (the thread), ``gen_ai.provider.name`` (the engine), ``gen_ai.request.model``, token usage;
+- ``chat {model}`` under it for each model call: the request's temperature, max tokens and seed,
+  ``gen_ai.usage.input_tokens`` / ``output_tokens`` / ``cache_read.input_tokens``, finish reasons;
+- ``execute_tool {tool}`` for each tool call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, and
+  ``error.type`` with an error status when the call failed or was refused.
+
+What was said (the prompt, the answer, tool arguments and results) stays out of spans unless
+``include_content=True``. Needs ``opentelemetry-api`` (``pip install 'cortana[otel]'``); without an SDK and
+a provider configured, spans go nowhere, as OpenTelemetry's API does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cortana.agent.events import (
+    ModelCallFinished,
+    ModelCallStarted,
+    RunEvent,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from cortana.errors import UserError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+    from cortana.agent.run import TurnRequest
+    from cortana.models.base import ModelClient
+
+__all__ = ["Instrumentation", "RunTracer", "instrument", "instrumentation_for", "otlp_instrumentation", "uninstrument"]
+
+TRACER_NAME = "cortana"
+CONTENT_CHARS = 8_000
+"""The most characters of one piece of content put on a span (when content is on)."""
+
+
+@dataclass(frozen=True)
+class Instrumentation:
+    """How runs are traced.
+
+    Attributes:
+        include_content: put the prompt, the answer, and tool arguments and results on spans (off: only
+            names, ids, counts and timings).
+        tracer_provider: the provider to take the tracer from (default: OpenTelemetry's global one).
+    """
+
+    include_content: bool = False
+    tracer_provider: TracerProvider | None = None
+
+    def tracer(self) -> Tracer:
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            raise UserError("tracing needs OpenTelemetry's API: pip install 'cortana[otel]'") from None
+        from cortana import __version__
+
+        return trace.get_tracer(TRACER_NAME, __version__, tracer_provider=self.tracer_provider)
+
+
+_everywhere: Instrumentation | None = None
+
+
+def instrument(*, include_content: bool = False, tracer_provider: TracerProvider | None = None) -> Instrumentation:
+    """Trace the runs of every agent (except those made with ``instrument=False``) from now on."""
+    global _everywhere
+    settings = Instrumentation(include_content, tracer_provider)
+    settings.tracer()  # a missing package is said now, not at the first run
+    _everywhere = settings
+    return settings
+
+
+def uninstrument() -> None:
+    """Stop tracing the agents :func:`instrument` switched on."""
+    global _everywhere
+    _everywhere = None
+
+
+def instrumentation_for(agent_setting: bool | Instrumentation | None) -> Instrumentation | None:
+    """What a run is traced with: the agent's own setting, else :func:`instrument`'s; None: not traced."""
+    if agent_setting is None:
+        return _everywhere
+    if agent_setting is True:
+        return _everywhere or Instrumentation()
+    return agent_setting or None
+
+
+def otlp_instrumentation(
+    endpoint: str, *, include_content: bool = False
+) -> tuple[Instrumentation, Callable[[], object]]:
+    """Spans sent to an OTLP/HTTP collector at ``endpoint`` (``http://localhost:4318``), batched, with a tracer
+    provider of their own (``service.name`` ``cortana``); and the function that flushes and closes it."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        raise UserError("exporting traces needs OpenTelemetry's SDK: pip install 'cortana[otel]'") from None
+    provider = TracerProvider(resource=Resource.create({"service.name": "cortana"}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")))
+    return Instrumentation(include_content, provider), provider.shutdown
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= CONTENT_CHARS else text[:CONTENT_CHARS] + "…"
+
+
+class RunTracer:
+    """The spans of one run, opened and closed from its events."""
+
+    def __init__(self, settings: Instrumentation, agent: str, client: ModelClient, request: TurnRequest) -> None:
+        from opentelemetry import trace
+
+        self._trace = trace
+        self.content = settings.include_content
+        self.tracer = settings.tracer()
+        self.model = client.model
+        self.provider = client.engine
+        self.settings = request.settings
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent,
+            "gen_ai.conversation.id": request.thread.thread_id,
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.request.model": self.model,
+        }
+        if self.content:
+            attributes["gen_ai.input.messages"] = json.dumps([{"role": "user", "content": _clip(request.prompt)}])
+        self.run = self.tracer.start_span(f"invoke_agent {agent}", kind=trace.SpanKind.INTERNAL, attributes=attributes)
+        self._inside = trace.set_span_in_context(self.run)
+        self._call: Span | None = None
+        self._tools: dict[str, Span] = {}
+        self.done = False
+
+    def handle(self, event: RunEvent) -> None:
+        """Open or close the span ``event`` begins or ends."""
+        if isinstance(event, ModelCallStarted):
+            self._model_call()
+        elif isinstance(event, ModelCallFinished) and self._call is not None:
+            usage = event.response.usage
+            self._call.set_attributes(
+                {
+                    "gen_ai.response.model": event.response.model or self.model,
+                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                    "gen_ai.usage.output_tokens": usage.completion_tokens,
+                    "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
+                    "gen_ai.response.finish_reasons": (event.response.finish_reason,),
+                }
+            )
+            self._call.end()
+            self._call = None
+        elif isinstance(event, ToolCallStarted):
+            self._tool_call(event)
+        elif isinstance(event, ToolCallFinished):
+            span = self._tools.pop(event.call.id, None)
+            if span is not None:
+                if self.content:
+                    span.set_attribute("gen_ai.tool.call.result", _clip(event.result.content))
+                if event.is_error:
+                    span.set_attribute("error.type", "tool_error")
+                    span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.result.content[:200]))
+                span.end()
+        elif isinstance(event, RunFinished):
+            metrics = event.result.metrics
+            self.run.set_attributes(
+                {
+                    "gen_ai.usage.input_tokens": metrics.prompt_tokens,
+                    "gen_ai.usage.output_tokens": metrics.completion_tokens,
+                    "gen_ai.usage.cache_read.input_tokens": metrics.cached_prompt_tokens,
+                    "cortana.model_calls": metrics.model_calls,
+                    "cortana.tool_calls": metrics.tool_calls,
+                }
+            )
+            if self.content:
+                answer = [{"role": "assistant", "content": _clip(event.result.output)}]
+                self.run.set_attribute("gen_ai.output.messages", json.dumps(answer))
+            self.run.end()
+            self.done = True
+
+    def _model_call(self) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self.provider,
+            "gen_ai.request.model": self.model,
+        }
+        for name, value in (
+            ("temperature", self.settings.temperature),
+            ("max_tokens", self.settings.max_tokens),
+            ("seed", self.settings.seed),
+        ):
+            if value is not None:
+                attributes[f"gen_ai.request.{name}"] = value
+        self._call = self.tracer.start_span(
+            f"chat {self.model}", context=self._inside, kind=self._trace.SpanKind.CLIENT, attributes=attributes
+        )
+
+    def _tool_call(self, event: ToolCallStarted) -> None:
+        call = event.call
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.tool.type": "function",
+        }
+        if self.content:
+            attributes["gen_ai.tool.call.arguments"] = _clip(json.dumps(call.arguments, default=str))
+        self._tools[call.id] = self.tracer.start_span(
+            f"execute_tool {call.name}", context=self._inside, attributes=attributes
+        )
+
+    def fail(self, error: BaseException) -> None:
+        """The run ended without finishing: every open span ends with the error (a cancel is not one)."""
+        if self.done:
+            return
+        self.done = True
+        cancelled = isinstance(error, GeneratorExit | asyncio.CancelledError)
+        for span in (*self._tools.values(), *([self._call] if self._call else []), self.run):
+            if not cancelled:
+                span.set_attribute("error.type", type(error).__name__)
+                span.record_exception(error)
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)[:200]))
+            span.end()
+        self._tools.clear()
+        self._call = None
