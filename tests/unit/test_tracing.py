@@ -142,3 +142,20 @@ def test_the_assistant_sends_its_spans_to_a_configured_otlp_collector(tmp_path) 
     assert sensitive_sections({"tracing": {"otlp_endpoint": endpoint}}) == {}, "loopback needs no trust"
     with pytest.raises(ValueError, match="http\\(s\\) address"):
         Settings(tracing={"otlp_endpoint": "localhost:4318"})
+
+
+def test_the_guides_example_runs_as_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    guide = (Path(__file__).parents[2] / "docs" / "tracing.md").read_text()
+    example = re.search(r"```python\n(.*?)```", guide, re.S)
+    assert example is not None
+    (tmp_path / "example.py").write_text(example.group(1))
+    done = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    names = re.findall(r'"name": "([^"]+)"', done.stdout)
+    assert names == ["chat scripted", "execute_tool add", "chat scripted", "invoke_agent agent"]
+    assert done.stdout.strip().endswith("5")
