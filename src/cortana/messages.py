@@ -195,7 +195,7 @@ class RunResult(BaseModel):
     """The outcome of one completed run.
 
     Attributes:
-        output: the model's final answer text.
+        output: the model's final answer text; with ``Agent(output_type=...)``, the validated value.
         new_messages: every message this run added (user message first).
         metrics: what the run cost.
         thread: the conversation the run belongs to.
@@ -206,7 +206,7 @@ class RunResult(BaseModel):
         prompt: the user's message as the caller gave it (``new_messages[0]`` also holds the turn's context).
     """
 
-    output: str
+    output: Any
     new_messages: list[Message]
     metrics: RunMetrics
     thread: ThreadRef

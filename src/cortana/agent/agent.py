@@ -12,9 +12,11 @@ from cortana.agent.compaction import compact
 from cortana.agent.events import EventHandler, RunEvent, RunFinished
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
+from cortana.agent.output import OutputSpec
 from cortana.agent.run import TurnRequest
 from cortana.agent.run_config import NO_TIMEOUTS, RunConfig, RunDeps
 from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_for
+from cortana.agent.typed_run import typed_run_events
 from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
@@ -117,6 +119,11 @@ class Agent:
         instrument: OpenTelemetry spans for this agent's runs, model calls and tool calls
             (``agent/tracing.py``): True, or an ``Instrumentation`` (content on, another tracer provider);
             False keeps it out of :func:`cortana.instrument`; None (default) follows ``cortana.instrument()``.
+        output_type: make ``result.output`` a validated value of this type (a pydantic model, dataclass,
+            TypedDict, ``list[...]``, plain type or union), the answer constrained to its JSON schema where the
+            engine can (``agent/output.py``).
+        output_retries: times a value that fails validation goes back to the model with the error, before
+            ``OutputValidationError``.
 
     Every argument from ``name`` on except the tools, memory and extensions lives in ``agent.config``,
     a frozen ``RunConfig`` each run takes a snapshot of; the attributes of the same names read it, and
@@ -144,6 +151,7 @@ class Agent:
     max_tool_output = _Configured[int]()
     check_grounding = _Configured[bool]()
     instrument = _Configured["bool | Instrumentation | None"]()
+    output_retries = _Configured[int]()
 
     def __init__(
         self,
@@ -173,6 +181,8 @@ class Agent:
         max_tool_output: int = 20_000,
         check_grounding: bool = True,
         instrument: bool | Instrumentation | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> None:
         self.config = RunConfig(  # positional, in the fields' order: keywords cost a microsecond here
             name,
@@ -194,6 +204,8 @@ class Agent:
             max_tool_output,
             check_grounding,
             instrument,
+            None if output_type is None else OutputSpec.of(output_type),
+            output_retries,
         )
         self._model = model
         self.tools, self.tool_groups = as_tools(tools)
@@ -298,7 +310,11 @@ class Agent:
             deps = await self._deps(config)
             tracing = instrumentation_for(config.instrument)
             tracer = RunTracer(tracing, config.name, deps.client, request) if tracing is not None else None
-            events = run_events(config, deps, request)
+            events = (
+                run_events(config, deps, request)
+                if config.output is None
+                else typed_run_events(config, deps, request, config.output)
+            )
             try:
                 async for event in events:
                     if config.logger is not None:

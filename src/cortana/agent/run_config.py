@@ -22,6 +22,7 @@ from cortana.prompts import prompt_text
 if TYPE_CHECKING:
     from cortana.agent.events import EventHandler
     from cortana.agent.extensions import BackgroundWork, TurnExtension
+    from cortana.agent.output import OutputSpec
     from cortana.agent.tracing import Instrumentation
     from cortana.memory.base import MemoryProvider, MemoryResolver
     from cortana.models.base import ModelClient, ModelSettings
@@ -57,6 +58,8 @@ class _Policies(NamedTuple):
     max_tool_output: int = 20_000
     check_grounding: bool = True
     instrument: bool | Instrumentation | None = None
+    output: OutputSpec | None = None
+    output_retries: int = 2
 
 
 class RunConfig(_Policies):
@@ -79,6 +82,7 @@ class RunConfig(_Policies):
             or (self.compaction_threshold is not None and not 0.1 <= self.compaction_threshold <= 1)
             or (self.tool_timeout is not None and not 0 < self.tool_timeout < math.inf)
             or (self.context_window is not None and self.context_window < 256)
+            or self.output_retries < 0
         ):
             self._refuse()
         if self.tool_timeouts and not isinstance(self.tool_timeouts, MappingProxyType):
@@ -108,6 +112,8 @@ class RunConfig(_Policies):
             raise UserError(f"compaction_threshold must be between 0.1 and 1, got {self.compaction_threshold}.")
         if self.tool_timeout is not None and not 0 < self.tool_timeout < math.inf:
             raise UserError(f"tool_timeout must be a positive number of seconds or None, got {self.tool_timeout}.")
+        if self.output_retries < 0:
+            raise UserError(f"output_retries must be 0 or more, got {self.output_retries}.")
         raise UserError(f"context_window must be at least 256 tokens, got {self.context_window}.")
 
 

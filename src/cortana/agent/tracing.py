@@ -22,7 +22,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cortana.agent.events import (
     ModelCallFinished,
@@ -37,8 +37,8 @@ from cortana.errors import UserError
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from cortana.agent.run import TurnRequest
-    from cortana.models.base import ModelClient
+    from cortana.messages import ThreadRef
+    from cortana.models.base import ModelClient, ModelSettings
 
 __all__ = ["Instrumentation", "RunTracer", "instrument", "instrumentation_for", "otlp_instrumentation", "uninstrument"]
 
@@ -114,6 +114,17 @@ def otlp_instrumentation(
     return Instrumentation(include_content, provider), provider.shutdown
 
 
+class _Turn(Protocol):
+    """What a tracer reads of a turn's request (``TurnRequest`` has it)."""
+
+    @property
+    def prompt(self) -> str: ...
+    @property
+    def thread(self) -> ThreadRef: ...
+    @property
+    def settings(self) -> ModelSettings: ...
+
+
 def _clip(text: str) -> str:
     return text if len(text) <= CONTENT_CHARS else text[:CONTENT_CHARS] + "…"
 
@@ -121,7 +132,7 @@ def _clip(text: str) -> str:
 class RunTracer:
     """The spans of one run, opened and closed from its events."""
 
-    def __init__(self, settings: Instrumentation, agent: str, client: ModelClient, request: TurnRequest) -> None:
+    def __init__(self, settings: Instrumentation, agent: str, client: ModelClient, request: _Turn) -> None:
         from opentelemetry import trace
 
         self._trace = trace

@@ -227,7 +227,7 @@ class AgentCheckIn:
             prompt, thread=thread, remember=False, unattended=True, extensions=self.extensions, use_tools=not due
         )
         self.last_result = result
-        reply = result.output.strip()
+        reply: str = result.output.strip()
         why = (
             not_a_message(reply, [prompt, *_loop_prompts()], items=[item.text for item in due])
             if reply and not is_heartbeat_ok(reply)

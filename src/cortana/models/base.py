@@ -77,6 +77,9 @@ class ModelSettings:
             :attr:`ModelClient.supports_thinking`, so it does nothing for models that do not think.
         grammar: a GBNF grammar the answer must follow (llama.cpp's); only for engines whose client
             reports :attr:`ModelClient.supports_grammar` (others leave it out: check before relying on it).
+        json_schema: the answer must be JSON matching this schema: llama.cpp's ``json_schema`` (a grammar
+            made from it, so nothing else can be sampled), Ollama's ``format``, ``response_format`` with a
+            ``json_schema`` on other OpenAI-compatible servers.
         extra: engine-specific fields, sent as they are.
     """
 
@@ -86,6 +89,7 @@ class ModelSettings:
     tool_choice: str | None = None
     think: bool | ThinkLevel | None = None
     grammar: str | None = None
+    json_schema: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

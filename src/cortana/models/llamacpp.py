@@ -131,6 +131,9 @@ class LlamaCppClient(OpenAICompatClient):
         body = super().request_body(request)
         if request.settings.grammar:
             body["grammar"] = request.settings.grammar
+        elif request.settings.json_schema is not None:
+            body.pop("response_format", None)
+            body["json_schema"] = request.settings.json_schema  # llama.cpp's own field: a grammar from the schema
         think = request.settings.think
         if think is not None:
             body.pop("reasoning_effort", None)  # the OpenAI field; llama.cpp's own control is the budget

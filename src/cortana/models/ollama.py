@@ -188,6 +188,8 @@ class OllamaClient(HttpClient):
         think = settings.think if settings.think is not None else self.think
         if think is not None:
             body["think"] = think
+        if settings.json_schema is not None:
+            body["format"] = settings.json_schema  # Ollama's structured outputs: a JSON schema as `format`
         body.update(settings.extra)
         return body
 

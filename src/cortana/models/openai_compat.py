@@ -181,6 +181,11 @@ class OpenAICompatClient(HttpClient):
                 body[key] = value
         if isinstance(settings.think, str):
             body["reasoning_effort"] = settings.think  # the OpenAI API's level of reasoning
+        if settings.json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": settings.json_schema},
+            }
         body.update(settings.extra)
         return body
 

@@ -1,0 +1,134 @@
+"""``Agent(output_type=...)``: the answer validated into a value, constrained where the engine can, retried
+with the error, on the scripted model (the loop's logic) and each engine's request body."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from pydantic import BaseModel
+from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
+
+from cortana import Agent, tool
+from cortana.agent.events import RunFinished
+from cortana.agent.output import OutputValidationError
+from cortana.memory.sqlite import SQLiteMemory
+from cortana.messages import Message
+from cortana.models.base import ModelRequest, ModelSettings
+from cortana.models.llamacpp import LlamaCppClient
+from cortana.models.ollama import OllamaClient
+from cortana.models.openai_compat import OpenAICompatClient
+from cortana.testing import ScriptedModel, tool_call, tool_call_response
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+async def test_without_tools_the_first_answer_is_constrained_and_validated() -> None:
+    model = ScriptedModel(['{"name": "Ada", "age": 36}'])
+    result = await Agent(model, output_type=Person).run("Ada Lovelace, 36.")
+    assert result.output == Person(name="Ada", age=36)
+    assert model.requests[0].settings.json_schema == Person.model_json_schema()
+
+
+async def test_a_value_that_fails_goes_back_with_the_error_then_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    memory = SQLiteMemory(tmp_path / "m.db")
+    model = ScriptedModel(['{"name": "Ada"}', '```json\n{"name": "Ada", "age": 36}\n```'])
+    result = await Agent(model, output_type=Person, memory=memory).run("Ada, 36", thread="t")
+    assert result.output == Person(name="Ada", age=36) and result.metrics.model_calls == 2
+    retry = model.requests[1].messages[-1].content
+    assert "age: Field required" in retry and '{"name": "Ada"}' in retry
+    stored = await memory.load_history(result.thread)
+    assert [m.role for m in stored] == ["user", "assistant"], "the thread keeps the turn, not the asking again"
+
+    failing = ScriptedModel(["not json", "still not", "nope"])
+    with pytest.raises(OutputValidationError, match="after 3 attempts") as error:
+        await Agent(failing, output_type=Person).run("?")
+    assert error.value.attempt == "nope" and len(failing.requests) == 3
+    memory.close()
+
+
+async def test_with_tools_the_work_comes_first_then_the_typed_answer() -> None:
+    @tool
+    def look_up(name: str) -> str:
+        """Look a person up.
+
+        Args:
+            name: who.
+        """
+        return f"{name} was born in 1815 and lived to 36."
+
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("look_up", name="Ada")),
+            "Ada lived to 36.",
+            '{"name": "Ada", "age": 36}',
+        ]
+    )
+    events = [event async for event in Agent(model, tools=[look_up], output_type=Person).run_stream("Ada's age?")]
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and finished.result.output == Person(name="Ada", age=36)
+    assert model.requests[0].tools and model.requests[0].settings.json_schema is None, "tools first, free"
+    final = model.requests[2]
+    assert final.tools == [] and final.settings.json_schema == Person.model_json_schema()
+    assert "as JSON matching this schema" in final.messages[-1].content
+    assert any("1815" in m.content for m in final.messages if m.role == "tool"), "the work is in view"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Pair(TypedDict):
+    left: str
+    right: str
+
+
+@pytest.mark.parametrize(
+    ("output_type", "answer", "value"),
+    [
+        (Point, '{"x": 1, "y": 2}', Point(1, 2)),
+        (Pair, '{"left": "a", "right": "b"}', {"left": "a", "right": "b"}),
+        (list[Person], '[{"name": "A", "age": 1}]', [Person(name="A", age=1)]),
+        (int, "42", 42),
+        (Person | int, "7", 7),
+    ],
+)
+async def test_dataclasses_typeddicts_lists_plain_types_and_unions(output_type, answer, value) -> None:  # type: ignore[no-untyped-def]
+    assert (await Agent(ScriptedModel([answer]), output_type=output_type).run("?")).output == value
+
+
+def test_each_engine_sends_the_schema_its_own_way() -> None:
+    schema = Person.model_json_schema()
+    request = ModelRequest([Message.user("hi")], settings=ModelSettings(json_schema=schema))
+    llama = LlamaCppClient("m", base_url="http://127.0.0.1:1").request_body(request)
+    assert llama["json_schema"] == schema and "response_format" not in llama
+    openai = OpenAICompatClient("m", base_url="http://127.0.0.1:1").request_body(request)
+    assert openai["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+    ollama = OllamaClient("m", base_url="http://127.0.0.1:1").request_body(request)
+    assert ollama["format"] == schema
+    plain = OllamaClient("m", base_url="http://127.0.0.1:1").request_body(ModelRequest([Message.user("hi")]))
+    assert "format" not in plain and json.dumps(plain)
+
+
+@pytest.mark.parametrize(("document", "printed"), [("docs/output.md", "Maria Lopez 41"), ("README.md", "France")])
+def test_the_documented_examples_run_as_written(tmp_path, document: str, printed: str) -> None:  # type: ignore[no-untyped-def]
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / document).read_text()
+    blocks = [block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "output_type=" in block]
+    assert len(blocks) == 1
+    (tmp_path / "example.py").write_text(blocks[0])
+    done = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(printed)
+    if document == "README.md":
+        assert '"name": "invoke_agent agent"' in done.stdout, "the traced run's span was exported"
