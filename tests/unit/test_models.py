@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -174,8 +176,9 @@ def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub
         sys.executable, ["-m", "cortana.cli.main", "models"], cwd=str(tmp_path), env=env, encoding="utf-8",
         timeout=60, dimensions=(50, 160),
     )  # fmt: skip
+    seen = io.StringIO()
+    child.logfile_read = seen
     child.expect("Installed")
-    child.expect(r"qwen2\.5-coder-\d\.\db\s+in use\s+")  # the best bundled model installed
     child.expect(r"qwen2\.5-coder-0\.5b\s+(in use\s+)?469 MiB\s+Q4_K_M\s+32,768\s+0\.8 GiB")
     child.expect(r"This machine: [\d.]+ GiB of memory, [\d.]+ GiB free")
     child.expect("Catalogue")
@@ -184,3 +187,4 @@ def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+    assert re.search(r"qwen2\.5-coder-\d\.\db\s+in use", seen.getvalue()), "the best bundled model is in use"

@@ -46,7 +46,7 @@ async def run_models(args: argparse.Namespace) -> int:
     if action == "list":
         if words:
             raise UserError(f"cortana models: unknown action {words[0]!r}; use list, pull, rm or use")
-        return await _list(settings, window, as_json=args.json)
+        return await _list(settings, args, window)
     if len(words) != 1:
         raise UserError(f"cortana models {action} takes one model name (`cortana models` lists them)")
     name = words[0]
@@ -139,47 +139,54 @@ def _describe_file(console: Console, path: Path, window: int) -> None:
     )
 
 
-async def _engines(settings: Settings) -> dict[str, list[str]]:
-    """The models of the engine cortana.yml configures (when it is not the embedded one) and of engines that
-    answer on their usual addresses (Ollama, Docker Model Runner, llama.cpp)."""
+async def _engines(settings: Settings, args: argparse.Namespace) -> dict[str, tuple[list[str], str | None]]:
+    """engine -> (its models, the one in use) for the engine the command line or cortana.yml names (when it is
+    not the embedded one) and for engines that answer on their usual addresses (Ollama, Docker Model Runner,
+    llama.cpp)."""
     from cortana.models.factory import create_model_client, probe_engines
 
-    found: dict[str, list[str]] = {}
+    chosen = args.engine or settings.engine
+    found: dict[str, tuple[list[str], str | None]] = {}
     engines = sorted(await probe_engines())
-    if settings.engine not in ("auto", "embedded") and settings.engine not in engines:
-        engines.insert(0, settings.engine)
+    if chosen not in ("auto", "embedded"):
+        engines = [chosen, *(engine for engine in engines if engine != chosen)]
     for engine in engines:
+        configured = engine == chosen
         try:
-            configured = engine == settings.engine
-            client = await create_model_client(engine, settings=settings if configured else None)
+            if configured:
+                client = await create_model_client(engine, model=args.model, base_url=args.base_url, settings=settings)
+            else:
+                client = await create_model_client(engine)
         except Exception as error:  # an engine that answers the probe but not a client: say so, list the rest
-            found[engine] = [f"(could not list: {error})"]
+            found[engine] = ([f"(could not list: {error})"], None)
             continue
         try:
-            found[engine] = await client.list_models() if client.can_list_models else [client.model]
+            names = await client.list_models() if client.can_list_models else [client.model]
+            found[engine] = (names, client.model if configured else None)
         finally:
             await client.aclose()
     return found
 
 
-def _in_use(settings: Settings) -> str | None:
-    if settings.engine not in ("auto", "embedded"):
+def _in_use(settings: Settings, args: argparse.Namespace) -> str | None:
+    """The embedded engine's model that ``cortana`` would run, or None when another engine is chosen."""
+    if (args.engine or settings.engine) not in ("auto", "embedded"):
         return None
-    if settings.model:
-        return settings.model
+    if args.model or settings.model:
+        return str(args.model or settings.model)
     installed = installed_models()
     return installed[0] if installed else None
 
 
-async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
+async def _list(settings: Settings, args: argparse.Namespace, window: int) -> int:
     memory = machine_memory()
-    in_use = _in_use(settings)
+    in_use = _in_use(settings, args)
     installed = _installed(window)
     choice, why = recommend(memory, window)
-    engines = await _engines(settings)
+    engines = await _engines(settings, args)
     needs = {row["name"]: row["needs"] for row in installed}  # a file's own header says it better
     rows = [_catalogue_row(model, memory, window, needs.get(model.name)) for model in CATALOGUE.values()]
-    if as_json:
+    if args.json:
         data = {
             "window": window,
             "machine": {"memory": memory.total, "available": memory.available, "gpu": memory.gpu},
@@ -187,7 +194,7 @@ async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
             "installed": installed,
             "catalogue": rows,
             "recommended": {"name": choice.name, "why": why},
-            "engines": engines,
+            "engines": {engine: {"models": names, "in_use": used} for engine, (names, used) in engines.items()},
         }
         print(json.dumps(data, indent=2))
         return 0
@@ -223,8 +230,9 @@ async def _list(settings: Settings, window: int, *, as_json: bool) -> int:
     out.print(Text(printable(f"\nRecommended: {choice.name}, {why}.")))
     if choice.name != in_use and not choice.bundled:
         out.print(f"Get it: cortana models pull {choice.name} && cortana models use {choice.name}", markup=False)
-    for engine, names in engines.items():
-        out.print(Text(printable(f"\n{engine} (running): {', '.join(names) or '(no models)'}")))
+    for engine, (names, used) in engines.items():
+        shown = ", ".join(f"{name} (in use)" if name == used else name for name in names) or "(no models)"
+        out.print(Text(printable(f"\n{engine}: {shown}")), soft_wrap=True)
     return 0
 
 
