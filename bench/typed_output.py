@@ -1,7 +1,7 @@
 """Typed output on a real small model: the schema-constrained route against asking for JSON in free text.
 
-A small extraction (a contact card from one sentence) runs ``--runs`` times at temperature 0.7 per arm, on
-the same engine, side by side:
+Two small extractions run ``--runs`` times each at temperature 0.7 per arm, on the same engine, side by side:
+a contact card from one sentence, and every person (name and age) from a sentence that names three.
 
 - typed: ``Agent(output_type=Contact)``: the answer constrained by llama.cpp's ``json_schema`` (a grammar),
   validated, retried with the error up to twice;
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from cortana import Agent
 from cortana.agent.output import OutputValidationError
@@ -40,23 +40,44 @@ class Contact(BaseModel):
     age: int
 
 
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+PEOPLE = "Ana (29) and her brother Luis, 34, met Dr. Wei Chen, who is 61, at the station."
+PEOPLE_INSTRUCTIONS = "List every person mentioned. Answer with a JSON array of objects with the keys name and age."
+PEOPLE_AGES = [29, 34, 61]
+
+
+def right_people(people: list[Person]) -> bool:
+    return [person.age for person in people] == PEOPLE_AGES
+
+
 def right(contact: Contact) -> bool:
     return (contact.name, contact.email.lower(), contact.age) == ("Maria Lopez", "maria.lopez@example.org", 41) and (
         "acme" in contact.company.lower()
     )
 
 
-async def typed(client: ModelClient, runs: int) -> dict[str, Any]:
-    agent = Agent(client, instructions=INSTRUCTIONS, output_type=Contact, settings=ModelSettings(temperature=0.7))
+TASKS: dict[str, tuple[str, str, Any, Any]] = {
+    "contact": (INSTRUCTIONS, PROMPT, Contact, right),
+    "people": (PEOPLE_INSTRUCTIONS, PEOPLE, list[Person], right_people),
+}
+
+
+async def typed(client: ModelClient, runs: int, task: str) -> dict[str, Any]:
+    instructions, prompt, output_type, check = TASKS[task]
+    agent = Agent(client, instructions=instructions, output_type=output_type, settings=ModelSettings(temperature=0.7))
     valid = correct = calls = 0
     started = time.perf_counter()
     for _ in range(runs):
         try:
-            result = await agent.run(PROMPT)
+            result = await agent.run(prompt)
         except OutputValidationError:
             continue
         valid += 1
-        correct += right(result.output)
+        correct += check(result.output)
         calls += result.metrics.model_calls
     return {
         "valid": valid,
@@ -66,18 +87,20 @@ async def typed(client: ModelClient, runs: int) -> dict[str, Any]:
     }
 
 
-async def free_text(client: ModelClient, runs: int) -> dict[str, Any]:
-    agent = Agent(client, instructions=INSTRUCTIONS, settings=ModelSettings(temperature=0.7))
+async def free_text(client: ModelClient, runs: int, task: str) -> dict[str, Any]:
+    instructions, prompt, output_type, check = TASKS[task]
+    adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+    agent = Agent(client, instructions=instructions, settings=ModelSettings(temperature=0.7))
     valid = correct = 0
     started = time.perf_counter()
     for _ in range(runs):
-        text = (await agent.run(PROMPT)).output.strip().removeprefix("```json").removesuffix("```")
+        text = (await agent.run(prompt)).output.strip().removeprefix("```json").removesuffix("```")
         try:
-            contact = Contact.model_validate_json(text)
+            value = adapter.validate_json(text)
         except ValidationError:
             continue
         valid += 1
-        correct += right(contact)
+        correct += check(value)
     return {"valid": valid, "correct": correct, "model_calls": runs, "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -86,12 +109,10 @@ async def main_async(model: str, runs: int) -> dict[str, Any]:
 
     client = await EmbeddedClient.start(model, context_window=2048)
     try:
-        return {
-            "model": model,
-            "runs": runs,
-            "typed": await typed(client, runs),
-            "free_text": await free_text(client, runs),
-        }
+        figures: dict[str, Any] = {"model": model, "runs": runs}
+        for task in TASKS:
+            figures[task] = {"typed": await typed(client, runs, task), "free_text": await free_text(client, runs, task)}
+        return figures
     finally:
         await client.aclose()
 
