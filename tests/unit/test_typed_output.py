@@ -132,3 +132,30 @@ def test_the_documented_examples_run_as_written(tmp_path, document: str, printed
     assert done.stdout.strip().endswith(printed)
     if document == "README.md":
         assert '"name": "invoke_agent agent"' in done.stdout, "the traced run's span was exported"
+
+
+async def test_over_ollamas_wire_the_schema_goes_as_format_and_the_answer_validates() -> None:
+    from tests.wire import Reply, WireServer
+
+    def line(content: str, done: bool = False) -> str:
+        data: dict[str, object] = {
+            "model": "qwen2.5:0.5b",
+            "created_at": "2026-08-20T10:15:02.118245Z",
+            "message": {"role": "assistant", "content": content},
+            "done": done,
+        }
+        if done:  # the final line's shape, as tests/fixtures/ollama/chat_plain_stream.json records it
+            data |= {"done_reason": "stop", "prompt_eval_count": 30, "eval_count": 12, "total_duration": 1}
+        return json.dumps(data)
+
+    wire = WireServer()
+    stream = [line('{"name": "Ada",'), line(' "age": 36}'), line("", done=True)]
+    wire.add("POST", "/api/chat", Reply(lines=stream, content_type="application/x-ndjson"))
+    client = OllamaClient("qwen2.5:0.5b", base_url=wire.start(), context_window=4096)
+    try:
+        result = await Agent(client, output_type=Person).run("Ada, 36")
+    finally:
+        await client.aclose()
+        wire.stop()
+    assert result.output == Person(name="Ada", age=36)
+    assert wire.bodies("/api/chat")[0]["format"] == Person.model_json_schema()
