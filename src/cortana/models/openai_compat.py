@@ -8,7 +8,9 @@ Runner's model listing) live in ``llamacpp.py`` and ``docker.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any, ClassVar
@@ -18,7 +20,7 @@ from cortana.errors import ContextOverflow, ModelError, ModelNotFound, UserError
 from cortana.messages import Message, StopReason, ToolCall, Usage
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import ModelEvent, ModelRequest
+from cortana.models.base import ModelEvent, ModelRequest, ModelResponse, TextDelta, ToolSpec
 from cortana.models.chunks import call_index, json_items, json_object, json_text, token_count
 from cortana.trust import is_loopback_url
 
@@ -189,7 +191,54 @@ class OpenAICompatClient(HttpClient):
         body.update(settings.extra)
         return body
 
+    schema_as_tool = False
+    """The server refused ``response_format``: a JSON schema is asked for as a forced tool call instead."""
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The answer's events; a JSON-schema answer goes by ``response_format``, or, on a server that refuses it
+        (learned once per client), by a forced ``final_answer`` tool call whose arguments become the answer."""
+        if request.settings.json_schema is None or not self.schema_as_tool:
+            started = False
+            try:
+                async for event in self._stream(request):
+                    started = True
+                    yield event
+                return
+            except ModelError as error:
+                refused = request.settings.json_schema is not None and _refuses_schema(str(error))
+                if started or not refused:
+                    raise
+            self.schema_as_tool = True
+        async for event in self._schema_by_tool(request):
+            yield event
+
+    async def _schema_by_tool(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        schema = request.settings.json_schema or {}
+        wrapped = schema.get("type") != "object"
+        parameters = schema
+        if wrapped:  # tool arguments are an object: the value goes under "value", its definitions at the top
+            inner = {key: value for key, value in schema.items() if key != "$defs"}
+            parameters = {"type": "object", "properties": {"value": inner}, "required": ["value"]}
+            if "$defs" in schema:
+                parameters["$defs"] = schema["$defs"]
+        tool = ToolSpec(FINAL_ANSWER, "Give the final answer.", parameters)
+        settings = dataclasses.replace(request.settings, json_schema=None, tool_choice=FINAL_ANSWER)
+        routed = dataclasses.replace(request, tools=[tool], settings=settings)
+        async for event in self._stream(routed):
+            if not isinstance(event, ModelResponse):
+                yield event
+                continue
+            calls = [call for call in event.message.tool_calls if call.name == FINAL_ANSWER]
+            if not calls:
+                yield event  # no call: the text answer, validated (and retried) by the caller
+                continue
+            arguments = calls[0].arguments
+            text = json.dumps(arguments.get("value") if wrapped else arguments, ensure_ascii=False)
+            yield TextDelta(text)
+            message = event.message.model_copy(update={"content": text, "tool_calls": []})
+            yield dataclasses.replace(event, message=message)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
         usage = Usage()
         finish_reason: str | None = None
@@ -303,3 +352,12 @@ class OpenAICompatClient(HttpClient):
     def pull_hint(self) -> str:
         """How to get a missing model on this engine."""
         return "Load the model on the server, or choose one it lists."
+
+
+FINAL_ANSWER = "final_answer"
+"""The tool a JSON-schema answer is asked for through, on servers without ``response_format``."""
+
+
+def _refuses_schema(message: str) -> bool:
+    """Whether a server's error refuses ``response_format`` / a JSON schema (rather than failing otherwise)."""
+    return re.search(r"response_format|json_schema", message, re.IGNORECASE) is not None
