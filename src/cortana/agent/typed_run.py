@@ -10,6 +10,7 @@ from cortana.agent.loop import run_events
 from cortana.agent.output import OutputSpec, OutputValidationError
 from cortana.agent.run import TurnRequest
 from cortana.agent.run_config import RunConfig, RunDeps
+from cortana.messages import RunResult
 
 __all__ = ["typed_run_events"]
 
@@ -20,13 +21,10 @@ async def typed_run_events(
     """The turn's events, its ``RunFinished`` carrying the validated value as ``output``."""
     constrain_first = not deps.tools and not deps.tool_groups
     first = dataclasses.replace(request, settings=spec.settings(request.settings)) if constrain_first else request
-    result = None
-    async for event in run_events(config, deps, first):
-        if isinstance(event, RunFinished):
-            result = event.result
-        else:
-            yield event
-    assert result is not None
+    results: list[RunResult] = []
+    async for event in _passing_on(config, deps, first, results):
+        yield event
+    result = results[0]
     metrics, text = result.metrics, result.output
     value, problem = spec.parse(text)  # an agent with tools may have answered in JSON already
     history = list(request.history) if deps.memory is None else []
@@ -56,14 +54,21 @@ async def typed_run_events(
             extensions=(),
             use_tools=False,
         )
-        followed = None
-        async for event in run_events(config, deps, follow):
-            if isinstance(event, RunFinished):
-                followed = event.result
-            else:
-                yield event
-        assert followed is not None
+        async for event in _passing_on(config, deps, follow, results):
+            yield event
+        followed = results[-1]
         metrics = metrics.merge(followed.metrics)
         text = followed.output
         value, problem = spec.parse(text)
     yield RunFinished(result.model_copy(update={"output": value, "metrics": metrics}))
+
+
+async def _passing_on(
+    config: RunConfig, deps: RunDeps, request: TurnRequest, results: list[RunResult]
+) -> AsyncGenerator[RunEvent, None]:
+    """A run's events but its ``RunFinished``, whose result is appended to ``results``."""
+    async for event in run_events(config, deps, request):
+        if isinstance(event, RunFinished):
+            results.append(event.result)
+        else:
+            yield event
