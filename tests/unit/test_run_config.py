@@ -72,6 +72,9 @@ def test_every_agent_argument_lands_in_the_config_field_of_its_name() -> None:
         "tool_timeouts": {"x*": 2.0},
         "max_tool_output": 5_000,
         "check_grounding": False,
+        "instrument": False,
+        "output_type": list[int],
+        "output_retries": 1,
     }
     assert set(given) == set(RunConfig._fields)
     assert set(RunConfig._fields) <= set(inspect.signature(Agent).parameters)

@@ -12,7 +12,7 @@ from cortana.agent.compaction import compact
 from cortana.agent.events import EventHandler, RunEvent, RunFinished
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
-from cortana.agent.output import OutputSpec
+from cortana.agent.output import output_spec
 from cortana.agent.run import TurnRequest
 from cortana.agent.run_config import NO_TIMEOUTS, RunConfig, RunDeps
 from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_for
@@ -151,6 +151,7 @@ class Agent:
     max_tool_output = _Configured[int]()
     check_grounding = _Configured[bool]()
     instrument = _Configured["bool | Instrumentation | None"]()
+    output_type = _Configured[Any]()
     output_retries = _Configured[int]()
 
     def __init__(
@@ -204,7 +205,7 @@ class Agent:
             max_tool_output,
             check_grounding,
             instrument,
-            None if output_type is None else OutputSpec.of(output_type),
+            output_type,
             output_retries,
         )
         self._model = model
@@ -312,8 +313,8 @@ class Agent:
             tracer = RunTracer(tracing, config.name, deps.client, request) if tracing is not None else None
             events = (
                 run_events(config, deps, request)
-                if config.output is None
-                else typed_run_events(config, deps, request, config.output)
+                if config.output_type is None
+                else typed_run_events(config, deps, request, output_spec(config.output_type))
             )
             try:
                 async for event in events:
@@ -477,6 +478,7 @@ class _Handle:
             memory=memory,
             settings=self.config.settings,
             max_tool_iterations=self.config.max_tool_iterations,
+            instrument=self.config.instrument,  # a traced agent's subagents are traced too
         )
 
 

@@ -12,6 +12,7 @@ times), then :class:`OutputValidationError` holds the last attempt.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from typing import Any
@@ -21,7 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from cortana.errors import CortanaError
 from cortana.models.base import ModelSettings
 
-__all__ = ["OutputSpec", "OutputValidationError"]
+__all__ = ["OutputSpec", "OutputValidationError", "output_spec"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.S)
 SHOWN_CHARS = 2_000
@@ -82,3 +83,9 @@ class OutputSpec:
             f"This answer does not match the schema ({problem}):\n{shown}\n\n"
             f"Answer again as JSON matching this schema, and nothing else:\n{schema}"
         )
+
+
+@functools.lru_cache(maxsize=256)
+def output_spec(output_type: Any) -> OutputSpec:
+    """The :class:`OutputSpec` of ``output_type``, built once per type (a pydantic schema takes milliseconds)."""
+    return OutputSpec.of(output_type)

@@ -22,7 +22,6 @@ from cortana.prompts import prompt_text
 if TYPE_CHECKING:
     from cortana.agent.events import EventHandler
     from cortana.agent.extensions import BackgroundWork, TurnExtension
-    from cortana.agent.output import OutputSpec
     from cortana.agent.tracing import Instrumentation
     from cortana.memory.base import MemoryProvider, MemoryResolver
     from cortana.models.base import ModelClient, ModelSettings
@@ -58,7 +57,7 @@ class _Policies(NamedTuple):
     max_tool_output: int = 20_000
     check_grounding: bool = True
     instrument: bool | Instrumentation | None = None
-    output: OutputSpec | None = None
+    output_type: Any = None
     output_retries: int = 2
 
 
