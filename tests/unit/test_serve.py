@@ -88,13 +88,21 @@ async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 
 async def test_a_whole_answer_has_openais_shape_with_usage(tmp_path: Path) -> None:
-    model = ScriptedModel(["Hello there."])
+    model = ScriptedModel(["Hello there.", "Hello again."])
     async with serve(tmp_path, model) as served, served.client() as client:
         answer = await client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "hi"}])
         assert answer.choices[0].message.content == "Hello there."
         assert answer.choices[0].finish_reason == "stop"
         assert answer.usage is not None and answer.usage.total_tokens > 0
         assert answer.object == "chat.completion" and answer.model == "cortana"
+        stream = await client.chat.completions.create(
+            model="cortana",
+            messages=[{"role": "user", "content": "again"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+        assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
         models = await client.models.list()
         assert [m.id for m in models.data] == ["cortana"]
         assert (await client.models.retrieve("cortana")).id == "cortana"

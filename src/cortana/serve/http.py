@@ -287,7 +287,7 @@ class ChatAPI:
 
     async def whole(self, request: Request, stream: TurnStream, completion_id: str) -> Response:
         """A non-streamed answer; the run stops if the client goes away meanwhile."""
-        pieces = feed(stream)
+        pieces = Feed(stream)
         gone = asyncio.ensure_future(disconnected(request))
         tools: list[dict[str, Any]] = []
         try:
@@ -331,19 +331,20 @@ class ChatAPI:
         """The answer as chat-completion chunks; a failure after the start is an error event, then the end."""
         created = int(time.time())
 
-        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
+            """One event; ``delta=None``: no choice at all (the usage chunk)."""
+            choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
             data = {
                 "id": completion_id,
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": self.model_name,
-                "choices": [choice],
+                "choices": choices,
                 **extra,
             }
             return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
-        pieces = feed(stream)
+        pieces = Feed(stream)
         try:
             yield chunk({"role": "assistant", "content": ""})
             while True:
@@ -355,15 +356,7 @@ class ChatAPI:
                 elif isinstance(piece, TurnEnd):
                     yield chunk({}, finish_reason(piece), cortana={"type": "end", "thread": piece.thread.thread_id})
                     if include_usage:
-                        data = {
-                            "id": completion_id,
-                            "object": "chat.completion.chunk",
-                            "created": created,
-                            "model": self.model_name,
-                            "choices": [],
-                            "usage": usage_of(piece),
-                        }
-                        yield f"data: {json.dumps(data)}\n\n"
+                        yield chunk(None, usage=usage_of(piece))
                     break
                 else:
                     yield f"data: {json.dumps(piece.body())}\n\n"
@@ -469,18 +462,14 @@ class Feed:
             await self._task
 
 
-def feed(stream: TurnStream) -> Feed:
-    return Feed(stream)
-
-
 async def _http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
     if error.status_code == 404:
-        return error_response(404, f"No such endpoint: {request.method} {request.url.path}", "invalid_request_error",
-                              code="not_found")  # fmt: skip
+        message = f"No such endpoint: {request.method} {request.url.path}"
+        return error_response(404, message, "invalid_request_error", code="not_found")
     if error.status_code == 405:
-        return error_response(405, f"{request.method} is not allowed on {request.url.path}", "invalid_request_error",
-                              code="method_not_allowed")  # fmt: skip
+        message = f"{request.method} is not allowed on {request.url.path}"
+        return error_response(405, message, "invalid_request_error", code="method_not_allowed")
     return error_response(error.status_code, str(error.detail), "invalid_request_error")
 
 
