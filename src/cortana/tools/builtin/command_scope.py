@@ -28,6 +28,14 @@ A list of plain commands (``cd src && pytest -q | tail``) is covered when
 each of its commands is; a ``cd`` into the workspace needs no scope of its
 own. Installers remember the exact command (``pip install requests``), since
 each package runs its own code.
+
+These prefixes are for commands the kernel confines (asked only because the
+user wants every command asked): the sandbox bounds what an option could add.
+Where nothing confines a command, such lists can never be complete (``make
+--eval``, ``git rebase --exe`` as an abbreviation of ``--exec``, ``tar
+--to-comm``), so an answer there remembers the **exact** command, or, for the
+few programs in :data:`READ_ONLY_PROGRAMS` whose every option only reads or
+prints, the program with any arguments (``exact=True``).
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from dataclasses import dataclass, field
 
 from cortana.tools.builtin.shell import ParsedCommand, SimpleCommand
 
-__all__ = ["NEVER_REMEMBERED", "command_prefixes", "prefix_label"]
+__all__ = ["NEVER_REMEMBERED", "READ_ONLY_PROGRAMS", "command_prefixes", "prefix_label"]
 
 
 def _names(text: str) -> frozenset[str]:
@@ -60,6 +68,13 @@ NEVER_REMEMBERED = (
     | _names("curl wget nc ncat netcat socat ssh scp sftp rsync ftp telnet http https xh aria2c lftp open xdg-open")
 )
 """Programs an "always" never covers: each call is asked."""
+
+READ_ONLY_PROGRAMS = _names(
+    "ls pwd cat head tail wc echo printf true false whoami id uname df du stat realpath readlink basename dirname "
+    "grep egrep fgrep which nproc cmp"
+)
+"""Programs none of whose options runs code, writes a file or changes the system (GNU coreutils and grep; not
+``sort -o``, ``tree -o``, ``file -C``, ``date -s``, ``hostname NAME``): an answer covers them with any arguments."""
 
 _PYTHON = re.compile(r"^(python|pypy)[0-9.]*$")
 _INTERPRETERS = _names("node nodejs ruby perl php lua luajit Rscript julia tclsh")
@@ -198,12 +213,14 @@ CdCheck = Callable[[str], bool]
 """Whether ``cd`` into this literal folder keeps the command inside the workspace."""
 
 
-def command_prefixes(parsed: ParsedCommand, cd_ok: CdCheck) -> tuple[Prefix, ...] | None:
+def command_prefixes(parsed: ParsedCommand, cd_ok: CdCheck, *, exact: bool = False) -> tuple[Prefix, ...] | None:
     """The prefix an "always" remembers for each command of ``parsed`` (``cd`` left out); None when it is not plain.
 
     Args:
         parsed: the command, read by :func:`cortana.tools.builtin.shell.parse_command`.
         cd_ok: whether a ``cd`` into a literal folder stays within the workspace.
+        exact: each command's whole argv, but the program alone for :data:`READ_ONLY_PROGRAMS` (where nothing
+            confines the command).
     """
     if parsed.opaque or parsed.compound or not parsed.commands or "&" in parsed.separators:
         return None
@@ -216,7 +233,7 @@ def command_prefixes(parsed: ParsedCommand, cd_ok: CdCheck) -> tuple[Prefix, ...
             if len(argv) != 2 or argv[1].startswith("-") or not command.words[1].literal or not cd_ok(argv[1]):
                 return None
             continue
-        prefix = _prefix(argv)
+        prefix = _exact(argv) if exact else _prefix(argv)
         if prefix is None:
             return None
         prefixes.append(prefix)
@@ -238,6 +255,16 @@ def _plain_shape(command: SimpleCommand) -> bool:
         return False
     program = command.words[0]
     return program.literal and bool(program.text) and not program.text.startswith("-")
+
+
+def _exact(argv: Sequence[str]) -> Prefix | None:
+    """The whole command; a read-only program's name alone; None for a program that runs its arguments."""
+    name = argv[0].rsplit("/", 1)[-1]
+    if name in NEVER_REMEMBERED or argv[0] != argv[0].strip():
+        return None
+    if name in READ_ONLY_PROGRAMS and "/" not in argv[0]:
+        return (argv[0],)
+    return (*argv, WHOLE)
 
 
 def _prefix(argv: Sequence[str], depth: int = 0) -> Prefix | None:

@@ -1,13 +1,19 @@
 """``run_command``: a shell command in the workspace, bounded in time, output and reach.
 
 The command runs in a process group of its own, with stdin closed (it can
-never read the user's terminal). On Linux it runs under ``reaper.py``, a child
-subreaper: every process it starts, a ``setsid`` child, a double fork or a
-daemon included, stays findable, and when the command ends (after
-``LINGER_S``), times out, the turn is cancelled or Cortana exits, all of them
-are killed. Elsewhere the process group is killed, which a ``setsid`` child
-escapes. Output is read as it comes and only its head and tail are kept, so a
-command that prints gigabytes costs kilobytes.
+never read the user's terminal). On Linux it runs under the keeper
+(``cortana/sandbox/keeper.py``), a child subreaper that first confines it by
+the kernel (``cortana.sandbox``: writes only in the workspace, its protected
+paths read-only, no network) and then keeps every process it starts, a
+``setsid`` child, a double fork or a daemon included, findable: when the
+command ends (after ``LINGER_S``), times out, the turn is cancelled or Cortana
+exits, all of them are killed. Elsewhere the process group is killed, which a
+``setsid`` child escapes. Output is read as it comes and only its head and
+tail are kept, so a command that prints gigabytes costs kilobytes.
+
+Where the sandbox holds, the model may ask for a command to run outside it
+(``sandbox=false``: the network, writes outside the workspace, ``.git/``);
+the gate asks the user for each such call.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from pydantic import Field
 from cortana.config import child_process_environment
 from cortana.errors import ToolError
 from cortana.safegit import safe_git_environment
+from cortana.sandbox.policy import KEEPER, Confined, helper_python
 from cortana.tools import Tool
 from cortana.tools.builtin.files import MAX_OUTPUT_CHARS
 from cortana.tools.builtin.workspace import Workspace
@@ -45,8 +52,20 @@ _ISOLATED: dict[str, Any] = {
     "stderr": asyncio.subprocess.STDOUT,
     "start_new_session": True,
 }
-REAPER = Path(__file__).with_name("reaper.py")
-"""The keeper each command runs under on Linux (see the module docstring)."""
+SANDBOX_ARGUMENT = "sandbox"
+"""``run_command``'s argument for running outside the sandbox (``sandbox=false``), offered where the sandbox holds."""
+_SANDBOX_SIGNS = (
+    "read-only file system",
+    "permission denied",
+    "operation not permitted",
+    "network is unreachable",
+    "temporary failure in name resolution",
+    "could not resolve",
+    "name or service not known",
+    "failed to establish a new connection",
+    "connection refused",
+)
+"""What a command prints when the sandbox stopped it (then the result says how to run it outside)."""
 
 
 class HeadTail:
@@ -82,7 +101,7 @@ class HeadTail:
 
 
 def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_git: bool = False) -> Tool:
-    """``run_command``, run in ``space``'s root.
+    """``run_command``, run in ``space``'s root, confined by ``space.sandbox``.
 
     Args:
         space: the workspace.
@@ -92,8 +111,48 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
             (:func:`cortana.safegit.safe_git_environment`): only for a folder whose user trusts it.
     """
     default_timeout = min(default_timeout, MAX_COMMAND_TIMEOUT)
+    sandbox = space.sandbox
 
-    async def run_command(
+    async def run(command: str, timeout: float, confine: bool) -> str:
+        environment = child_process_environment({})
+        if not trusted_git:
+            environment = await asyncio.to_thread(safe_git_environment, space.root, environment)
+        with sandbox.confined(confine=confine) as confined:
+            environment = confined.environment(environment)
+            finished = await run_shell(command, space.root, environment, timeout, confined=confined)
+        if finished.refused is not None:
+            raise ToolError(f"The sandbox could not be set up, so '{command[:200]}' did not run: {finished.refused}")
+        if finished.timed_out:
+            raise ToolError(f"'{command[:200]}' did not finish within {timeout:g}s and was stopped.{confined.notes()}")
+        notes = "\n[background processes it left were stopped]" if finished.lingered else ""
+        if confined.moved:
+            notes += "\n" + confined.notes()
+        elif confined.mode is not None and finished.returncode and _stopped_by_sandbox(finished.output):
+            notes += (
+                "\n[this ran in the sandbox: it may write only inside the workspace (not .git/, cortana.yml, "
+                "personality/, skills/ or .cortana/) and has no network. If that is what stopped it, run it again "
+                "with sandbox=false; the user is asked]"
+            )
+        return f"exit code {finished.returncode}\n{finished.output}{notes}"
+
+    if sandbox.confines:
+
+        async def run_command(
+            command: str,
+            timeout: Annotated[float, Field(gt=0, le=MAX_COMMAND_TIMEOUT)] = default_timeout,
+            sandbox: bool = True,
+        ) -> str:
+            """Run a shell command in the workspace, in a sandbox: no network, writes only in the workspace.
+
+            Args:
+                timeout: seconds before it is stopped.
+                sandbox: false to run it outside the sandbox (network, other folders, .git/); the user is asked.
+            """
+            return await run(command, timeout, sandbox is not False)
+
+        return Tool(run_command, timeout=MAX_COMMAND_TIMEOUT + 10)
+
+    async def run_command_asked(
         command: str, timeout: Annotated[float, Field(gt=0, le=MAX_COMMAND_TIMEOUT)] = default_timeout
     ) -> str:
         """Run a shell command in the workspace.
@@ -101,16 +160,14 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
         Args:
             timeout: seconds before it is stopped.
         """
-        environment = child_process_environment({})
-        if not trusted_git:
-            environment = await asyncio.to_thread(safe_git_environment, space.root, environment)
-        finished = await run_shell(command, space.root, environment, timeout)
-        if finished.timed_out:
-            raise ToolError(f"'{command[:200]}' did not finish within {timeout:g}s and was stopped.")
-        note = "\n[background processes it left were stopped]" if finished.lingered else ""
-        return f"exit code {finished.returncode}\n{finished.output}{note}"
+        return await run(command, timeout, True)
 
-    return Tool(run_command, timeout=MAX_COMMAND_TIMEOUT + 10)
+    return Tool(run_command_asked, name="run_command", timeout=MAX_COMMAND_TIMEOUT + 10)
+
+
+def _stopped_by_sandbox(output: str) -> bool:
+    lowered = output[-4000:].lower()
+    return any(sign in lowered for sign in _SANDBOX_SIGNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +179,14 @@ class Finished:
         output: stdout and stderr together, as text, its head and tail when long.
         timed_out: it ran past its time limit and was stopped.
         lingered: background processes it left were stopped.
+        refused: why it did not run at all (its confinement could not be set up); None when it ran.
     """
 
     returncode: int | None
     output: str
     timed_out: bool = False
     lingered: bool = False
+    refused: str | None = None
 
 
 async def run_shell(
@@ -138,23 +197,26 @@ async def run_shell(
     *,
     limit: int = MAX_OUTPUT_CHARS,
     hint: str = "redirect the output to a file and read parts of it",
+    confined: Confined | None = None,
 ) -> Finished:
-    """Run ``command`` with ``sh`` in ``cwd``: stdin closed, everything it starts killed when it ends (after
-    ``LINGER_S``), times out or is cancelled (see the module docstring), and its output kept to ``limit``
-    characters (head and tail)."""
+    """Run ``command`` with ``sh`` in ``cwd``: confined as ``confined`` says (entered by the caller; None: not
+    confined), stdin closed, everything it starts killed when it ends (after ``LINGER_S``), times out or is
+    cancelled (see the module docstring), and its output kept to ``limit`` characters (head and tail)."""
     loop = asyncio.get_running_loop()
     output = HeadTail(limit * 3 // 4, limit // 4)
+    policy = confined.payload if confined is not None else ""
     if not sys.platform.startswith("linux"):
         return await _run_in_group(loop, output, command, cwd, environment, timeout, limit, hint)
     status_read, status_write = os.pipe()
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _Command(output, loop),
-            sys.executable,
+            helper_python(),
             "-I",
             "-S",
-            str(REAPER),
+            str(KEEPER),
             str(status_write),
+            policy,
             command,
             cwd=cwd,
             env=dict(environment),
@@ -183,8 +245,13 @@ async def run_shell(
         await _stop(transport, protocol)
         status.close()
         transport.close()
-    returncode = None if timed_out else int(code) if code.strip().lstrip(b"-").isdigit() else transport.get_returncode()
-    return Finished(returncode, output.text(hint, limit), timed_out=timed_out, lingered=lingered)
+    refused: str | None = None
+    if code.startswith(b"!"):  # the keeper's child could not confine the command, which did not run
+        reason, _, code = code[1:].partition(b"\n")
+        refused = reason.decode("utf-8", "replace").strip() or "unknown error"
+    code = code.strip()
+    returncode = None if timed_out else int(code) if code.lstrip(b"-").isdigit() else transport.get_returncode()
+    return Finished(returncode, output.text(hint, limit), timed_out=timed_out, lingered=lingered, refused=refused)
 
 
 async def _stop(transport: asyncio.SubprocessTransport, protocol: _Command) -> None:
@@ -242,7 +309,7 @@ class _Status(asyncio.Protocol):
         self.data = b""
 
     def data_received(self, data: bytes) -> None:
-        self.data += data[:64]
+        self.data = (self.data + data)[:4096]
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.exited.done():

@@ -21,20 +21,12 @@ import pathspec
 
 from cortana.config import graphify_out
 from cortana.errors import PermissionDenied, ToolError
+from cortana.sandbox.policy import PROTECTED, Sandbox
 
 __all__ = ["ALWAYS_IGNORED", "PROTECTED", "Workspace"]
 
 ALWAYS_IGNORED = frozenset({".git", ".cortana", "__pycache__", ".venv", "node_modules", "graphify-out"})
 """Folders listings and searches never enter (graphify-out holds the code graph: megabytes of JSON and HTML)."""
-PROTECTED = {
-    ".git": ".git/",
-    ".cortana": ".cortana/",
-    "cortana.yml": "cortana.yml",
-    "personality": "personality/",
-    "skills": "skills/",
-}
-"""Paths in the workspace whose change could run code, widen permissions or rewrite the assistant:
-a write there is asked for every time, and no approval covers it."""
 
 
 class Workspace:
@@ -46,15 +38,28 @@ class Workspace:
             Cortana config, which holds the trusted-folders list).
         protected_files: more protected paths inside the workspace, besides :data:`PROTECTED`
             (the files a trusted MCP server runs: a write there is asked for every time).
+        sandbox: confine the commands the tools start by the kernel (``cortana.sandbox``): True (where the kernel
+            can), False (never: every command is asked), or a :class:`~cortana.sandbox.Sandbox` of the caller's.
     """
 
     def __init__(
-        self, root: Path | str, *, forbidden: Sequence[Path] = (), protected_files: Sequence[Path] = ()
+        self,
+        root: Path | str,
+        *,
+        forbidden: Sequence[Path] = (),
+        protected_files: Sequence[Path] = (),
+        sandbox: Sandbox | bool = True,
     ) -> None:
         self.root = Path(root).resolve()
         self.forbidden = [Path(path).resolve() for path in forbidden]
         self.protected_files = [self.root / Path(path) for path in protected_files]
         self.protected_files = [path.resolve() for path in self.protected_files if self.contains(path.resolve())]
+        self.sandbox = (
+            sandbox
+            if isinstance(sandbox, Sandbox)
+            else Sandbox(self.root, protected_files=self.protected_files, forbidden=self.forbidden, enabled=sandbox)
+        )
+        """What the commands started here may touch, and how the kernel holds them to it."""
         graph_folder = Path(graphify_out())
         self.ignored = ALWAYS_IGNORED | {graph_folder.name} if len(graph_folder.parts) == 1 else ALWAYS_IGNORED
         """Folder names listings and searches skip (with ``GRAPHIFY_OUT``'s folder, when it is one name)."""

@@ -1,0 +1,400 @@
+"""What a process Cortana starts may touch (a policy), what this kernel can hold it to, and the helpers that do.
+
+Every process Cortana starts for the model or for itself passes through one
+of two helpers in this folder, which confine it by the kernel (``kernel.py``)
+before it runs: ``keeper.py`` for a shell command (``run_command``, the fix
+workflow's test runs, ``!`` in the terminal when asked for), ``kernel.py exec``
+for a program (git, graphify, a folder's MCP server). Both run as a small
+Python of their own (``python -I -S``), never as ``preexec_fn`` in Cortana's
+threaded process.
+
+- :class:`KernelSupport` says what this machine's kernel can do, probed once
+  per process by trying it (``kernel.py probe``);
+- :class:`Sandbox` is one workspace's confinement: writes only in the
+  workspace (and the paths a caller adds), its protected paths read-only,
+  no network;
+- :class:`Confined` is one process's: the policy as the helper reads it, a
+  private temporary folder, and after the process, protected paths it
+  created anyway moved out of the workspace (a kernel cannot refuse a new
+  name in a folder it lets a command write, so that check comes after).
+
+The gate decides what to ask; the kernel decides what can happen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+__all__ = [
+    "KEEPER",
+    "KERNEL",
+    "PROTECTED",
+    "Confined",
+    "KernelSupport",
+    "Mode",
+    "Sandbox",
+    "SandboxPolicy",
+    "helper_python",
+    "kernel_support",
+]
+
+KEEPER = Path(__file__).with_name("keeper.py")
+"""The keeper of a shell command (confines it, and stops everything it started when it ends)."""
+KERNEL = Path(__file__).with_name("kernel.py")
+"""Confinement itself, and ``kernel.py exec`` for a program."""
+PROTECTED = {
+    ".git": ".git/",
+    ".cortana": ".cortana/",
+    "cortana.yml": "cortana.yml",
+    "personality": "personality/",
+    "skills": "skills/",
+}
+"""Paths in a workspace whose change could run code, widen permissions or rewrite the assistant: read-only to
+confined commands, and asked for every time when a tool writes them."""
+Mode = Literal["namespaces", "landlock"]
+_PROBE_TIMEOUT_S = 10.0
+_TEMPORARY_VARIABLES = ("TMPDIR", "TMP", "TEMP", "TEMPDIR")
+
+
+def helper_python() -> str:
+    """The Python the helpers run on: the base interpreter, outside any virtual environment a command could change."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSupport:
+    """What this machine's kernel can confine.
+
+    Attributes:
+        abi: the Landlock ABI version (0: none).
+        namespaces: None when confinement with user, mount and network namespaces works; else why not.
+        landlock: None when confinement by Landlock alone works; else why not.
+    """
+
+    abi: int
+    namespaces: str | None
+    landlock: str | None
+
+    @classmethod
+    def unavailable(cls, reason: str) -> KernelSupport:
+        """No confinement at all, for ``reason``."""
+        return cls(0, reason, reason)
+
+    @property
+    def mode(self) -> Mode | None:
+        """The mode commands are confined in: namespaces where they work, else Landlock alone, else None."""
+        if self.namespaces is None:
+            return "namespaces"
+        if self.landlock is None:
+            return "landlock"
+        return None
+
+    @property
+    def confines(self) -> bool:
+        """Whether a confined command is held to everything the sandbox promises, so it may run unasked: writes
+        (truncation included: Landlock ABI 3), protected paths, the network and the machine's own services (UNIX
+        sockets by path: hidden in a mount namespace, or refused by Landlock ABI 9)."""
+        if self.mode == "namespaces":
+            return self.abi >= 3
+        return self.mode == "landlock" and self.abi >= 9
+
+    def summary(self) -> str:
+        """One line for ``cortana doctor`` and the start line."""
+        if self.mode is None:
+            return f"not available: {self.landlock}"
+        how = {
+            "namespaces": "Landlock ABI {abi} with user, mount and network namespaces",
+            "landlock": "Landlock ABI {abi} alone (user namespaces are not allowed here)",
+        }[self.mode].format(abi=self.abi)
+        if self.confines:
+            return f"{how}: commands are confined to the workspace"
+        return f"{how}: partial ({self.gap()}), so commands are still asked"
+
+    def gap(self) -> str:
+        """What a confined command could still do here ("" when nothing)."""
+        if self.mode is None:
+            return self.landlock or "no confinement"
+        if self.abi < 3:
+            return "this Landlock cannot refuse truncating files"
+        if self.mode == "landlock" and self.abi < 9:
+            return "without namespaces, this Landlock cannot keep commands from the machine's UNIX sockets"
+        return ""
+
+
+_support: KernelSupport | None = None
+_support_lock = threading.Lock()
+
+
+def kernel_support(*, refresh: bool = False) -> KernelSupport:
+    """What this kernel can confine: probed once per process by trying it in a helper (``kernel.py probe``)."""
+    global _support
+    with _support_lock:
+        if _support is None or refresh:
+            _support = _probe()
+        return _support
+
+
+def _probe() -> KernelSupport:
+    if not sys.platform.startswith("linux"):
+        return KernelSupport.unavailable(f"Cortana confines commands on Linux only (this is {platform.system()})")
+    try:
+        with tempfile.TemporaryDirectory(prefix="cortana-probe-") as scratch:
+            done = subprocess.run(
+                [helper_python(), "-I", "-S", str(KERNEL), "probe", scratch],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT_S,
+                check=False,
+            )
+        found = json.loads(done.stdout or b"{}")
+        modes = found["modes"]
+        return KernelSupport(int(found["abi"]), modes.get("namespaces"), modes.get("landlock"))
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as exc:
+        return KernelSupport.unavailable(f"the kernel could not be probed ({type(exc).__name__}: {exc})")
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """What one confined process may change.
+
+    Attributes:
+        writable: folders and files it may write (and create things in), with everything below them.
+        read_only: paths inside those that it may not change (kept read-only by the kernel).
+        network: whether it may reach other machines and this machine's services.
+    """
+
+    writable: tuple[Path, ...]
+    read_only: tuple[Path, ...] = ()
+    network: bool = False
+
+    def payload(self, mode: Mode) -> str:
+        """The policy as the helpers read it (JSON)."""
+        return json.dumps(
+            {
+                "mode": mode,
+                "writable": [str(path) for path in self.writable],
+                "read_only": [str(path) for path in self.read_only],
+                "network": self.network,
+            }
+        )
+
+
+class Sandbox:
+    """The confinement of the processes Cortana starts in one workspace.
+
+    Args:
+        root: the workspace.
+        protected_files: more paths in it kept read-only (the files a trusted MCP server runs).
+        forbidden: folders no process may write even inside the workspace (the user's Cortana config).
+        enabled: False: nothing is confined (``sandbox.enabled: false`` in the user's own cortana.yml).
+        support: what the kernel can do (default: probed, once per process).
+        mode: force a mode (tests); default: the best this kernel has.
+    """
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        protected_files: Sequence[Path] = (),
+        forbidden: Sequence[Path] = (),
+        enabled: bool = True,
+        support: KernelSupport | None = None,
+        mode: Mode | None = None,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.protected_files = tuple(Path(path) for path in protected_files)
+        self.forbidden = tuple(Path(path) for path in forbidden)
+        self.enabled = enabled
+        self._support = support
+        self._mode = mode
+
+    @property
+    def support(self) -> KernelSupport:
+        """What the kernel can do (probed on first use)."""
+        if self._support is None:
+            self._support = kernel_support()
+        return self._support
+
+    @property
+    def mode(self) -> Mode | None:
+        """How processes are confined here; None: they are not (switched off, or the kernel cannot)."""
+        if not self.enabled:
+            return None
+        return self._mode or self.support.mode
+
+    @property
+    def confines(self) -> bool:
+        """Whether a confined command here is held to everything the sandbox promises (it may run unasked)."""
+        return self.mode is not None and self.support.confines
+
+    def describe(self) -> str:
+        """One line: how commands are confined here, or why they are not."""
+        if not self.enabled:
+            return "off (sandbox.enabled: false): every command is asked"
+        return self.support.summary()
+
+    def protected_paths(self) -> list[Path]:
+        """The paths kept read-only inside the workspace, present or not."""
+        own = [self.root / name for name in PROTECTED]
+        return [*own, *self.protected_files, *(path for path in self._own_install() if self._contains(path))]
+
+    def policy(self, *writable: Path, network: bool = False, workspace: bool = True) -> SandboxPolicy:
+        """The workspace (unless ``workspace=False``) and ``writable`` writable, the protected paths and Cortana's
+        own install read-only."""
+        roots = [*([self.root] if workspace else []), *(Path(path).resolve() for path in writable)]
+        read_only = [*self.protected_paths(), *(folder for folder in self.forbidden if self._contains(folder))]
+        return SandboxPolicy(tuple(dict.fromkeys(roots)), tuple(dict.fromkeys(read_only)), network)
+
+    def confined(
+        self,
+        *writable: Path,
+        network: bool = False,
+        workspace: bool = True,
+        confine: bool = True,
+        watch: bool | None = None,
+    ) -> Confined:
+        """One process's confinement (a context manager; see :class:`Confined`).
+
+        Args:
+            writable: more paths it may write.
+            network: it may reach the network.
+            workspace: it may write the workspace (False: it only reads it, as git listing files does).
+            confine: False: not confined, but the same private temporary folder and the same check after.
+            watch: check after it for protected paths it created (default: when it is confined and may write the
+                workspace; off for a process that lives as long as the session, whose check would catch the
+                user's own).
+        """
+        mode = self.mode if confine else None
+        policy = self.policy(*writable, network=network, workspace=workspace)
+        watching = workspace and mode is not None if watch is None else watch
+        return Confined(self, policy, mode, watch=watching)
+
+    def elsewhere(self, root: Path) -> Sandbox:
+        """The same confinement for another folder (the fix workflow's scratch copy)."""
+        return Sandbox(root, enabled=self.enabled, support=self._support, mode=self._mode)
+
+    def _contains(self, path: Path) -> bool:
+        resolved = Path(os.path.realpath(path))
+        return resolved == self.root or self.root in resolved.parents
+
+    @staticmethod
+    def _own_install() -> list[Path]:
+        """What the helpers run from: Cortana's package, the base Python and its standard library. Inside the
+        workspace (working on Cortana itself), a command that changed them would run unconfined next time."""
+        package = Path(__file__).resolve().parents[1]
+        python = Path(helper_python())
+        return [package, python, Path(os.path.realpath(sys.base_prefix)) / "lib"]
+
+
+class Confined:
+    """One process's confinement: enter it, start the process with :meth:`environment` and :meth:`argv` (or hand
+    :attr:`payload` to the keeper), and leave it when the process and everything it started have ended.
+
+    On leaving, the private temporary folder is removed, and a protected path that did not exist when the process
+    started and exists now is moved to Cortana's cache (:attr:`moved` says which, and where).
+    """
+
+    def __init__(self, sandbox: Sandbox, policy: SandboxPolicy, mode: Mode | None, *, watch: bool = True) -> None:
+        self.sandbox = sandbox
+        self.policy = policy
+        self.mode = mode
+        self.watch = watch
+        self.temporary: Path | None = None
+        self.moved: list[tuple[str, Path]] = []
+        self._absent: list[Path] = []
+
+    @property
+    def payload(self) -> str:
+        """The policy for the keeper ("" when the process is not confined)."""
+        if self.mode is None:
+            return ""
+        writable = (*self.policy.writable, *((self.temporary,) if self.temporary else ()))
+        policy = SandboxPolicy(writable, self.policy.read_only, self.policy.network)
+        return policy.payload(self.mode)
+
+    def __enter__(self) -> Confined:
+        self.temporary = Path(tempfile.mkdtemp(prefix="cortana-tmp-"))
+        if self.watch:
+            self._absent = [path for path in self.sandbox.protected_paths() if not os.path.lexists(path)]
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the temporary folder; move out what the process made of the protected paths."""
+        if self.temporary is not None:
+            shutil.rmtree(self.temporary, ignore_errors=True)
+            self.temporary = None
+        for path in self._absent:
+            if os.path.lexists(path):
+                self.moved.append((self._relative(path), _quarantine(path)))
+        self._absent = []
+
+    def environment(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """``environ`` with the private temporary folder as every temporary-folder variable."""
+        environment = dict(environ)
+        if self.temporary is not None:
+            environment.update(dict.fromkeys(_TEMPORARY_VARIABLES, str(self.temporary)))
+        return environment
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` through ``kernel.py exec`` (as it is when the process is not confined)."""
+        if self.mode is None:
+            return list(argv)
+        return [helper_python(), "-I", "-S", str(KERNEL), "exec", self.payload, "--", *argv]
+
+    def notes(self) -> str:
+        """What was moved out, for the model and the user ("" when nothing)."""
+        if not self.moved:
+            return ""
+        moved = "; ".join(f"{name} (moved to {where})" for name, where in self.moved)
+        return (
+            f"[the command created {moved}: protected paths that confined commands may not create. If it is "
+            "needed, ask the user, or run the command outside the sandbox (sandbox=false), which the user approves]"
+        )
+
+    def _relative(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.sandbox.root))
+        except ValueError:
+            return str(path)
+
+
+def _quarantine(path: Path) -> Path:
+    """Move ``path`` into Cortana's cache (``quarantine/``), where no workspace reads it."""
+    from cortana.config import cache_dir
+
+    folder = cache_dir() / "quarantine" / time.strftime("%Y%m%d-%H%M%S")
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = folder / path.name
+    counter = 1
+    while os.path.lexists(target):
+        counter += 1
+        target = folder / f"{path.name}.{counter}"
+    try:
+        shutil.move(str(path), str(target))
+    except OSError:  # it cannot stay where the workspace reads it: remove what could not be moved
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return target
