@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -42,6 +43,7 @@ from cortana.config import (
 from cortana.errors import ConfigError, CortanaError
 from cortana.messages import RunResult, ThreadRef
 from cortana.prompts import as_data, prompt_text
+from cortana.sandbox.policy import Sandbox
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from cortana.models.base import ModelClient
     from cortana.tools import Tool
     from cortana.tools.builtin import Workspace
+    from cortana.tools.builtin.commands import Finished
     from cortana.tools.permissions import Approver, PermissionGate
 
 __all__ = [
@@ -70,16 +73,20 @@ __all__ = [
     "heartbeat_doctor_line",
     "learning_doctor_lines",
     "memory_doctor_line",
+    "sandbox_doctor_line",
     "trust_doctor_line",
     "voice_doctor_line",
     "workspace_context",
     "workspace_experience",
     "workspace_graph",
     "workspace_memory",
+    "workspace_sandbox",
     "workspace_skills",
     "workspace_space",
 ]
 
+SHELL_TIMEOUT = 3600.0
+"""How long a ``!`` command of the user's may run."""
 RESOURCE_ID = "cli"
 """The resource the assistant's threads belong to (the terminal's; ``/threads`` lists them)."""
 
@@ -146,12 +153,14 @@ class Assistant:
         self._given_experience = experience
         self._engine: asyncio.Future[ModelClient] | None = None  # started on first use (a loop is running then)
         settings = self.settings
+        self.sandbox: Sandbox = workspace_sandbox(self.workspace, settings)
+        """What every process the assistant starts may touch (commands, tests, git, graphify, MCP servers)."""
         try:
             self.memory: StoredMemory = workspace_memory(self.workspace, settings)
             self._stack.callback(self.memory.close)
-            self.servers: MCPServers = MCPServers(settings.mcp.servers)
+            self.servers: MCPServers = MCPServers(settings.mcp.servers, sandbox=self.sandbox)
             self._stack.push_async_callback(self.servers.aclose)
-            graph = workspace_graph(self.workspace, settings)
+            graph = workspace_graph(self.workspace, settings, sandbox=self.sandbox)
             self.graph_missing = graph is not None and not graph.available
             """The settings want a code graph, but graphify is not installed (a front end may say so)."""
             self.graph: KnowledgeGraph | None = graph if graph is not None and graph.available else None
@@ -277,7 +286,7 @@ class Assistant:
         from cortana.tools.builtin import builtin_tools
 
         settings, skills = self.settings, self.skills
-        space = workspace_space(self.workspace, settings)
+        space = workspace_space(self.workspace, settings, sandbox=self.sandbox)
         instructions = [assistant_instructions(self.workspace), skills.instructions() if skills else ""]
         return Agent(
             client,
@@ -309,8 +318,35 @@ class Assistant:
 
         settings = self.settings
         allow = (*settings.permissions.allow, *(("*",) if self.allow_all else ()))
-        space = space or workspace_space(self.workspace, settings)
-        return workspace_gate(space, approve=self.approve, allow=allow, deny=tuple(settings.permissions.deny))
+        space = space or workspace_space(self.workspace, settings, sandbox=self.sandbox)
+        return workspace_gate(
+            space,
+            approve=self.approve,
+            allow=allow,
+            deny=tuple(settings.permissions.deny),
+            ask_confined=settings.sandbox.ask,
+        )
+
+    def sandbox_warning(self) -> str | None:
+        """The one line a front end shows when the kernel cannot confine commands here (None when it can, or when
+        the user switched the sandbox off)."""
+        sandbox = self.sandbox
+        if not sandbox.enabled or sandbox.confines:
+            return None
+        return f"sandbox: {sandbox.describe()}; each command is asked (cortana doctor)"
+
+    async def shell(self, command: str, *, timeout: float = SHELL_TIMEOUT) -> Finished:
+        """A command the user typed (``!`` in the terminal), confined by the sandbox when ``sandbox.shell_mode`` is
+        on, run under the keeper either way (bounded output; what it leaves is stopped)."""
+        from cortana.config import child_process_environment
+        from cortana.tools.builtin.commands import run_shell
+
+        with self.sandbox.confined(confine=self.settings.sandbox.shell_mode) as confined:
+            environment = confined.environment(child_process_environment({}))
+            finished = await run_shell(command, self.workspace, environment, timeout, confined=confined)
+        if confined.moved:
+            return dataclasses.replace(finished, output=f"{finished.output}\n{confined.notes()}")
+        return finished
 
     # -- turns ------------------------------------------------------------------------------------------------------
 
@@ -391,6 +427,7 @@ class Assistant:
         rows = [
             ("config", ", ".join(settings.sources) or "defaults (no cortana.yml)"),
             ("trust", trust_doctor_line(settings)),
+            ("sandbox", sandbox_doctor_line(self.workspace, settings)),
             ("engine", f"{client.engine} at {client.base_url or '(in process)'}"),
             ("model", client.model),
             ("context window", f"{window:,} tokens" if window else "unknown (compaction off)"),
@@ -497,7 +534,7 @@ def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | Non
     return SkillRegistry([user_config_path().parent / "skills", workspace / "skills"])
 
 
-def workspace_graph(workspace: Path, settings: Settings) -> KnowledgeGraph | None:
+def workspace_graph(workspace: Path, settings: Settings, *, sandbox: Sandbox | None = None) -> KnowledgeGraph | None:
     """The code graph of the workspace as cortana.yml's ``graphify:`` says; None when it is off.
 
     It is off for the home folder and the filesystem root: a graph of everything under them
@@ -507,7 +544,8 @@ def workspace_graph(workspace: Path, settings: Settings) -> KnowledgeGraph | Non
 
     if not settings.graphify.enabled or _everything(workspace):
         return None
-    return KnowledgeGraph(workspace, settings.graphify.exclude, context=settings.graphify.context)
+    sandbox = sandbox if sandbox is not None else workspace_sandbox(workspace, settings)
+    return KnowledgeGraph(workspace, settings.graphify.exclude, context=settings.graphify.context, sandbox=sandbox)
 
 
 def workspace_context(workspace: Path, settings: Settings) -> list[TurnExtension]:
@@ -527,12 +565,28 @@ def workspace_context(workspace: Path, settings: Settings) -> list[TurnExtension
     return extensions
 
 
-def workspace_space(workspace: Path, settings: Settings) -> Workspace:
+def workspace_sandbox(workspace: Path, settings: Settings) -> Sandbox:
+    """The confinement of what Cortana starts in ``workspace``: the user's Cortana config and the files a configured
+    MCP server runs read-only like ``cortana.yml``; off when the user's cortana.yml says ``sandbox.enabled: false``."""
+    return Sandbox(
+        workspace,
+        protected_files=settings.started_files,
+        forbidden=[user_config_path().parent],
+        enabled=settings.sandbox.enabled,
+    )
+
+
+def workspace_space(workspace: Path, settings: Settings, *, sandbox: Sandbox | None = None) -> Workspace:
     """The folder the built-in tools work in: the user's Cortana config never written, and the files a configured
     MCP server runs protected like ``cortana.yml`` (asked every time)."""
     from cortana.tools.builtin import Workspace
 
-    return Workspace(workspace, forbidden=[user_config_path().parent], protected_files=settings.started_files)
+    return Workspace(
+        workspace,
+        forbidden=[user_config_path().parent],
+        protected_files=settings.started_files,
+        sandbox=sandbox if sandbox is not None else workspace_sandbox(workspace, settings),
+    )
 
 
 def _everything(workspace: Path) -> bool:
@@ -569,6 +623,15 @@ def trust_doctor_line(settings: Settings) -> str:
         "not trusted: git commands the model runs skip this repository's hooks and configured programs "
         "(`cortana trust` if it is yours)"
     )
+
+
+def sandbox_doctor_line(workspace: Path, settings: Settings) -> str:
+    """How the commands Cortana runs are confined here (the kernel's Landlock ABI and namespaces), or why not."""
+    sandbox = workspace_sandbox(workspace, settings)
+    line = sandbox.describe()
+    if sandbox.enabled and sandbox.confines and settings.sandbox.ask:
+        line += "; asked anyway (sandbox.ask: true)"
+    return line
 
 
 async def memory_doctor_line(memory: StoredMemory, timeout: float = 5.0) -> str:

@@ -361,6 +361,9 @@ class MCPServerConfig(_Section):
         eager: offer its tools from the start instead of on demand.
         timeout: seconds one tool call may take.
         startup_timeout: seconds the server has to start and answer ``initialize`` and ``list_tools``.
+        sandbox: run a stdio server confined by the kernel like the model's commands (writes only in the
+            workspace, no network); ``false`` runs it as it is.
+        network: let a confined server reach the network (a server that fetches pages, or calls an API).
     """
 
     name: str
@@ -374,6 +377,8 @@ class MCPServerConfig(_Section):
     eager: bool = False
     timeout: float = Field(60.0, gt=0, le=3600)
     startup_timeout: float = Field(30.0, gt=0, le=600)
+    sandbox: bool = True
+    network: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
@@ -549,6 +554,18 @@ class FixSettings(_Section):
     """Seconds one run of the tests may take."""
 
 
+class SandboxSettings(_Section):
+    """``sandbox:`` the kernel's confinement of the commands Cortana runs (docs/security.md, "The sandbox")."""
+
+    enabled: bool = True
+    """Confine commands where the kernel can (``false``: none is, and every one is asked; a folder's cortana.yml
+    needs your trust to say so)."""
+    ask: bool = False
+    """Ask for confined commands too (by default a confined command inside the workspace runs without asking)."""
+    shell_mode: bool = False
+    """Run your own ``!`` commands in the terminal confined too."""
+
+
 class ServeSettings(_Section):
     """``serve:`` ``cortana serve``, the assistant over an OpenAI-compatible HTTP API (docs/serve.md)."""
 
@@ -622,6 +639,7 @@ class Settings(_Section):
     fix: FixSettings = Field(default_factory=FixSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     test: str | None = Field(None, min_length=1, max_length=2000)
     """How the project runs its tests (``pytest -q``, ``npm test``...); default: found from its files."""
     send_key_over_http: bool = False

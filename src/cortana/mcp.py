@@ -12,7 +12,10 @@ when ``eager``), so fifty MCP tools never flood a small model's context. A
 server that dies is restarted once; one that fails to start is reported to the
 model as a tool error naming the server and its stderr, and the rest of the
 agent keeps working. MCP tools are named ``<server>.<tool>`` and default to
-``ask`` at the permission gate.
+``ask`` at the permission gate. Given a :class:`~cortana.sandbox.Sandbox` (the
+assistant gives its workspace's), a stdio server runs confined by the kernel:
+it may write only in the workspace and has no network unless its entry says
+``network: true`` (``sandbox: false`` runs it unconfined).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortana.config import MCPServerConfig, child_process_environment
 from cortana.errors import ConfigError, ToolError
+from cortana.sandbox.policy import Sandbox
 from cortana.tools import SchemaTool, Tool, ToolGroup
 
 if TYPE_CHECKING:
@@ -46,8 +50,9 @@ class MCPServer:
     """One connection to an MCP server, owned by a background task (the SDK's contexts must be
     entered and exited by the same task), restarted once if the server dies."""
 
-    def __init__(self, config: MCPServerConfig) -> None:
+    def __init__(self, config: MCPServerConfig, sandbox: Sandbox | None = None) -> None:
         self.config = config
+        self.sandbox = sandbox
         self.session: ClientSession | None = None
         self.instructions: str | None = None
         self.restarts = 0
@@ -133,7 +138,7 @@ class MCPServer:
             async with AsyncExitStack() as stack:
                 try:
                     async with asyncio.timeout(self.config.startup_timeout):
-                        read, write = await stack.enter_async_context(self._transport())
+                        read, write = await stack.enter_async_context(self._transport(stack))
                         session = await stack.enter_async_context(ClientSession(read, write))
                         init = await session.initialize()
                         tools = (await session.list_tools()).tools
@@ -152,17 +157,19 @@ class MCPServer:
         finally:
             self.session = None
 
-    def _transport(self) -> Any:
+    def _transport(self, stack: AsyncExitStack) -> Any:
         # The SDK (and httpx2, its HTTP client) are optional, see start().
         if self.config.command is not None:
             from mcp import StdioServerParameters, stdio_client
 
-            params = StdioServerParameters(
-                command=self.config.command,
-                args=self.config.args,
-                env=child_process_environment(self.config.env),
-                cwd=self.config.cwd,
-            )
+            argv = [self.config.command, *self.config.args]
+            environment = child_process_environment(self.config.env)
+            if self.sandbox is not None:  # for as long as the server runs; its temporary folder goes with it
+                confined = stack.enter_context(
+                    self.sandbox.confined(network=self.config.network, confine=self.config.sandbox, watch=False)
+                )
+                argv, environment = confined.argv(argv), confined.environment(environment)
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=environment, cwd=self.config.cwd)
             return stdio_client(params, errlog=self._stderr)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
@@ -198,12 +205,12 @@ class MCPServer:
 class MCPServers:
     """The configured MCP servers, as tool groups; close them with ``aclose()`` (or ``async with``)."""
 
-    def __init__(self, configs: list[MCPServerConfig]) -> None:
+    def __init__(self, configs: list[MCPServerConfig], *, sandbox: Sandbox | None = None) -> None:
         names = [config.name for config in configs]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ConfigError(f"MCP server names must be unique; repeated: {', '.join(duplicates)}", key="mcp.servers")
-        self.servers = {config.name: MCPServer(config) for config in configs}
+        self.servers = {config.name: MCPServer(config, sandbox) for config in configs}
 
     def groups(self) -> list[ToolGroup]:
         """One ``ToolGroup`` per server; its tools are fetched when the model loads it."""

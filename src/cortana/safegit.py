@@ -13,8 +13,18 @@ value that makes git say it cannot run it. Every git started with it, by
 Cortana itself or by a program it starts (graphify, a command the model
 runs), inherits it. Besides what the repository sets, hooks
 (``core.hooksPath``), fsmonitor and the ``ext::`` transport are always
-switched off. ``tests/security/test_safe_git.py`` runs real git against a
-hostile config.
+switched off, and a bare repository is only used when named
+(``safe.bareRepository=explicit``: a bare repository hidden in a folder is
+never picked up by a ``cd`` into it).
+
+The repositories whose config is read are every one inside the folder, at
+any depth and in any folder (``node_modules/`` and virtual environments
+included), with their submodules (``.git/modules/``), up to
+``MAX_FOLDERS`` folders looked at. Reading config runs nothing, so this
+``git config --list`` is the one git Cortana starts outside the kernel's
+sandbox (``cortana.sandbox``); every other runs inside it, so a program a
+repository names that this misses still runs confined.
+``tests/security/test_safe_git.py`` runs real git against a hostile config.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["ALWAYS", "NEUTRAL", "safe_git_environment"]
@@ -79,25 +89,26 @@ ALWAYS: dict[str, str] = {
     "core.fsmonitor": "false",
     "core.hookspath": os.devnull,
     "protocol.ext.allow": "never",
+    "safe.barerepository": "explicit",
 }
-"""Set whether or not the repository sets them: hooks in ``.git/hooks`` need no config to run."""
+"""Set whether or not the repository sets them: hooks in ``.git/hooks`` need no config to run, and a bare
+repository found by walking up from a folder would bring a config of its own."""
 MULTI_VALUED = ("credential.helper", "credential.*.helper")
 """Keys git collects into a list: an empty value first clears what came before, then the user's are added back."""
-MAX_REPOSITORIES = 32
-"""The most repositories inside a folder whose config is read (nested ones: vendored projects, submodules)."""
-_SKIPPED_FOLDERS = frozenset({"node_modules", ".venv", "venv", "__pycache__", ".tox", ".cortana", "graphify-out"})
+MAX_FOLDERS = 200_000
+"""The most folders looked at for nested repositories (a big ``node_modules`` holds some 20,000)."""
 _GIT_TIMEOUT_S = 10.0
 
 
-def safe_git_environment(folder: Path, environ: Mapping[str, str], *, depth: int = 3) -> dict[str, str]:
+def safe_git_environment(folder: Path, environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` with config overrides that switch off the programs the repositories in ``folder`` name.
 
     Args:
-        folder: the workspace: its repository, and those nested up to ``depth`` folders down.
+        folder: the workspace: its repository, every one nested in it, and their submodules.
         environ: the environment to start from (its own ``GIT_CONFIG_COUNT`` entries are kept, ours after).
     """
     environment = dict(environ)
-    listed = [entry for repository in _repositories(folder, depth) for entry in _config(repository, environment)]
+    listed = [entry for found in _repositories(folder) for entry in _config(found, environment)]
     users: dict[str, list[str]] = {}
     repository_keys: dict[str, None] = {}
     for scope, key, value in listed:
@@ -144,43 +155,65 @@ def _with_overrides(environment: dict[str, str], overrides: list[tuple[str, str]
     return environment
 
 
-def _repositories(folder: Path, depth: int) -> list[Path]:
-    """``folder`` (whose repository may be above it), and the folders below it holding a ``.git``."""
-    found = [folder]
-    for path in _walk(folder, depth):
-        if len(found) >= MAX_REPOSITORIES:
-            break
-        found.append(path)
+def _repositories(folder: Path) -> list[tuple[Path, bool]]:
+    """(path, is a git folder) of ``folder`` (whose repository may be above it), every folder below it that holds a
+    ``.git``, and every submodule's git folder (``.git/modules/...``)."""
+    found: list[tuple[Path, bool]] = [(folder, False)]
+    looked = 0
+    stack = [folder]
+    while stack and looked < MAX_FOLDERS:
+        current = stack.pop()
+        looked += 1
+        try:
+            entries = sorted(os.scandir(current), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name == ".git":
+                if current != folder:
+                    found.append((Path(current), False))
+                if _is_folder(entry):
+                    found += [(module, True) for module in _modules(Path(entry.path))]
+            elif _is_folder(entry):
+                stack.append(Path(entry.path))
     return found
 
 
-def _walk(folder: Path, depth: int) -> Iterator[Path]:
-    if depth <= 0:
-        return
-    try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name in _SKIPPED_FOLDERS or entry.name == ".git":
-            continue
+def _modules(git_folder: Path) -> list[Path]:
+    """The git folders of a repository's submodules, nested ones included (``modules/a/modules/b``)."""
+    found: list[Path] = []
+    stack = [git_folder / "modules"]
+    while stack and len(found) < MAX_FOLDERS:
+        current = stack.pop()
         try:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
+            entries = list(os.scandir(current))
         except OSError:
             continue
-        path = Path(entry.path)
-        if os.path.lexists(path / ".git"):
-            yield path
-        yield from _walk(path, depth - 1)
+        names = {entry.name for entry in entries}
+        if {"HEAD", "config"} <= names and current != git_folder / "modules":
+            found.append(current)
+            stack.append(current / "modules")
+            continue
+        stack += [Path(entry.path) for entry in entries if _is_folder(entry)]
+    return found
 
 
-def _config(repository: Path, environment: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """(scope, key, value) of every config entry git sees in ``repository`` (reading config runs nothing)."""
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _config(found: tuple[Path, bool], environment: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(scope, key, value) of every config entry git sees in a repository (reading config runs nothing): ``found``
+    is its folder, or its git folder (a submodule's)."""
+    path, is_git_folder = found
+    location = ["--git-dir", str(path)] if is_git_folder else []
     try:
         done = subprocess.run(
-            ["git", "config", "--list", "--show-scope", "-z"],
-            cwd=repository,
+            ["git", *location, "config", "--list", "--show-scope", "-z"],
+            cwd=path,
             env={**environment, "GIT_CONFIG_COUNT": "0"},  # what the files say, not what was overridden
             stdin=subprocess.DEVNULL,
             capture_output=True,

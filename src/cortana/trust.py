@@ -59,6 +59,8 @@ SENSITIVE: dict[str, str] = {
     "send_key_over_http": "send the engine's API key unencrypted (plain http) to another machine",
     "serve.cors_origins": "let scripts of these web pages call `cortana serve`",
     "tracing.otlp_endpoint": "send traces of your conversations (timings, and content if asked) to another machine",
+    "test": "run this command as the project's tests (the fix workflow runs it, unasked under --yes)",
+    "sandbox.enabled": "run the commands the model asks for without the kernel's sandbox",
 }
 """The cortana.yml keys a workspace needs the user's trust for, and what each would do."""
 
@@ -104,6 +106,11 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
     endpoint = tracing.get("otlp_endpoint") if isinstance(tracing, dict) else None
     if endpoint and not (isinstance(endpoint, str) and is_loopback_url(endpoint)):
         found["tracing.otlp_endpoint"] = endpoint
+    if data.get("test"):
+        found["test"] = data["test"]
+    sandbox = data.get("sandbox")
+    if isinstance(sandbox, dict) and sandbox.get("enabled") is False:
+        found["sandbox.enabled"] = False
     return found
 
 

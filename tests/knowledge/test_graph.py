@@ -15,6 +15,7 @@ from cortana.errors import ToolError, UserError
 from cortana.knowledge import KnowledgeGraph
 from cortana.knowledge.graph import graph_tools
 from cortana.knowledge.graphify import BLOCK_BEGIN, BLOCK_END, read_ignore_block, write_ignore_block
+from cortana.sandbox import Sandbox
 from cortana.testing import ScriptedModel, tool_call, tool_call_response
 from cortana.tools.builtin import builtin_tools
 from tests.knowledge.conftest import line_of
@@ -220,7 +221,7 @@ async def test_the_turn_never_waits_queries_use_the_old_graph_and_rebuilds_never
     project: Path, gated: tuple[str, Path, Path]
 ) -> None:
     command, gate, log = gated
-    graph = KnowledgeGraph(project, command=command)
+    graph = KnowledgeGraph(project, command=command, sandbox=Sandbox(project, enabled=False))  # its log is outside
     graph._refreshed = True  # no refresh of the existing graph: this test counts runs
     await graph.ensure()  # loads graph.json; graphify is not needed for that
     write = tool_call("write_file", path="shop/late.py", content="def arrived_late():\n    return 2\n")

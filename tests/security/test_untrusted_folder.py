@@ -18,6 +18,7 @@ from rich.console import Console
 from cortana import Agent
 from cortana.assistant import workspace_skills
 from cortana.config import load_settings
+from cortana.sandbox import kernel_support
 from cortana.testing import ScriptedModel, tool_call, tool_call_response
 from cortana.tools.builtin import Workspace, builtin_tools, workspace_gate
 from tests.conftest import OWN_ADDRESSES
@@ -68,7 +69,7 @@ def remote() -> Iterator[WireServer]:
 def trusted_server_folder(home: Path) -> tuple[Path, Path]:
     workspace = home / "repo"
     workspace.mkdir()
-    marker = home / "started"
+    marker = workspace / "started"  # inside the workspace: the server runs confined to it
     (workspace / "start.sh").write_text(f'echo run >> "{marker}"\nexec "{sys.executable}" "{TINY}"\n')
     server = {"name": "tiny", "command": "sh", "args": ["start.sh"], "eager": True}
     config = {"mcp": {"servers": [server]}, "memory": {"recall": False}, "graphify": {"enabled": False}}
@@ -98,11 +99,14 @@ def test_a_changed_script_of_a_trusted_server_is_not_run(home: Path, scripted_en
                                                   for line in settings.untrusted.describe())  # fmt: skip
 
 
-async def test_the_model_cannot_rewrite_what_a_trusted_server_runs(home: Path) -> None:
+@pytest.mark.parametrize("sandbox", [False, True], ids=["asked", "confined"])
+async def test_the_model_cannot_rewrite_what_a_trusted_server_runs(home: Path, sandbox: bool) -> None:
+    if sandbox and not kernel_support().confines:
+        pytest.skip(f"the kernel cannot confine here: {kernel_support().summary()}")
     workspace, _ = trusted_server_folder(home)
     settings = load_settings(workspace, environ={}, trust=lambda request: True)
     assert settings.started_files == [(workspace / "start.sh").resolve()]
-    space = Workspace(workspace, protected_files=settings.started_files)
+    space = Workspace(workspace, protected_files=settings.started_files, sandbox=sandbox)
     script = [
         tool_call_response(tool_call("write_file", path="start.sh", content="touch pwned")),
         tool_call_response(tool_call("edit_file", path="start.sh", old_text="echo", new_text="touch pwned; echo")),
@@ -112,7 +116,10 @@ async def test_the_model_cannot_rewrite_what_a_trusted_server_runs(home: Path) -
     ]
     agent = Agent(ScriptedModel(script), tools=builtin_tools(space), permissions=workspace_gate(space, allow=("*",)))
     results = [m.content for m in (await agent.run("go")).new_messages if m.role == "tool"]
-    assert all("run by a trusted MCP server" in text and "Permission denied" in text for text in results[:3]), results
+    asked = results[:2] if sandbox else results[:3]  # the file tools are asked; a command is confined, or asked
+    assert all("run by a trusted MCP server" in text and "Permission denied" in text for text in asked), results
+    if sandbox:
+        assert "Read-only file system" in results[2], "the kernel keeps the script read-only"
     assert results[3].startswith("Wrote notes.txt") and "pwned" not in (workspace / "start.sh").read_text()
 
 
@@ -232,7 +239,7 @@ def test_the_users_own_skill_wins_over_the_workspaces(home: Path) -> None:
 
 
 def test_permissions_lists_what_always_covers_and_forgets_it(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "cortana.yml").write_text("memory:\n  recall: false\n")
+    (tmp_path / "cortana.yml").write_text("memory:\n  recall: false\nsandbox:\n  ask: true\n")  # confined, asked
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     scripted_engine.add(
         "POST",

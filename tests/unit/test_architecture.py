@@ -16,13 +16,14 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
 
-CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit", "engines"}
+CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit", "engines", "sandbox"}
 ALLOWED: dict[str, set[str]] = {
     "engines": set(),
     "errors": {"messages"},
     "display": set(),
     "lazy": set(),
     "safegit": set(),
+    "sandbox": {"config", "lazy"},
     "messages": set(),
     "trust": {"errors"},
     "config": {"errors", "trust", "engines"},

@@ -48,13 +48,26 @@ def test_yes_fix_the_failing_test_finds_tries_and_applies_the_fix(scripted_engin
     assert not any("FILE: tests/" in body["grammar"] for body in requests), "the tests are not offered to patch"
 
 
-def test_without_a_terminal_or_yes_nothing_runs_and_nothing_changes(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_without_a_terminal_or_yes_nothing_changes(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The tests run confined in the scratch copy (no question), the fix is found, and writing it is refused:
+    nobody is there to approve it. The exit status says it was not applied."""
     root = project(tmp_path)
     before = (root / "shop/money.py").read_text()
     scripted_engine.add("POST", "/v1/chat/completions", text_reply([FIX]))
     done = cortana(root, scripted_engine.url, "fix", "the VAT rounding")
-    assert done.returncode == 1 and "was not allowed" in done.stdout
+    assert done.returncode == 1 and "Not applied: writing it was not allowed" in done.stdout, done.stdout
     assert (root / "shop/money.py").read_text() == before
+
+
+def test_without_the_sandbox_running_the_tests_is_asked(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = project(tmp_path)
+    (root / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
+    own = root.parent / ".config" / "cortana"  # the user's own cortana.yml ($HOME is the project's parent)
+    own.mkdir(parents=True)
+    (own / "cortana.yml").write_text("sandbox:\n  enabled: false\n")
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply([FIX]))
+    done = cortana(root, scripted_engine.url, "fix", "the VAT rounding")
+    assert done.returncode == 1 and "was not allowed; nothing was tried" in done.stdout, done.stdout
 
 
 def test_a_question_is_not_sent_to_the_workflow(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -68,11 +81,7 @@ def test_slash_fix_asks_to_run_the_tests_and_to_write_showing_the_diff(scripted_
     root = project(tmp_path)
     scripted_engine.add("POST", "/v1/chat/completions", text_reply([FIX]))
     child = spawn_on(scripted_engine.url, root, home=tmp_path)
-    child.sendline("/fix")
-    child.expect_exact("? run_command")
-    child.expect(r"command: \S*python\S* -m pytest")
-    child.expect_exact("[a]lways:")
-    child.sendline("y")
+    child.sendline("/fix")  # the tests run confined in the scratch copy: not asked
     child.expect_exact("? edit_file")
     child.expect_exact("path: shop/money.py")
     child.expect_exact("+    return round(cents * 0.2)")

@@ -18,9 +18,9 @@ async def test_ask_answers_continues_its_conversation_and_refuses_approvals(tmp_
     model = ScriptedModel(
         [
             "Paris.",
-            tool_call_response(tool_call("run_command", command="rm -rf build")),
-            "I did not clean the build.",
-            "You asked about Paris, then the build.",
+            tool_call_response(tool_call("write_file", path="notes.txt", content="x")),
+            "I did not write the notes.",
+            "You asked about Paris, then the notes.",
         ]
     )
     assistant = Assistant(tmp_path, QUIET, client=model, approve=refuse_over_api, heartbeat=False)
@@ -31,9 +31,9 @@ async def test_ask_answers_continues_its_conversation_and_refuses_approvals(tmp_
             assert names == ["ask", "search_memory"]
             first = await client.call_tool("ask", {"prompt": "Capital of France?"})
             assert first.content[0].text == "Paris."  # type: ignore[union-attr]
-            second = await client.call_tool("ask", {"prompt": "Clean the build folder."})
+            second = await client.call_tool("ask", {"prompt": "Write the notes."})
             text = second.content[0].text  # type: ignore[union-attr]
-            assert text.startswith("I did not clean the build.") and "Not done: run_command" in text
+            assert text.startswith("I did not write the notes.") and "Not done: write_file" in text
             third = await client.call_tool("ask", {"prompt": "What did I ask?"})
             assert third.content[0].text.startswith("You asked")  # type: ignore[union-attr]
             remembered = [m.content for m in model.requests[-1].messages if m.role == "user"]

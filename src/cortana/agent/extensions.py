@@ -18,7 +18,10 @@ the caller's ``context=``), never into the system prompt: the prompt prefix
 the engine has cached stays byte-identical. The blocks are gathered
 concurrently. An extension that raises, or takes longer than
 ``CONTEXT_TIMEOUT_S`` for its context, is logged and skipped; the turn goes
-on. ``after_turn`` runs as a background task after the reply, so it never
+on. An extension looks things up by the prompt's head and tail
+(``MAX_LOOKUP_CHARS``): a pasted megabyte costs a lookup what eight thousand
+characters cost (before, embedding and searching a 100 KB prompt ran past
+the timeout and the turn waited for it). ``after_turn`` runs as a background task after the reply, so it never
 delays one; :meth:`BackgroundWork.wait` (``await agent.aclose()``) waits for it.
 
 An extension needs no agent of its own: while the run calls it,
@@ -46,6 +49,7 @@ from cortana.tools.context import AgentHandle
 __all__ = [
     "CONTEXT_TIMEOUT_S",
     "MAX_CONTEXT_CHARS",
+    "MAX_LOOKUP_CHARS",
     "BackgroundWork",
     "MemoryTurn",
     "TurnExtension",
@@ -63,6 +67,8 @@ CONTEXT_TIMEOUT_S = 30.0
 MAX_CONTEXT_CHARS = 8_000
 """The most of one extension's block that joins the prompt (its head and tail are kept): a block built
 from a repository's contents must not fill a small model's window."""
+MAX_LOOKUP_CHARS = 8_000
+"""The most of a prompt an extension looks things up by (its head and tail are kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +177,9 @@ async def gather_context(
     if not extensions:
         return []
     context = in_scope(scope)
+    if len(prompt) > MAX_LOOKUP_CHARS:
+        half = MAX_LOOKUP_CHARS // 2
+        prompt = f"{prompt[:half]}\n…\n{prompt[-half:]}"
     tasks = [asyncio.create_task(_context_of(e, thread, prompt), context=context) for e in extensions]
     blocks = await asyncio.gather(*tasks)
     return [block for block in blocks if block]

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cortana.memory.stored import StoredMemory
     from cortana.repair.testrun import TestCommand
     from cortana.repair.workflow import Progress, RepairResult, RepairWorkflow
+    from cortana.sandbox.policy import Sandbox
     from cortana.tools.permissions import PermissionDecision
 
 __all__ = ["TerminalFixer", "diff_text"]
@@ -54,6 +55,7 @@ class TerminalFixer:
         console: where progress goes (stderr).
         show: writes the answer (stdout, or the REPL's console).
         graph: the code graph, when there is one (its index, once loaded, helps find where a change goes).
+        sandbox: the workspace's sandbox (the assistant's): git and the test runs are confined by it.
     """
 
     def __init__(
@@ -63,8 +65,10 @@ class TerminalFixer:
         console: Console,
         show: Callable[[Text], None],
         graph: KnowledgeGraph | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.workspace = workspace
+        self.sandbox = sandbox
         self.graph = graph
         self.settings = settings
         self.console = console
@@ -107,10 +111,10 @@ class TerminalFixer:
             self._say(f"{result.message} The assistant takes it from here.", result.seconds)
             self.handed_over = result.message
             return None
-        answer = await self._answer(workflow, result)
+        answer, applied = await self._answer(workflow, result)
         if memory is not None:
             await memory.append_messages(thread, [Message.user(request), Message.assistant(answer)])
-        return result.status in ("fixed", "passing")
+        return result.status == "passing" or (result.status == "fixed" and applied)
 
     def tool(self, agent: Callable[[], Awaitable[Agent]]) -> Tool:
         """``fix_with_tests``: the workflow as a tool the agent can call (each test run and write still asks).
@@ -170,6 +174,7 @@ class TerminalFixer:
                 **({"seed": self.settings.seed} if self.settings.seed is not None else {}),
             ),
             on_progress=self._progress,
+            sandbox=self.sandbox,
         )
 
     def _progress(self, progress: Progress) -> None:
@@ -178,12 +183,15 @@ class TerminalFixer:
     def _say(self, message: str, seconds: float) -> None:
         self.console.print(Text(f"fix {seconds:.0f}s: {printable(message)[:300]}", style="dim"), soft_wrap=True)
 
-    async def _answer(self, workflow: RepairWorkflow, result: RepairResult) -> str:
+    async def _answer(self, workflow: RepairWorkflow, result: RepairResult) -> tuple[str, bool]:
+        """The answer shown and kept, and whether the fix was written whole."""
         lines = [result.message]
+        applied = False
         if result.status == "fixed" and result.diff:
             self.show(diff_text(result.diff))
             written = await workflow.apply(result)
-            if written and len(written) == len(result.patch.files if result.patch else ()):
+            applied = bool(written) and len(written) == len(result.patch.files if result.patch else ())
+            if applied:
                 lines.append(f"Applied to {', '.join(written)}.")
             elif written:
                 lines.append(f"Applied to {', '.join(written)} only; the rest was not allowed.")
@@ -192,4 +200,4 @@ class TerminalFixer:
         answer = " ".join(lines)
         self.show(Text(printable(answer) + "\n"))
         diff = f"\n\n```diff\n{result.diff}```" if result.diff else ""
-        return answer + diff
+        return answer + diff, applied

@@ -432,19 +432,30 @@ class Repl:
         if not command:
             self.console.print("[yellow]![/yellow] needs a command, e.g. !ls")
             return
-        completed = await asyncio.to_thread(
-            subprocess.run, command, shell=True, cwd=self.workspace, capture_output=True, text=True, errors="replace"
-        )
-        output = (completed.stdout + completed.stderr).rstrip()
-        self.learning.record_shell(command, completed.returncode, output)
+        if self.assistant.settings.sandbox.shell_mode:  # confined, like the model's commands
+            finished = await self.assistant.shell(command)
+            returncode = -1 if finished.returncode is None else finished.returncode
+            output = (finished.refused or finished.output).rstrip()
+        else:  # the user's own command, as typed
+            completed = await asyncio.to_thread(
+                subprocess.run,
+                command,
+                shell=True,
+                cwd=self.workspace,
+                capture_output=True,
+                text=True,
+                errors="replace",
+            )
+            returncode, output = completed.returncode, (completed.stdout + completed.stderr).rstrip()
+        self.learning.record_shell(command, returncode, output)
         self.out.print(Text(printable(output)), highlight=False)
-        if completed.returncode:
-            self.console.print(f"[dim]exit code {completed.returncode}[/dim]")
+        if returncode:
+            self.console.print(f"[dim]exit code {returncode}[/dim]")
         shown = output if len(output) <= SHELL_OUTPUT_LIMIT else output[:SHELL_OUTPUT_LIMIT] + "\n[... cut]"
         note = Message(
             role="user",
             name="shell",
-            content=f"I ran `{command}` in the shell (exit code {completed.returncode}). Output:\n```\n{shown}\n```",
+            content=f"I ran `{command}` in the shell (exit code {returncode}). Output:\n```\n{shown}\n```",
         )
         await self.memory.append_messages(self.thread, [note])
 

@@ -200,7 +200,8 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
             console.print(f"code graph: off (graphify is not installed: {INSTALL_HINT})", style="dim", markup=False)
         if (settings.voice.enabled or args.voice) and not assistant.voice.available:
             console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
-        fixer = TerminalFixer(workspace, settings, console, Console(soft_wrap=True).print, graph=assistant.graph)
+        show = Console(soft_wrap=True).print
+        fixer = TerminalFixer(workspace, settings, console, show, graph=assistant.graph, sandbox=assistant.sandbox)
 
         async def loaded() -> Agent:
             await preloading  # the turn's modules (the built-in tools, the turn log) come in after the prompt
@@ -223,7 +224,9 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
             approver=approver,
             fixer=fixer,
             verbose=args.verbose,
-            ready_note=lambda _: describe_client(starting.result()),
+            ready_note=lambda _: "\n".join(
+                filter(None, [describe_client(starting.result()), assistant.sandbox_warning()])
+            ),
         )
         return await repl.run()
     finally:
@@ -245,6 +248,9 @@ async def _one_shot(
     console, settings = fixer.console, assistant.settings
     console.print(describe_client(await assistant.client()), style="dim", highlight=False, markup=False)
     agent = await loaded()
+    warning = assistant.sandbox_warning()
+    if warning is not None:  # said once: commands are asked, since nothing confines them here
+        console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
     thread = assistant.thread
     if fix or fixer.wants(prompt):
         outcome = await fixer.run(agent, prompt, thread, assistant.memory, explicit=fix)

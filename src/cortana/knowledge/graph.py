@@ -59,6 +59,7 @@ from cortana.knowledge.graphify import (
 from cortana.knowledge.index import GraphIndex, Node, Resolution
 from cortana.knowledge.names import Names, names_in
 from cortana.messages import RunResult, ThreadRef
+from cortana.sandbox.policy import Sandbox
 from cortana.tools import Tool, ToolGroup
 
 __all__ = ["ContextMode", "GraphStatus", "KnowledgeGraph"]
@@ -158,6 +159,8 @@ class KnowledgeGraph(TurnExtension):
         command: the graphify executable (default: the one beside this Python, else on PATH).
         auto_rebuild: rebuild after a turn that ran a tool that is not read-only.
         build_timeout: the most seconds one ``graphify update`` may run.
+        sandbox: how graphify is confined (default: by the kernel where it can, writing only its output folder;
+            a :class:`~cortana.sandbox.Sandbox` with ``enabled=False`` for none).
     """
 
     name = "knowledge_graph"
@@ -172,6 +175,7 @@ class KnowledgeGraph(TurnExtension):
         command: str | None = None,
         auto_rebuild: bool = True,
         build_timeout: float = 600.0,
+        sandbox: Sandbox | None = None,
     ) -> None:
         if context not in CONTEXT_MODES:
             raise UserError(f"KnowledgeGraph context must be one of {', '.join(CONTEXT_MODES)}; got {context!r}.")
@@ -180,6 +184,7 @@ class KnowledgeGraph(TurnExtension):
         self.root = Path(path).expanduser().resolve()
         if not self.root.is_dir():
             raise UserError(f"KnowledgeGraph needs a folder; {self.root} is not one.")
+        self.sandbox = sandbox if sandbox is not None else Sandbox(self.root)
         self.exclude = check_patterns(exclude)
         self.context_mode: ContextMode = context
         self.eager_tools = eager_tools
@@ -385,7 +390,9 @@ class KnowledgeGraph(TurnExtension):
             self.cli_runs += 1
             await asyncio.to_thread(self._records.mark_building)
             try:
-                outcome = await run_update(self.root, self._executable, timeout=self.build_timeout, force=force)
+                outcome = await run_update(
+                    self.root, self._executable, timeout=self.build_timeout, force=force, sandbox=self.sandbox
+                )
             finally:
                 await asyncio.to_thread(self._records.clear_building)
             self._last = outcome

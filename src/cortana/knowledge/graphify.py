@@ -30,6 +30,7 @@ from pathlib import Path
 from cortana.config import child_process_environment, graphify_out
 from cortana.errors import UserError
 from cortana.safegit import safe_git_environment
+from cortana.sandbox.policy import Confined, Sandbox
 
 __all__ = [
     "IGNORE_FILE",
@@ -115,19 +116,35 @@ class UpdateOutcome:
         return not self.ok and "No code files found" in self.output
 
 
-async def run_update(root: Path, executable: str, *, timeout: float, force: bool = False) -> UpdateOutcome:
+async def run_update(
+    root: Path, executable: str, *, timeout: float, force: bool = False, sandbox: Sandbox | None = None
+) -> UpdateOutcome:
     """Run ``graphify update .`` in ``root``; past ``timeout`` seconds its whole process group is killed.
 
     The git that graphify runs gets :func:`cortana.safegit.safe_git_environment`: a repository's
-    ``core.fsmonitor``, hooks or other configured programs never run through a graph build.
+    ``core.fsmonitor``, hooks or other configured programs never run through a graph build. With ``sandbox``,
+    graphify is confined by the kernel: it may write its output folder and nothing else, and has no network.
     """
-    started = time.perf_counter()
     out_folder = graph_json(root).parent
     existed = out_folder.exists()
+    if sandbox is None:
+        return await _update(root, executable, force, timeout, None, existed)
+    out_folder.mkdir(parents=True, exist_ok=True)
+    with sandbox.confined(out_folder, workspace=False) as confined:  # it writes its output folder, nothing else
+        return await _update(root, executable, force, timeout, confined, existed)
+
+
+async def _update(
+    root: Path, executable: str, force: bool, timeout: float, confined: Confined | None, existed: bool
+) -> UpdateOutcome:
+    started = time.perf_counter()
+    out_folder = graph_json(root).parent
     arguments = [executable, "update", ".", *(["--force"] if force else [])]
     # graphify runs git (ls-files, rev-parse): the repository's own programs must not run with it
     environment = child_process_environment({"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"})
     environment = await asyncio.to_thread(safe_git_environment, root, environment)
+    if confined is not None:
+        arguments, environment = confined.argv(arguments), confined.environment(environment)
     process = await asyncio.create_subprocess_exec(
         *arguments,
         cwd=root,

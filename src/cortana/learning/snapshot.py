@@ -36,6 +36,7 @@ import pathspec
 
 from cortana.config import child_process_environment
 from cortana.safegit import safe_git_environment
+from cortana.sandbox.policy import Sandbox
 
 __all__ = [
     "MAX_DIFF_CHARS",
@@ -116,10 +117,11 @@ class WorkspaceSnapshot:
         workspace: the folder being watched (resolved).
     """
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, sandbox: Sandbox | None = None) -> None:
         self.workspace = Path(workspace).resolve()
         self._git_environment = safe_git_environment(self.workspace, child_process_environment({}))
-        self._use_git = _in_git(self.workspace, self._git_environment)
+        self._sandbox = sandbox if sandbox is not None else Sandbox(self.workspace)
+        self._use_git = _in_git(self.workspace, self._git_environment, self._sandbox)
         paths, self._truncated = _limited(self._list())
         self._last_watched = paths[-1] if paths else ""
         self._before: dict[str, _Entry] = {}
@@ -177,7 +179,7 @@ class WorkspaceSnapshot:
 
     def _list(self) -> list[str]:
         """The workspace's files (relative, posix), sorted: git's list in a repository, else a walk."""
-        listed = _git_files(self.workspace, self._git_environment) if self._use_git else None
+        listed = _git_files(self.workspace, self._git_environment, self._sandbox) if self._use_git else None
         if listed is None:
             listed = _walk(self.workspace)
         return sorted(path for path in listed if _OWN_FOLDER not in path.split("/"))
@@ -186,30 +188,32 @@ class WorkspaceSnapshot:
 # -- listing and reading ---------------------------------------------------------------------
 
 
-def _in_git(workspace: Path, environment: dict[str, str]) -> bool:
-    result = _git(workspace, environment, "rev-parse", "--show-toplevel")
+def _in_git(workspace: Path, environment: dict[str, str], sandbox: Sandbox) -> bool:
+    result = _git(workspace, environment, sandbox, "rev-parse", "--show-toplevel")
     return result is not None and bool(result.strip())
 
 
-def _git(workspace: Path, environment: dict[str, str], *args: str) -> bytes | None:
-    """``git`` run in ``workspace`` with no program of the repository's (``cortana.safegit``); its output, or None."""
+def _git(workspace: Path, environment: dict[str, str], sandbox: Sandbox, *args: str) -> bytes | None:
+    """``git`` run in ``workspace`` with no program of the repository's (``cortana.safegit``), confined by the
+    kernel to reading; its output, or None."""
     try:
-        result = subprocess.run(
-            ["git", "-C", str(workspace), *args],
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-        )
+        with sandbox.confined(workspace=False) as confined:
+            result = subprocess.run(
+                confined.argv(["git", "-C", str(workspace), *args]),
+                env=confined.environment(environment),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_GIT_TIMEOUT_S,
+                check=False,
+            )
     except (OSError, subprocess.SubprocessError):
         return None
     return result.stdout if result.returncode == 0 else None
 
 
-def _git_files(workspace: Path, environment: dict[str, str]) -> list[str] | None:
+def _git_files(workspace: Path, environment: dict[str, str], sandbox: Sandbox) -> list[str] | None:
     """Tracked and untracked files under ``workspace``, ignores respected; None when git fails."""
-    output = _git(workspace, environment, "ls-files", "-co", "--exclude-standard", "-z")
+    output = _git(workspace, environment, sandbox, "ls-files", "-co", "--exclude-standard", "-z")
     if output is None:
         return None
     paths = [item.decode("utf-8", "surrogateescape") for item in output.split(b"\0") if item]

@@ -23,6 +23,7 @@ from types import TracebackType
 
 from cortana.errors import UserError
 from cortana.repair.symbols import SKIPPED_FOLDERS
+from cortana.sandbox.policy import Sandbox
 
 __all__ = ["MAX_BYTES", "MAX_FILES", "ScratchCopy"]
 
@@ -36,11 +37,13 @@ class ScratchCopy:
     Args:
         workspace: the folder to copy.
         git_environment: the environment git runs with to list the files (no repository programs).
+        sandbox: the workspace's sandbox: git lists the files confined by it, reading only.
     """
 
-    def __init__(self, workspace: Path, git_environment: Mapping[str, str]) -> None:
+    def __init__(self, workspace: Path, git_environment: Mapping[str, str], sandbox: Sandbox | None = None) -> None:
         self.workspace = workspace.resolve()
         self._git_environment = git_environment
+        self._sandbox = sandbox
         self._temporary: tempfile.TemporaryDirectory[str] | None = None
         self.root = Path()
         self._saved: dict[str, str | None] = {}
@@ -128,15 +131,19 @@ class ScratchCopy:
         return found
 
     def _git_files(self) -> list[str] | None:
+        argv = ["git", "-C", str(self.workspace), "ls-files", "-co", "--exclude-standard", "-z"]
+        environment = dict(self._git_environment)
+        sandbox = self._sandbox or Sandbox(self.workspace, enabled=False)
         try:
-            done = subprocess.run(
-                ["git", "-C", str(self.workspace), "ls-files", "-co", "--exclude-standard", "-z"],
-                env=dict(self._git_environment),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=60,
-                check=False,
-            )
+            with sandbox.confined(workspace=False) as confined:
+                done = subprocess.run(
+                    confined.argv(argv),
+                    env=confined.environment(environment),
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=60,
+                    check=False,
+                )
         except (OSError, subprocess.SubprocessError):
             return None
         if done.returncode != 0:

@@ -9,8 +9,9 @@ pytest the project's own ``.venv`` (or ``venv``) Python is used when there is
 one.
 
 :func:`run_tests` runs the command in a folder (a scratch copy, never the
-user's files) within a time limit and an output limit, in its own process
-group. pytest reports through a JUnit XML file, read into
+user's files) within a time limit and an output limit, under the keeper, and
+confined by the kernel when given a sandbox (it may write only the folder and
+its report folder, and has no network). pytest reports through a JUnit XML file, read into
 :class:`TestReport`: each test's id, and for each failure its message, the
 frames of the traceback inside the folder (file, line, function) and the
 assertion line. Other runners give their exit status and the end of their
@@ -20,6 +21,7 @@ output.
 from __future__ import annotations
 
 import configparser
+import contextlib
 import json
 import os
 import re
@@ -35,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cortana.sandbox.policy import Sandbox
 from cortana.tools.builtin.commands import run_shell
 
 __all__ = [
@@ -310,11 +313,12 @@ async def run_tests(
     tests: Sequence[str] = (),
     timeout: float = 300.0,
     trace: bool = False,
+    sandbox: Sandbox | None = None,
 ) -> TestReport:
     """Run ``command`` (only ``tests`` when given) in ``folder``, bounded in time and output.
 
     With ``trace`` (pytest only), each test's calls of the project's functions are recorded too
-    (:attr:`TestReport.calls`).
+    (:attr:`TestReport.calls`). With ``sandbox`` (for ``folder``), the run is confined by the kernel.
     """
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cortana-tests-") as scratch:
@@ -330,8 +334,16 @@ async def run_tests(
                 paths.insert(0, scratch)
                 shell_command = command.selected(tests, report_file, plugin="cortana_trace")
             env["PYTHONPATH"] = os.pathsep.join(paths)
-        finished = await run_shell(shell_command, folder, env, timeout, limit=MAX_OUTPUT, hint="the run's middle")
+        confinement = sandbox.confined(Path(scratch)) if sandbox is not None else contextlib.nullcontext(None)
+        with confinement as confined:
+            if confined is not None:
+                env = confined.environment(env)
+            finished = await run_shell(
+                shell_command, folder, env, timeout, limit=MAX_OUTPUT, hint="the run's middle", confined=confined
+            )
         seconds = time.perf_counter() - started
+        if finished.refused is not None:
+            return TestReport(False, output=f"The sandbox could not be set up: {finished.refused}", seconds=seconds)
         if finished.timed_out:
             return TestReport(False, output=finished.output, seconds=seconds, timed_out=True)
         report = TestReport(finished.returncode == 0, output=finished.output, seconds=seconds)

@@ -79,6 +79,7 @@ from cortana.repair.rename import rename_patch, rename_request
 from cortana.repair.scratch import ScratchCopy
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import Failure, TestCommand, TestReport, is_test_file, run_tests
+from cortana.sandbox.policy import Sandbox
 from cortana.tools import Tool
 from cortana.tools.permissions import PermissionDecision
 
@@ -249,6 +250,8 @@ class RepairWorkflow:
         graph: the code graph's index, when one is loaded (for the names of the request).
         settings: how hard to try.
         on_progress: called with each :class:`Progress`.
+        sandbox: the workspace's sandbox: git and every test run are confined by it (the tests write only the
+            scratch copy); None: nothing is confined.
     """
 
     def __init__(
@@ -262,8 +265,10 @@ class RepairWorkflow:
         graph: GraphIndex | None = None,
         settings: RepairSettings | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.client = client
+        self.sandbox = sandbox
         self.workspace = workspace.resolve()
         self.test_command = test_command
         self.environment = environment
@@ -291,9 +296,8 @@ class RepairWorkflow:
                 "refused", f"Running the tests (`{command.command}`) was not allowed; nothing was tried."
             )
         self._say("tests", f"running the tests ({command.command}) in a scratch copy")
-        with ScratchCopy(self.workspace, self.environment) as scratch:
-            timeout = self.settings.test_timeout
-            before = await run_tests(command, scratch.root, self.environment, timeout=timeout, trace=True)
+        with ScratchCopy(self.workspace, self.environment, self.sandbox) as scratch:
+            before = await self._tests(command, scratch, trace=True)
             self._say("tests", f"before any change: {before.summary()}{_first_failures(before)}")
             if before.ok and not _asks_for_change(request):
                 message = f"The tests pass ({before.summary()}): nothing fails, so there is nothing to fix."
@@ -635,16 +639,14 @@ class RepairWorkflow:
         try:
             failing = sorted(before.failed) if before.detailed else []
             if failing and command.kind == "pytest":
-                first = await run_tests(
-                    command, scratch.root, self.environment, tests=failing, timeout=self.settings.test_timeout
-                )
+                first = await self._tests(command, scratch, tests=failing)
                 candidate.fixed = len(now_passing(before, first))
                 if not first.ok:
                     candidate.report = first
                     shown = f"patch {number}: {candidate.fixed} of {len(failing)} failing tests pass"
                     self._say("validate", shown)
                     return
-            after = await run_tests(command, scratch.root, self.environment, timeout=self.settings.test_timeout)
+            after = await self._tests(command, scratch)
             candidate.report = after
             if after.detailed and before.detailed:
                 candidate.fixed = len(now_passing(before, after))
@@ -656,6 +658,21 @@ class RepairWorkflow:
             self._say("validate", f"patch {number}: {verdict}")
         finally:
             scratch.restore()
+
+    async def _tests(
+        self, command: TestCommand, scratch: ScratchCopy, *, tests: Sequence[str] = (), trace: bool = False
+    ) -> TestReport:
+        """The tests run in the scratch copy, confined to it when the workspace has a sandbox."""
+        sandbox = self.sandbox.elsewhere(scratch.root) if self.sandbox is not None else None
+        return await run_tests(
+            command,
+            scratch.root,
+            self.environment,
+            tests=tests,
+            timeout=self.settings.test_timeout,
+            trace=trace,
+            sandbox=sandbox,
+        )
 
     # -- applying ---------------------------------------------------------------------------------------------
 
