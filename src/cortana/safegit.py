@@ -20,10 +20,12 @@ never picked up by a ``cd`` into it).
 The repositories whose config is read are every one inside the folder, at
 any depth and in any folder (``node_modules/`` and virtual environments
 included), with their submodules (``.git/modules/``), up to
-``MAX_FOLDERS`` folders looked at. Reading config runs nothing, so this
-``git config --list`` is the one git Cortana starts outside the kernel's
-sandbox (``cortana.sandbox``); every other runs inside it, so a program a
-repository names that this misses still runs confined.
+``MAX_FOLDERS`` folders looked at. Reading config runs no program of the
+repository's, but ``git`` comes from the user's ``PATH``, which may lead into
+the folder (an activated virtual environment): given the workspace's
+sandbox, the listing runs confined, reading only, in one process for every
+repository. Every git Cortana starts runs confined, so a program a repository
+names that this misses still runs inside the sandbox.
 ``tests/security/test_safe_git.py`` runs real git against a hostile config.
 """
 
@@ -32,8 +34,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
+
+from cortana.sandbox.policy import Sandbox, helper_python
 
 __all__ = ["ALWAYS", "NEUTRAL", "safe_git_environment"]
 
@@ -95,20 +101,26 @@ ALWAYS: dict[str, str] = {
 repository found by walking up from a folder would bring a config of its own."""
 MULTI_VALUED = ("credential.helper", "credential.*.helper")
 """Keys git collects into a list: an empty value first clears what came before, then the user's are added back."""
+CACHE_SECONDS = 60.0
+"""How long a listing of the same config files (same size and time of change) is reused: a file a config
+includes is read again at least this often."""
 MAX_FOLDERS = 200_000
 """The most folders looked at for nested repositories (a big ``node_modules`` holds some 20,000)."""
 _GIT_TIMEOUT_S = 10.0
+_cache: dict[tuple[object, ...], tuple[float, list[tuple[str, str, str]]]] = {}
+_cache_lock = threading.Lock()
 
 
-def safe_git_environment(folder: Path, environ: Mapping[str, str]) -> dict[str, str]:
+def safe_git_environment(folder: Path, environ: Mapping[str, str], *, sandbox: Sandbox | None = None) -> dict[str, str]:
     """``environ`` with config overrides that switch off the programs the repositories in ``folder`` name.
 
     Args:
         folder: the workspace: its repository, every one nested in it, and their submodules.
         environ: the environment to start from (its own ``GIT_CONFIG_COUNT`` entries are kept, ours after).
+        sandbox: the git that reads the config runs confined by it (reading only).
     """
     environment = dict(environ)
-    listed = [entry for found in _repositories(folder) for entry in _config(found, environment)]
+    listed = _configs(_repositories(folder), environment, sandbox)
     users: dict[str, list[str]] = {}
     repository_keys: dict[str, None] = {}
     for scope, key, value in listed:
@@ -160,23 +172,25 @@ def _repositories(folder: Path) -> list[tuple[Path, bool]]:
     ``.git``, and every submodule's git folder (``.git/modules/...``)."""
     found: list[tuple[Path, bool]] = [(folder, False)]
     looked = 0
-    stack = [folder]
+    top = str(folder)
+    stack = [top]
     while stack and looked < MAX_FOLDERS:
         current = stack.pop()
         looked += 1
         try:
-            entries = sorted(os.scandir(current), key=lambda entry: entry.name)
+            scan = os.scandir(current)
         except OSError:
             continue
-        for entry in entries:
-            if entry.name == ".git":
-                if current != folder:
-                    found.append((Path(current), False))
-                if _is_folder(entry):
-                    found += [(module, True) for module in _modules(Path(entry.path))]
-            elif _is_folder(entry):
-                stack.append(Path(entry.path))
-    return found
+        with scan:
+            for entry in scan:
+                if entry.name == ".git":
+                    if current != top:
+                        found.append((Path(current), False))
+                    if _is_folder(entry):
+                        found += [(module, True) for module in _modules(Path(entry.path))]
+                elif _is_folder(entry):
+                    stack.append(entry.path)
+    return [found[0], *sorted(found[1:])]  # in a stable order: the same folder lists the same way
 
 
 def _modules(git_folder: Path) -> list[Path]:
@@ -205,16 +219,112 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
         return False
 
 
+_LIST_CONFIGS = """
+import subprocess, sys
+for path, kind in zip(sys.argv[1::2], sys.argv[2::2]):
+    try:
+        done = subprocess.run(
+            ["git", *(["--git-dir", path] if kind == "g" else []), "config", "--list", "--show-scope", "-z"],
+            cwd=path, stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False,
+        )
+        out = done.stdout
+    except (OSError, subprocess.SubprocessError):
+        out = b""
+    sys.stdout.buffer.write(len(out).to_bytes(8, "big") + out)
+"""
+"""Lists every repository's config in one confined process (a program Cortana starts per repository would cost a
+helper's start each)."""
+
+
+def _configs(
+    found: list[tuple[Path, bool]], environment: Mapping[str, str], sandbox: Sandbox | None
+) -> list[tuple[str, str, str]]:
+    """(scope, key, value) of every config entry git sees in each repository (reading config runs nothing)."""
+    environment = {**environment, "GIT_CONFIG_COUNT": "0"}  # what the files say, not what was overridden
+    key = (tuple(found), _fingerprint(found, environment), sandbox is not None and sandbox.mode is not None)
+    with _cache_lock:
+        cached = _cache.get(key)
+        if cached is not None and time.monotonic() - cached[0] < CACHE_SECONDS:
+            return cached[1]
+    entries = _read_configs(found, environment, sandbox)
+    with _cache_lock:
+        if len(_cache) >= 64:
+            _cache.clear()
+        _cache[key] = (time.monotonic(), entries)
+    return entries
+
+
+def _fingerprint(found: list[tuple[Path, bool]], environment: Mapping[str, str]) -> tuple[object, ...]:
+    """What the config files git reads look like now (size and time of change): a changed file is a new listing."""
+    home = environment.get("HOME") or os.path.expanduser("~")
+    xdg = environment.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = [Path("/etc/gitconfig"), Path(home, ".gitconfig"), Path(xdg, "git", "config")]
+    for path, is_git_folder in found:
+        folders = [path] if is_git_folder else [path / ".git", *_gitfile_target(path / ".git")]
+        for folder in folders:
+            files += [folder, folder / "config", folder / "config.worktree", folder / "commondir"]
+    stamps: list[object] = []
+    for file in files:
+        try:
+            info = os.stat(file)
+        except OSError:
+            stamps.append(None)
+            continue
+        stamps.append((info.st_mtime_ns, info.st_size, info.st_ino))
+    return tuple(stamps)
+
+
+def _gitfile_target(dot_git: Path) -> list[Path]:
+    """The git folder a ``.git`` file points at (a submodule's checkout, a worktree), and its common folder."""
+    try:
+        if not dot_git.is_file():
+            return []
+        line = dot_git.read_text(encoding="utf-8", errors="replace")[:4096].strip()
+    except OSError:
+        return []
+    if not line.startswith("gitdir:"):
+        return []
+    target = (dot_git.parent / line.removeprefix("gitdir:").strip()).resolve()
+    return [target, (target / "../..").resolve()]
+
+
+def _read_configs(
+    found: list[tuple[Path, bool]], environment: Mapping[str, str], sandbox: Sandbox | None
+) -> list[tuple[str, str, str]]:
+    if sandbox is None or sandbox.mode is None:
+        return [entry for item in found for entry in _config(item, environment)]
+    arguments = [value for path, is_git in found for value in (str(path), "g" if is_git else "w")]
+    with sandbox.confined(workspace=False) as confined:  # git from the user's PATH, which may be the folder's
+        try:
+            done = subprocess.run(
+                confined.argv([helper_python(), "-I", "-S", "-c", _LIST_CONFIGS, *arguments]),
+                env=confined.environment(environment),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_GIT_TIMEOUT_S * 3,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return []
+    entries: list[tuple[str, str, str]] = []
+    output = done.stdout
+    while len(output) >= 8:
+        size = int.from_bytes(output[:8], "big")
+        entries += _entries(output[8 : 8 + size])
+        output = output[8 + size :]
+    return entries
+
+
 def _config(found: tuple[Path, bool], environment: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """(scope, key, value) of every config entry git sees in a repository (reading config runs nothing): ``found``
-    is its folder, or its git folder (a submodule's)."""
+    """(scope, key, value) of every config entry git sees in a repository: ``found`` is its folder, or its git
+    folder (a submodule's)."""
     path, is_git_folder = found
     location = ["--git-dir", str(path)] if is_git_folder else []
     try:
         done = subprocess.run(
             ["git", *location, "config", "--list", "--show-scope", "-z"],
             cwd=path,
-            env={**environment, "GIT_CONFIG_COUNT": "0"},  # what the files say, not what was overridden
+            env=dict(environment),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=_GIT_TIMEOUT_S,
@@ -222,7 +332,11 @@ def _config(found: tuple[Path, bool], environment: Mapping[str, str]) -> list[tu
         )
     except (OSError, subprocess.SubprocessError):
         return []
-    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0")
+    return _entries(done.stdout)
+
+
+def _entries(output: bytes) -> list[tuple[str, str, str]]:
+    fields = output.decode("utf-8", "surrogateescape").split("\0")
     entries: list[tuple[str, str, str]] = []
     for scope, entry in zip(fields[::2], fields[1::2], strict=False):
         key, _, value = entry.partition("\n")

@@ -203,3 +203,103 @@ def test_the_one_shot_command_runs_none_of_them(scripted_engine, user_home: Path
     user = next(r.body for r in scripted_engine.requests if r.path == "/v1/chat/completions")["messages"][-1]
     assert "compute_total" in user["content"]
     assert markers(repo) == []
+
+
+def commit_again(repository: Path) -> None:
+    git(repository, "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "commit", "-qam", "second")
+
+
+def test_every_repository_in_the_folder_is_covered_at_any_depth_in_any_folder(user_home: Path, tmp_path: Path) -> None:
+    """Reproduces the report: the environment read repositories three folders deep, skipped node_modules/ and
+    virtual environments, and stopped at 32; `cd X && git diff HEAD~1 HEAD` ran a nested repository's
+    diff.external."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    for n in range(40):  # more than the 32 repositories the old walk stopped at, before the hostile ones
+        (workspace / "aa" / f"r{n:02}").mkdir(parents=True)
+        git(workspace / "aa" / f"r{n:02}", "init", "-q")
+    hostile = [
+        hostile_repository(workspace / "a" / "b" / "c" / "d" / "deep"),
+        hostile_repository(workspace / "node_modules" / "pkg"),
+        hostile_repository(workspace / ".venv" / "src" / "lib"),
+    ]
+    for repository in hostile:
+        commit_again(repository)
+    for repository in hostile:  # the control: plain git runs the nested repository's program
+        git(repository, "diff", "HEAD~1", "HEAD")
+    assert markers(workspace).count("EXTDIFF-RAN") == 3
+    for marker in workspace.rglob("*-RAN"):
+        marker.unlink()
+    environment = safe_git_environment(workspace, os.environ)
+    for repository in hostile:
+        git(repository, "diff", "HEAD~1", "HEAD", env=environment)
+        git(repository, "st", env=environment)
+        git(repository, "status", env=environment)
+    assert markers(workspace) == []
+
+
+def test_a_submodule_under_node_modules_runs_none_of_its_programs(user_home: Path, tmp_path: Path) -> None:
+    """Reproduces the report: a plain approved `git status` ran a filter program from a submodule under
+    node_modules/."""
+    source = tmp_path / "source"
+    source.mkdir()
+    git(source, "init", "-q")
+    (source / ".gitattributes").write_text("*.txt filter=evil\n")
+    (source / "data.txt").write_text("one\n")
+    git(source, "add", ".")
+    git(source, "commit", "-qm", "start")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    git(workspace, "init", "-q")
+    added = git(workspace, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source), "node_modules/x")
+    assert added.returncode == 0, added.stderr
+    submodule = workspace / "node_modules" / "x"
+    git(submodule, "config", "filter.evil.clean", f"touch {workspace}/CLEAN-RAN; cat")
+    assert (workspace / ".git" / "modules" / "node_modules" / "x" / "config").is_file(), "an absorbed submodule"
+
+    def touched(when: int) -> None:  # a new timestamp: git must read the file again, through its clean filter
+        os.utime(submodule / "data.txt", (when, when))
+
+    touched(1)
+    git(workspace, "status")
+    assert markers(workspace) == ["CLEAN-RAN"], "the control: plain git status runs the submodule's filter"
+    (workspace / "CLEAN-RAN").unlink()
+    touched(2)
+    environment = safe_git_environment(workspace, os.environ)
+    shown = git(workspace, "status", env=environment)
+    assert shown.returncode == 0, shown.stderr
+    assert markers(workspace) == []
+
+
+def test_a_bare_repository_in_the_folder_is_not_picked_up(user_home: Path, tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    bare = workspace / "docs" / "hidden.git"
+    bare.mkdir(parents=True)
+    git(bare, "init", "-q", "--bare")
+    git(bare, "config", "alias.lg", f"!touch {workspace}/BARE-ALIAS-RAN")
+    git(bare, "lg")
+    assert markers(workspace) == ["BARE-ALIAS-RAN"], "the control: a cd into it is enough for plain git"
+    (workspace / "BARE-ALIAS-RAN").unlink()
+    environment = safe_git_environment(workspace, os.environ)
+    assert git(bare, "lg", env=environment).returncode != 0 and markers(workspace) == []
+    assert "cannot use bare repository" in git(bare, "log", env=environment).stderr, "git says why"
+    assert git(tmp_path, "--git-dir", str(bare), "log", env=environment).returncode in (0, 128), "named, it is used"
+
+
+async def test_run_commands_git_environment_is_computed_confined(
+    user_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``git`` comes from the user's PATH, which may lead into the folder (an activated virtual environment holding
+    a `git` of its own): the config listing Cortana runs before a command runs confined too."""
+    repo = hostile_repository(tmp_path / "repo")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    fake = repo / ".venv" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "git").write_text(f'#!/bin/sh\ntouch "{outside}/FAKE-GIT-RAN"\nexec /usr/bin/env -u PATH git "$@"\n')
+    (fake / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    from cortana.sandbox import Sandbox
+
+    safe_git_environment(repo, os.environ, sandbox=Sandbox(repo))
+    assert not (outside / "FAKE-GIT-RAN").exists()

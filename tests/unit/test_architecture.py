@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "errors": {"messages"},
     "display": set(),
     "lazy": set(),
-    "safegit": set(),
+    "safegit": {"sandbox"},
     "sandbox": {"config", "lazy"},
     "messages": set(),
     "trust": {"errors"},

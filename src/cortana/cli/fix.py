@@ -151,7 +151,7 @@ class TerminalFixer:
 
         environment = child_process_environment({})
         if not self.settings.trusted:
-            environment = safe_git_environment(self.workspace, environment)
+            environment = safe_git_environment(self.workspace, environment, sandbox=self.sandbox)
         context = RunContext(thread, RunMetrics(), [])
 
         async def authorize(call: ToolCall, tool: Tool) -> PermissionDecision:

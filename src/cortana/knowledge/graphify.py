@@ -137,12 +137,13 @@ async def run_update(
 async def _update(
     root: Path, executable: str, force: bool, timeout: float, confined: Confined | None, existed: bool
 ) -> UpdateOutcome:
+    sandbox = confined.sandbox if confined is not None else None
     started = time.perf_counter()
     out_folder = graph_json(root).parent
     arguments = [executable, "update", ".", *(["--force"] if force else [])]
     # graphify runs git (ls-files, rev-parse): the repository's own programs must not run with it
     environment = child_process_environment({"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"})
-    environment = await asyncio.to_thread(safe_git_environment, root, environment)
+    environment = await asyncio.to_thread(safe_git_environment, root, environment, sandbox=sandbox)
     if confined is not None:
         arguments, environment = confined.argv(arguments), confined.environment(environment)
     process = await asyncio.create_subprocess_exec(

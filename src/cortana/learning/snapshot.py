@@ -119,8 +119,9 @@ class WorkspaceSnapshot:
 
     def __init__(self, workspace: Path, sandbox: Sandbox | None = None) -> None:
         self.workspace = Path(workspace).resolve()
-        self._git_environment = safe_git_environment(self.workspace, child_process_environment({}))
         self._sandbox = sandbox if sandbox is not None else Sandbox(self.workspace)
+        environment = child_process_environment({})
+        self._git_environment = safe_git_environment(self.workspace, environment, sandbox=self._sandbox)
         self._use_git = _in_git(self.workspace, self._git_environment, self._sandbox)
         paths, self._truncated = _limited(self._list())
         self._last_watched = paths[-1] if paths else ""

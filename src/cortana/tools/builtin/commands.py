@@ -116,7 +116,7 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
     async def run(command: str, timeout: float, confine: bool) -> str:
         environment = child_process_environment({})
         if not trusted_git:
-            environment = await asyncio.to_thread(safe_git_environment, space.root, environment)
+            environment = await asyncio.to_thread(safe_git_environment, space.root, environment, sandbox=sandbox)
         with sandbox.confined(confine=confine) as confined:
             environment = confined.environment(environment)
             finished = await run_shell(command, space.root, environment, timeout, confined=confined)
