@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable"]
+__all__ = ["printable", "valid_text"]
 
 _HIDING = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
@@ -20,6 +20,19 @@ _HIDING = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u20
 def printable(text: str) -> str:
     """``text`` with control characters and direction overrides shown (``\\x1b``, ``\\u202e``), never obeyed."""
     return _HIDING.sub(_visible, text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with what is not Unicode (bytes that were not UTF-8 in a command line or a file name, a lone
+    surrogate from JSON) replaced by U+FFFD: it can then be stored, sent and shown."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _visible(match: re.Match[str]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -141,3 +142,78 @@ async def test_a_call_of_a_tool_nobody_offered_reaches_the_model_as_an_unknown_t
     assert error.content == "Unknown tool 'slugify'. Available tools: echo."
     assert result.output == "There is no slugify tool; here is the code."
     assert slugify not in result.output
+
+
+def one_shot(folder: Path, url: str, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """The real command on a scripted engine, with no terminal."""
+    (folder / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
+    return subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url, *args],
+        input=stdin, capture_output=True, cwd=folder, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(folder.parent), "NO_COLOR": "1"},
+    )  # fmt: skip
+
+
+def sent_prompts(engine: WireServer) -> list[str]:
+    bodies = [request.body for request in engine.requests if request.path == "/v1/chat/completions"]
+    return [message["content"] for body in bodies for message in body["messages"] if message["role"] == "user"]
+
+
+def test_a_folder_whose_name_is_not_utf8_is_answered_in(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Reproduces the report: in a folder named with bytes that are not UTF-8, `cortana "..."` failed with
+    "unexpected UnicodeEncodeError"."""
+    from tests.integration.test_cli_terminal import text_reply
+
+    folder = tmp_path / os.fsdecode(b"caf\xe9-\xff")
+    folder.mkdir()
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply(["Hello."]))
+    done = one_shot(folder, scripted_engine.url, "Say hello.")
+    assert done.returncode == 0 and b"Hello." in done.stdout, done.stderr.decode(errors="replace")[-2000:]
+
+
+def test_bytes_that_are_not_utf8_on_the_command_line_are_answered(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.test_cli_terminal import text_reply
+
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply(["Read it."]))
+    done = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", scripted_engine.url,
+         b"what is \xff\xfe\x80 this"],
+        capture_output=True, cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0 and b"Read it." in done.stdout, done.stderr.decode(errors="replace")[-2000:]
+    assert sent_prompts(scripted_engine)[-1].endswith("what is \ufffd\ufffd\ufffd this")
+
+
+@pytest.mark.parametrize("size", [10_000_000, 100_000])
+def test_a_huge_message_is_cut_to_the_window_and_answered(scripted_engine, tmp_path: Path, size: int) -> None:  # type: ignore[no-untyped-def]
+    """Reproduces the report: 10 MB on stdin (and a 100 KB argument) got no answer within 60 s, the turn's
+    lookups running past their time on the whole text. The head and tail that fit are sent, and the user is told."""
+    import time
+
+    from tests.integration.test_cli_terminal import text_reply
+
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply(["A log."]))
+    text = ("log line " * (size // 9 + 1))[:size]
+    started = time.monotonic()
+    if size > 1_000_000:
+        done = one_shot(tmp_path, scripted_engine.url, "what is this?", stdin=text.encode())
+    else:
+        done = one_shot(tmp_path, scripted_engine.url, f"what is this? {text}")
+    seconds = time.monotonic() - started
+    assert done.returncode == 0 and b"A log." in done.stdout, done.stderr.decode()[-2000:]
+    assert b"more than the model's window takes" in done.stderr
+    sent = sent_prompts(scripted_engine)[-1]
+    assert len(sent) < 20_000 and "characters left out" in sent and "what is this?" in sent[:500]
+    assert seconds < 60, f"{seconds:.0f}s"
+
+
+@pytest.mark.parametrize("command", ["rm", "use", "pull"])
+def test_a_hub_name_with_dot_dot_is_one_line(tmp_path: Path, command: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "models", command, "hf:a/b/../../x.gguf"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert "names a path with '.' or '..'" in done.stderr and "unexpected" not in done.stderr

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "messages": set(),
     "trust": {"errors"},
     "config": {"errors", "trust", "engines"},
-    "prompts": {"config"},
+    "prompts": {"config", "display"},
     "models": CORE,
     "tools": CORE | {"models"},
     "memory": CORE | {"models", "tools"},

@@ -116,3 +116,19 @@ def test_the_loop_taking_over_a_failed_fix_does_not_run_the_workflow_again(scrip
     tool_result = next(m for m in requests[-1]["messages"] if m["role"] == "tool")
     assert "already ran on this request" in tool_result["content"], tool_result
     assert "I could not find the fix." in done.stdout
+
+
+def test_an_untrusted_folders_test_command_is_not_run_even_under_yes(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Reproduces the report: `test:` in a repository's cortana.yml ran under --yes with no trust prompt. It is a
+    command the folder's config runs, so it needs the folder's trust like an MCP server; untrusted, it is ignored
+    with a line saying so, and the tests are found from the project's files."""
+    root = project(tmp_path)
+    marker = tmp_path / "TEST-COMMAND-RAN"
+    (root / "cortana.yml").write_text(
+        f"memory:\n  recall: false\ngraphify:\n  enabled: false\ntest: touch {marker}; python3 -m pytest\n"
+    )
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply([FIX]))
+    done = cortana(root, scripted_engine.url, "--yes", "fix", "the VAT rounding")
+    assert not marker.exists(), done.stderr
+    assert "ignoring test in" in done.stderr and "not trusted" in done.stderr, done.stderr
+    assert done.returncode == 0 and "Applied to shop/money.py." in done.stdout, done.stdout

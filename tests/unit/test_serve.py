@@ -65,12 +65,14 @@ async def serve(
     max_body: int | None = None,
     cors: tuple[str, ...] = (),
     heartbeat: bool = False,
+    hosts: tuple[str, ...] | None = None,
 ) -> AsyncIterator[Served]:
     """The assistant of ``workspace`` on ``model``, served on a free loopback port until the block ends."""
     assistant = Assistant(workspace, settings, client=model, approve=refuse_over_api, heartbeat=heartbeat)
     service = ChatService(assistant, queue=queue)
     try:
-        async with serving(create_app(service, key=KEY, max_body=max_body, cors_origins=cors)) as url:
+        app = create_app(service, key=KEY, max_body=max_body, cors_origins=cors, hosts=hosts)
+        async with serving(app) as url:
             yield Served(url, service, workspace, model)
     finally:
         service.close()
@@ -245,6 +247,42 @@ async def test_bad_requests_get_openai_errors_that_name_the_cause(tmp_path: Path
             assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
             assert (await raw.get("/health")).json()["status"] == "ok"
     assert model.requests == [], "nothing reached the engine"
+
+
+async def test_a_body_nested_too_deep_or_not_unicode_is_a_400_and_the_next_request_is_answered(
+    tmp_path: Path,
+) -> None:
+    """Reproduces the report: a 400,000-deep JSON body and a lone surrogate (\\ud800) were answered with a 500 and a
+    traceback. Memory (and the turn's extensions) keep working: the next request is answered and stored."""
+    model = ScriptedModel(["Still here."])
+    deep = b'{"model": "cortana", "messages": ' + b"[" * 400_000 + b"]" * 400_000 + b"}"
+    lone = b'{"model": "cortana", "messages": [{"role": "user", "content": "hi \\ud800 there"}]}'
+    async with serve(tmp_path, model, settings=QUIET) as served, served.client() as client:
+        async with httpx.AsyncClient(base_url=served.url, headers={"Authorization": f"Bearer {KEY}"}) as raw:
+            nested = await raw.post("/v1/chat/completions", content=deep)
+            assert nested.status_code == 400 and "nested too deeply" in nested.json()["error"]["message"]
+            surrogate = await raw.post("/v1/chat/completions", content=lone)
+            assert surrogate.status_code == 400 and "not Unicode" in surrogate.json()["error"]["message"]
+        answer = await client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "ok?"}])
+        assert answer.choices[0].message.content == "Still here."
+        assert [role for _, role, _ in served.stored()] == ["user", "assistant"]
+
+
+async def test_a_loopback_server_refuses_a_request_addressed_to_another_name(tmp_path: Path) -> None:
+    """DNS rebinding: a web page whose name now points at 127.0.0.1 sends its own name as Host."""
+    from cortana.cli.serve import LOOPBACK_NAMES
+
+    async with serve(tmp_path, ScriptedModel(["hi"]), hosts=LOOPBACK_NAMES) as served:
+        port = served.url.rsplit(":", 1)[1]
+        headers = {"Authorization": f"Bearer {KEY}"}
+        async with httpx.AsyncClient(base_url=served.url, headers=headers) as raw:
+            rebound = await raw.get("/v1/models", headers={"Host": f"evil.example:{port}"})
+            assert rebound.status_code == 421 and "loopback" in rebound.json()["error"]["message"]
+            assert (await raw.get("/health", headers={"Host": "evil.example"})).status_code == 421
+            for name in ("127.0.0.1", "localhost", "[::1]"):
+                assert (await raw.get("/v1/models", headers={"Host": f"{name}:{port}"})).status_code == 200, name
+        async with served.client() as client:
+            assert [m.id for m in (await client.models.list()).data] == ["cortana"]
 
 
 async def test_past_the_queue_bound_a_429_with_retry_after(tmp_path: Path) -> None:

@@ -58,6 +58,15 @@ def test_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "choose another port with --port" in done.stderr
 
 
+def test_a_port_out_of_range_is_one_line_and_makes_no_key(tmp_path: Path) -> None:
+    """Reproduces the report: `serve --port 99999` wrote the key, then failed with an unexpected error."""
+    done = cortana("serve", "--port", "99999", home=tmp_path)
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        "cortana: --port 99999 is not a port: give 1-65535 (or 0 for any free one)"
+    ]
+    assert not (tmp_path / ".config" / "cortana" / "serve.key").exists()
+
+
 def test_serve_takes_no_question(tmp_path: Path) -> None:
     done = cortana("serve", "what", "is", "this", home=tmp_path)
     assert done.returncode == 2 and "takes no question" in done.stderr
@@ -72,3 +81,28 @@ def test_cors_origins_from_a_folder_need_trust(tmp_path: Path) -> None:
     assert sensitive_sections({"serve": {"cors_origins": ["https://evil.example"], "port": 9000}}) == {
         "serve.cors_origins": ["https://evil.example"]
     }
+
+
+def test_a_new_key_is_not_printed_where_a_service_log_would_keep_it(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Started by a service manager (stderr not a terminal), the new key is kept in its file and the output says
+    where, instead of printing it into the log."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}
+    (tmp_path / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cortana.cli.main", "serve", "--port", "0", "--no-heartbeat",
+         "--engine", "llamacpp", "--base-url", scripted_engine.url],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        lines = []
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith("API key"):
+                break
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    key = (tmp_path / ".config" / "cortana" / "serve.key").read_text().strip()
+    assert "not printed: this is not a terminal" in lines[-1] and "serve.key" in lines[-1], lines
+    assert key not in "".join(lines)

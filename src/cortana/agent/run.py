@@ -30,6 +30,7 @@ from cortana.agent.run_config import RunConfig, RunDeps
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
 from cortana.config import compaction_threshold, effective_context_window
+from cortana.display import valid_text
 from cortana.errors import MaxToolIterationsError, ModelError
 from cortana.memory.base import MemoryProvider, resolve_memory
 from cortana.messages import LOOP_NAME, Message, RunMetrics, RunResult, ThreadRef, ToolCall
@@ -173,7 +174,9 @@ class Run:
         tools, groups = as_tools(turn.tools)
         toolbox = Toolbox([*deps.tools, *tools], [*deps.tool_groups, *groups])
         await toolbox.load_eager()
-        user = Message.user(_with_context(request.prompt, [*turn.context, *filter(None, [request.context])]))
+        user = Message.user(
+            valid_text(_with_context(request.prompt, [*turn.context, *filter(None, [request.context])]))
+        )  # what is not Unicode (a lone surrogate) replaced: the message is stored and sent whole
         if memory is not None and request.remember:
             await memory.append_messages(request.thread, [user])
         system_prompt = config.system_prompt(has_tools=bool(toolbox.specs()))

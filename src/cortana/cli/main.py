@@ -18,6 +18,7 @@ import sys
 import traceback
 
 from cortana import __version__
+from cortana.display import valid_text
 from cortana.engines import ENGINE_NAMES, UnknownEngine, engine_named, url_problem
 from cortana.errors import CortanaError
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             f"cortana {command}: takes no question (clients send them); got {' '.join(args.prompt)!r}", file=sys.stderr
         )
         return 2
-    prompt = " ".join(args.prompt)
+    prompt = valid_text(" ".join(args.prompt))  # bytes that are not UTF-8 arrive as lone surrogates
     if command in (None, "fix") and not sys.stdin.isatty():
         piped = _read_piped()
         if piped.strip():

@@ -35,10 +35,11 @@ from rich.console import Console
 from rich.text import Text
 
 from cortana.agent.turnstats import TurnStats
-from cortana.cli.display import describe_client
+from cortana.cli.display import describe_client, fit_prompt
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.cli.terminal import input_waiting, until_ctrl_c
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
+from cortana.config import effective_context_window
 from cortana.display import printable
 from cortana.errors import UserError
 from cortana.memory.store import private_file, private_folder
@@ -388,6 +389,11 @@ class Repl:
         ):
             return
         stats = self.last_stats = TurnStats()
+        engine = await self.agent.client()
+        window = effective_context_window(self.agent.context_window, engine.context_window)
+        prompt, cut = await fit_prompt(prompt, engine, window)
+        if cut is not None:
+            self.console.print(Text(cut, style="yellow"), soft_wrap=True)
         try:
             await until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats)))
         except asyncio.CancelledError:

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["is_loopback_host", "run_mcp_serve", "run_serve"]
 
 INSTALL_HINT = "pip install 'cortana[serve]'"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+"""The names a client on this machine reaches a loopback server by: any other Host header is a page in a browser
+whose own name now points here (DNS rebinding)."""
 
 
 def is_loopback_host(host: str) -> bool:
@@ -48,7 +51,9 @@ def is_loopback_host(host: str) -> bool:
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    """A bound socket, or a clear error when the address is taken or not this machine's."""
+    """A bound socket, or a clear error when the port is out of range, or the address taken or not this machine's."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port} is not a port: give 1-65535 (or 0 for any free one)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -83,8 +88,12 @@ async def run_serve(args: argparse.Namespace) -> int:
             f"{host} is reachable from other machines; serving there needs --allow-remote (clients still need the "
             "key, and anyone on the way can read plain http: put a TLS proxy in front)"
         )
-    key = serve_key(args.key)
-    sock = listening_socket(host, port)
+    sock = listening_socket(host, port)  # before the key: a port that cannot be used leaves nothing behind
+    try:
+        key = serve_key(args.key)
+    except BaseException:
+        sock.close()
+        raise
     assistant = Assistant(
         workspace,
         settings,
@@ -95,7 +104,12 @@ async def run_serve(args: argparse.Namespace) -> int:
     )
     service = ChatService(assistant)
     try:
-        app = create_app(service, key=key.key, cors_origins=settings.serve.cors_origins)
+        app = create_app(
+            service,
+            key=key.key,
+            cors_origins=settings.serve.cors_origins,
+            hosts=LOOPBACK_NAMES if is_loopback_host(host) else None,
+        )
         await assistant.agent()
         checking_in = await service.start_heartbeat()
         bound_host, bound_port = sock.getsockname()[:2]
@@ -108,10 +122,13 @@ async def run_serve(args: argparse.Namespace) -> int:
             ),
             soft_wrap=True,
         )
-        if key.made:
+        if key.made and sys.stderr.isatty():
             note = f"API key (shown this once; kept in {key.source}, readable only by you):"
             console.print(Text(printable(note), style="bold"), soft_wrap=True)
             print(key.key, file=sys.stderr, flush=True)
+        elif key.made:  # a service's log would keep it: said where it is instead
+            note = f"API key: made and kept in {key.source}, readable only by you (not printed: this is not a terminal)"
+            console.print(Text(printable(note), style="bold"), soft_wrap=True)
         else:
             console.print(Text(printable(f"API key: the one in {key.source}"), style="dim"), soft_wrap=True)
         if checking_in:

@@ -26,10 +26,10 @@ from rich.text import Text
 
 from cortana.assistant import Assistant
 from cortana.cli.approval import terminal_approver
-from cortana.cli.display import describe_client
+from cortana.cli.display import describe_client, fit_prompt
 from cortana.cli.fix import TerminalFixer
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
-from cortana.config import Settings, load_settings, trust_store
+from cortana.config import Settings, effective_context_window, load_settings, trust_store
 from cortana.display import printable
 from cortana.knowledge.graphify import INSTALL_HINT
 from cortana.memory.store import private_folder
@@ -251,6 +251,12 @@ async def _one_shot(
     warning = assistant.sandbox_warning()
     if warning is not None:  # said once: commands are asked, since nothing confines them here
         console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    engine = await assistant.client()
+    prompt, cut = await fit_prompt(
+        prompt, engine, effective_context_window(agent.context_window, engine.context_window)
+    )
+    if cut is not None:
+        console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
     thread = assistant.thread
     if fix or fixer.wants(prompt):
         outcome = await fixer.run(agent, prompt, thread, assistant.memory, explicit=fix)

@@ -12,10 +12,20 @@ from typing import Any
 
 import httpx
 
+from cortana.display import valid_text
 from cortana.errors import EngineUnavailable, ModelError, StreamInterrupted
 from cortana.models.base import ModelClient
 
-__all__ = ["HttpClient", "HttpEngine"]
+__all__ = ["JSON_HEADERS", "HttpClient", "HttpEngine", "json_bytes"]
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def json_bytes(body: Any) -> bytes:
+    """A request body as UTF-8 JSON. Text that is not Unicode (a folder name that is not UTF-8 in a path the prompt
+    mentions, a lone surrogate a client sent) is replaced, not a crash before anything is sent."""
+    return valid_text(json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)).encode("utf-8")
+
 
 _RETRY_STATUSES = {500, 502, 503, 504}
 
@@ -138,7 +148,8 @@ class HttpEngine:
                 request = self.client.build_request(
                     method,
                     path,
-                    json=json_body,
+                    content=None if json_body is None else json_bytes(json_body),
+                    headers=None if json_body is None else JSON_HEADERS,
                     timeout=request_timeout if request_timeout is not None else httpx.USE_CLIENT_DEFAULT,
                 )
                 response = await self.client.send(request, stream=stream)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortana.display import valid_text
 from cortana.errors import StreamInterrupted
 from cortana.messages import Message, StopReason, ToolCall, Usage
 from cortana.models.base import ModelEvent, ModelResponse, TextDelta, ThinkingDelta, ToolSpec
@@ -100,8 +101,8 @@ class AnswerBuilder:
 
     def finish(self) -> tuple[str, Message]:
         """End of the answer: (text still to show, the complete assistant message)."""
-        content = "".join(self._text)
-        thinking = "".join(self._thinking) or None
+        content = valid_text("".join(self._text))  # an engine's JSON may carry a lone surrogate: stored, it would fail
+        thinking = valid_text("".join(self._thinking)) or None
         calls = [self._to_tool_call(call) for _, call in sorted(self._calls.items())]
         tail = ""
         if self._filter is not None:

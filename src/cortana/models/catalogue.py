@@ -174,6 +174,12 @@ def resolve_name(name: str) -> CatalogueModel:
         return CATALOGUE[name]
     if name.startswith(HF_PREFIX):
         parts = name[len(HF_PREFIX) :].split("/")
+        if any(part in (".", "..") or "\\" in part or "\x00" in part for part in parts):
+            raise ModelNotFound(
+                f"'{name}' names a path with '.' or '..' in it: a hub file is hf:OWNER/REPO/FILE.gguf, each part a "
+                "plain name",
+                model=name,
+            )
         if len(parts) < 3 or not parts[-1].endswith(".gguf") or not all(parts):
             raise ModelNotFound(
                 f"'{name}' is not a hub file: write hf:OWNER/REPO/FILE.gguf (e.g. "

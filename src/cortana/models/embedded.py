@@ -494,7 +494,7 @@ def _prompt_cache_name(model: Path, window: int, name: str) -> str:
     except importlib.metadata.PackageNotFoundError:
         engine = "unknown"
     key = f"{model.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{window}|{engine}|{name}"
-    return hashlib.sha256(key.encode()).hexdigest()[:32] + ".bin"
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".bin"  # a name not UTF-8
 
 
 def _serve(argv: list[str] | None = None) -> None:

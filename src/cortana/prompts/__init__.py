@@ -11,6 +11,7 @@ import re
 from importlib import resources
 
 from cortana.config import prompts_dir
+from cortana.display import valid_text
 
 __all__ = ["as_data", "prompt_text", "strip_turn_context"]
 
@@ -59,7 +60,7 @@ def as_data(text: str) -> str:
     applies it to every block of a turn's ``<context>`` and to every tool result, so no producer of either
     has to remember it.
     """
-    return _TAG.sub(_escaped, _INVISIBLE.sub("", text))
+    return _TAG.sub(_escaped, _INVISIBLE.sub("", valid_text(text)))
 
 
 def _escaped(match: re.Match[str]) -> str:

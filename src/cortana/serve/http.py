@@ -80,26 +80,51 @@ def error_response(
 
 
 class Guard:
-    """ASGI middleware in front of the API: the bearer key, then the body size (by ``Content-Length``).
+    """ASGI middleware in front of the API: the Host header, the bearer key, then the body size (by
+    ``Content-Length``).
 
     Args:
         app: the application behind it.
         key: the key clients must send as ``Authorization: Bearer KEY``.
         max_body: the largest request body in bytes (a body that grows past it while read is refused too).
         open_paths: paths that need no key (a health check).
+        hosts: the host names requests must be addressed to (a loopback server's: a browser page whose name was
+            pointed at this machine sends its own name, DNS rebinding); None: any.
     """
 
-    def __init__(self, app: ASGIApp, *, key: str, max_body: int, open_paths: Sequence[str] = ("/health",)) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        key: str,
+        max_body: int,
+        open_paths: Sequence[str] = ("/health",),
+        hosts: Sequence[str] | None = None,
+    ) -> None:
         self.app = app
         self.key = key
         self.max_body = max_body
         self.open_paths = frozenset(open_paths)
+        self.hosts = None if hosts is None else frozenset(host.lower() for host in hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths or scope["method"] == "OPTIONS":
-            await self.app(scope, receive, send)  # OPTIONS: a CORS preflight, answered by the CORS layer or 405
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        if self.hosts is not None and _host_name(headers.get("host", "")) not in self.hosts:
+            response = error_response(
+                421,
+                f"This server answers requests addressed to {', '.join(sorted(self.hosts))} only, not "
+                f"{headers.get('host', '(no Host header)')[:100]!r}: it listens on loopback, for this machine.",
+                "invalid_request_error",
+                code="misdirected_request",
+            )
+            await response(scope, receive, send)
+            return
+        if scope["path"] in self.open_paths or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)  # OPTIONS: a CORS preflight, answered by the CORS layer or 405
+            return
         scheme, _, given = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not keys_match(given.strip(), self.key):
             response = error_response(
@@ -116,6 +141,14 @@ class Guard:
             await too_large(self.max_body)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _host_name(header: str) -> str:
+    """The name in a Host header, without its port (``[::1]:8642`` -> ``::1``)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 def too_large(limit: int) -> JSONResponse:
@@ -141,9 +174,21 @@ async def read_json(request: Request, limit: int) -> Any:
         if len(body) > limit:
             raise _TooLarge
     try:
-        return json.loads(body)
+        value = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"the body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise BadRequest("the body's JSON is nested too deeply to read; send messages as a flat list") from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        problem = repr(error.object[error.start : error.end])
+        raise BadRequest(
+            f"the body holds text that is not Unicode ({problem}, a lone UTF-16 surrogate escape): send valid text"
+        ) from None
+    except RecursionError:
+        raise BadRequest("the body's JSON is nested too deeply to read; send messages as a flat list") from None
+    return value
 
 
 def run_settings(service: ChatService, body: dict[str, Any]) -> ModelSettings | None:
@@ -480,6 +525,7 @@ def create_app(
     cors_origins: Sequence[str] = (),
     max_body: int | None = None,
     model_name: str = MODEL_NAME,
+    hosts: Sequence[str] | None = None,
 ) -> ASGIApp:
     """The HTTP API over ``service``, as an ASGI application (uvicorn runs it in ``cortana serve``).
 
@@ -489,6 +535,7 @@ def create_app(
         cors_origins: web origins whose scripts may call the API (none: no CORS headers at all).
         max_body: the largest request body in bytes (default: cortana.yml's ``serve.max_body_kb``).
         model_name: the name the assistant is listed under.
+        hosts: the Host names requests must carry (``cortana serve`` on loopback: this machine's names); None: any.
     """
     limit = max_body if max_body is not None else service.assistant.settings.serve.max_body_kb * 1024
     api = ChatAPI(service, max_body=limit, model_name=model_name)
@@ -513,7 +560,7 @@ def create_app(
         ],
         exception_handlers={HTTPException: _http_error},
     )
-    guarded: ASGIApp = Guard(app, key=key, max_body=limit)
+    guarded: ASGIApp = Guard(app, key=key, max_body=limit, hosts=hosts)
     for layer in reversed(middleware):
         guarded = layer.cls(guarded, *layer.args, **layer.kwargs)  # CORS outside the key check: preflights carry none
     return guarded
