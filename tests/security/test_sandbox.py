@@ -52,9 +52,11 @@ class Asker:
     def __init__(self, *answers: PermissionDecision) -> None:
         self.answers = list(answers)
         self.asked: list[tuple[str, str | None, str | None]] = []
+        self.tools: list[str] = []
 
     def __call__(self, call: ToolCall, tool: Tool, reason: str | None, scope: Scope | None) -> PermissionDecision:
         self.asked.append((str(call.arguments.get("command")), reason, scope and scope.label))
+        self.tools.append(call.name)
         return self.answers.pop(0) if self.answers else PermissionDecision.deny("no more answers")
 
 
@@ -437,3 +439,30 @@ def test_git_that_cortana_starts_runs_confined_and_reads_only(
     (project / "notes.txt").write_text("x\n")
     assert [change.path for change in snapshot.changes()] == ["notes.txt"], "git listed the files"
     assert not (outside / "from-git").exists() and not (project / "from-git").exists()
+
+
+async def test_a_newcomers_session_asks_only_for_the_edit(project: Path) -> None:
+    """The session bench/approvals.py counts (on main: 9 questions answering "yes", 7 answering "always"): with
+    the sandbox, the commands inside the workspace run confined and only the edit, which the user reviews, asks."""
+    (project / "tests").mkdir()
+    (project / "src" / "app.py").write_text("def add(a, b):\n    return a - b\n")
+    (project / "tests" / "test_app.py").write_text(
+        "import sys\nsys.path.insert(0, 'src')\nfrom app import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    pytest_command = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+    calls = [
+        {"command": "git status --short"},
+        {"command": "ls -la tests"},
+        {"command": pytest_command},
+        {"command": "git diff --stat"},
+        {"command": "grep -rn add src"},
+    ]
+    asker = Asker(PermissionDecision.allow())
+    space = Workspace(project)
+    script = [tool_call_response(tool_call("run_command", **call)) for call in calls]
+    script.insert(3, tool_call_response(tool_call("edit_file", path="src/app.py", old_text="a - b", new_text="a + b")))
+    script.insert(4, tool_call_response(tool_call("run_command", command=f"{pytest_command} tests")))
+    gate = workspace_gate(space, approve=asker)
+    result = await Agent(ScriptedModel([*script, "Fixed."]), tools=builtin_tools(space), permissions=gate).run("fix")
+    assert asker.tools == ["edit_file"], "one question: the edit"
+    assert "1 passed" in [m.content for m in result.new_messages if m.role == "tool"][4]
