@@ -573,6 +573,7 @@ def workspace_sandbox(workspace: Path, settings: Settings) -> Sandbox:
         protected_files=settings.started_files,
         forbidden=[user_config_path().parent],
         enabled=settings.sandbox.enabled,
+        writable=[Path(path) for path in settings.sandbox.writable],
     )
 
 

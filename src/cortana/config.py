@@ -564,6 +564,8 @@ class SandboxSettings(_Section):
     """Ask for confined commands too (by default a confined command inside the workspace runs without asking)."""
     shell_mode: bool = False
     """Run your own ``!`` commands in the terminal confined too."""
+    writable: list[str] = Field(default_factory=list, max_length=50)
+    """More folders confined commands may write (``~/.cache/go-build``); a folder's cortana.yml needs your trust."""
 
 
 class ServeSettings(_Section):

@@ -61,6 +61,7 @@ SENSITIVE: dict[str, str] = {
     "tracing.otlp_endpoint": "send traces of your conversations (timings, and content if asked) to another machine",
     "test": "run this command as the project's tests (the fix workflow runs it, unasked under --yes)",
     "sandbox.enabled": "run the commands the model asks for without the kernel's sandbox",
+    "sandbox.writable": "let the model's commands write these folders outside the workspace",
 }
 """The cortana.yml keys a workspace needs the user's trust for, and what each would do."""
 
@@ -111,6 +112,8 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
     sandbox = data.get("sandbox")
     if isinstance(sandbox, dict) and sandbox.get("enabled") is False:
         found["sandbox.enabled"] = False
+    if isinstance(sandbox, dict) and sandbox.get("writable"):
+        found["sandbox.writable"] = sandbox["writable"]
     return found
 
 

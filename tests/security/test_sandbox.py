@@ -466,3 +466,56 @@ async def test_a_newcomers_session_asks_only_for_the_edit(project: Path) -> None
     result = await Agent(ScriptedModel([*script, "Fixed."]), tools=builtin_tools(space), permissions=gate).run("fix")
     assert asker.tools == ["edit_file"], "one question: the edit"
     assert "1 passed" in [m.content for m in result.new_messages if m.role == "tool"][4]
+
+
+def test_doctor_shows_the_sandbox_and_its_abi(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "cortana.yml").write_text("memory:\n  recall: false\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "doctor", "--engine", "llamacpp", "--base-url", scripted_engine.url],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.lstrip().startswith("sandbox"))
+    assert f"Landlock ABI {SUPPORT.abi} with user, mount and network namespaces" in row, row
+    assert "commands are confined to the workspace" in row
+
+
+async def test_where_the_kernel_cannot_confine_the_assistant_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortana import Assistant, Settings
+    from cortana.sandbox import policy
+
+    quiet = Settings(memory={"recall": False}, graphify={"enabled": False}, learning={"enabled": False})
+    async with Assistant(tmp_path, quiet, client=ScriptedModel([]), heartbeat=False) as confined:
+        assert confined.sandbox_warning() is None
+    monkeypatch.setattr(policy, "_support", UNAVAILABLE)  # what the probe finds on a kernel without Landlock
+    async with Assistant(tmp_path, quiet, client=ScriptedModel([]), heartbeat=False) as unconfined:
+        warning = unconfined.sandbox_warning()
+        rows = dict(await unconfined.doctor_rows())
+    assert warning is not None and "not available: this kernel has no Landlock" in warning
+    assert "each command is asked" in warning
+    assert rows["sandbox"] == "not available: this kernel has no Landlock"
+    off = quiet.model_copy(update={"sandbox": quiet.sandbox.model_copy(update={"enabled": False})})
+    async with Assistant(tmp_path, off, client=ScriptedModel([]), heartbeat=False) as switched_off:
+        assert switched_off.sandbox_warning() is None, "the user turned it off: no line"
+        assert dict(await switched_off.doctor_rows())["sandbox"].startswith("off (sandbox.enabled: false)")
+
+
+async def test_folders_the_user_adds_are_writable_and_gos_cache_is_private(project: Path, outside: Path) -> None:
+    results = await run_commands(
+        project,
+        f"touch {outside}/cache-entry && echo $GOCACHE",
+        sandbox=Sandbox(project, writable=[outside]),
+    )
+    assert results[0].startswith("exit code 0") and (outside / "cache-entry").exists(), results[0]
+    assert "/cortana-tmp-" in results[0] and results[0].rstrip().endswith("go-build")
+
+
+def test_a_folder_cannot_widen_its_own_sandbox_untrusted() -> None:
+    from cortana.trust import sensitive_sections
+
+    asked = sensitive_sections({"sandbox": {"enabled": False, "writable": ["~"], "ask": True}, "test": "make x"})
+    assert asked == {"sandbox.enabled": False, "sandbox.writable": ["~"], "test": "make x"}
+    assert sensitive_sections({"sandbox": {"ask": True, "shell_mode": True}}) == {}, "asking more needs no trust"

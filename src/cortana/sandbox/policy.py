@@ -68,6 +68,9 @@ confined commands, and asked for every time when a tool writes them."""
 Mode = Literal["namespaces", "landlock"]
 _PROBE_TIMEOUT_S = 10.0
 _TEMPORARY_VARIABLES = ("TMPDIR", "TMP", "TEMP", "TEMPDIR")
+_CACHES = {"GOCACHE": "go-build"}
+"""Build caches a tool insists on writing under the home folder, pointed into the private temporary folder unless
+set: ``go test`` fails without its cache (a confined command may not write ``~/.cache``)."""
 
 
 def helper_python() -> str:
@@ -204,6 +207,7 @@ class Sandbox:
         enabled: False: nothing is confined (``sandbox.enabled: false`` in the user's own cortana.yml).
         support: what the kernel can do (default: probed, once per process).
         mode: force a mode (tests); default: the best this kernel has.
+        writable: more folders every confined process may write (``sandbox.writable``: a build cache).
     """
 
     def __init__(
@@ -215,8 +219,10 @@ class Sandbox:
         enabled: bool = True,
         support: KernelSupport | None = None,
         mode: Mode | None = None,
+        writable: Sequence[Path] = (),
     ) -> None:
         self.root = Path(root).resolve()
+        self.writable = tuple(Path(os.path.expanduser(path)) for path in writable)
         self.protected_files = tuple(Path(path) for path in protected_files)
         self.forbidden = tuple(Path(path) for path in forbidden)
         self.enabled = enabled
@@ -256,7 +262,8 @@ class Sandbox:
     def policy(self, *writable: Path, network: bool = False, workspace: bool = True) -> SandboxPolicy:
         """The workspace (unless ``workspace=False``) and ``writable`` writable, the protected paths and Cortana's
         own install read-only."""
-        roots = [*([self.root] if workspace else []), *(Path(path).resolve() for path in writable)]
+        more = [*writable, *(path for path in self.writable if path.exists())]
+        roots = [*([self.root] if workspace else []), *(Path(path).resolve() for path in more)]
         read_only = [*self.protected_paths(), *(folder for folder in self.forbidden if self._contains(folder))]
         return SandboxPolicy(tuple(dict.fromkeys(roots)), tuple(dict.fromkeys(read_only)), network)
 
@@ -286,7 +293,7 @@ class Sandbox:
 
     def elsewhere(self, root: Path) -> Sandbox:
         """The same confinement for another folder (the fix workflow's scratch copy)."""
-        return Sandbox(root, enabled=self.enabled, support=self._support, mode=self._mode)
+        return Sandbox(root, enabled=self.enabled, support=self._support, mode=self._mode, writable=self.writable)
 
     def _contains(self, path: Path) -> bool:
         resolved = Path(os.path.realpath(path))
@@ -353,6 +360,9 @@ class Confined:
         environment = dict(environ)
         if self.temporary is not None:
             environment.update(dict.fromkeys(_TEMPORARY_VARIABLES, str(self.temporary)))
+            if self.mode is not None:
+                for variable, name in _CACHES.items():
+                    environment.setdefault(variable, str(self.temporary / name))
         return environment
 
     def argv(self, argv: Sequence[str]) -> list[str]:
