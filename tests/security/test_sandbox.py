@@ -138,12 +138,16 @@ async def test_a_confined_command_writes_the_workspace_and_nothing_outside_it(
         "python3 -c \"import os; os.open('.git/hooks/pre-commit', os.O_CREAT|os.O_WRONLY)\"",
         "truncate -s 0 .git/config",
         "echo 'engine: openai' >> cortana.yml",
+        "echo x > docs/hooks/pre-commit",  # docs: a symbolic link to .git, there before the command
+        "echo x > outside-link/pwned",  # a symbolic link out of the workspace, there before the command
     ],
 )
 async def test_a_confined_command_cannot_change_a_protected_path_by_any_spelling(
     project: Path, command: str, mode: str
 ) -> None:
     (project / "cortana.yml").write_text("memory:\n  recall: false\n")
+    (project / "docs").symlink_to(project / ".git")
+    (project / "outside-link").symlink_to(project.parent)
     hooks = sorted(p.name for p in (project / ".git" / "hooks").iterdir())
     config = (project / ".git" / "config").read_text()
     results = await run_commands(project, command, sandbox=confined_sandbox(project, mode))
@@ -151,6 +155,7 @@ async def test_a_confined_command_cannot_change_a_protected_path_by_any_spelling
     assert sorted(p.name for p in (project / ".git" / "hooks").iterdir()) == hooks
     assert (project / ".git" / "config").read_text() == config
     assert (project / "cortana.yml").read_text() == "memory:\n  recall: false\n"
+    assert not (project.parent / "pwned").exists()
 
 
 async def test_a_protected_path_a_confined_command_creates_is_moved_out(project: Path) -> None:
@@ -519,3 +524,38 @@ def test_a_folder_cannot_widen_its_own_sandbox_untrusted() -> None:
     asked = sensitive_sections({"sandbox": {"enabled": False, "writable": ["~"], "ask": True}, "test": "make x"})
     assert asked == {"sandbox.enabled": False, "sandbox.writable": ["~"], "test": "make x"}
     assert sensitive_sections({"sandbox": {"ask": True, "shell_mode": True}}) == {}, "asking more needs no trust"
+
+
+async def test_a_turn_nobody_watches_runs_no_command(project: Path) -> None:
+    """A heartbeat's check-in speaks first; it does not act: a confined command is still refused there (unless the
+    user's own permissions.allow or --yes says otherwise, as before)."""
+    from cortana.messages import RunMetrics, ThreadRef
+    from cortana.tools import RunContext
+
+    space = Workspace(project)
+    gate = workspace_gate(space)
+    tool = next(t for t in builtin_tools(space) if t.name == "run_command")
+    call = ToolCall(id="1", name="run_command", arguments={"command": "touch checked-in"})
+    watched = RunContext(ThreadRef(resource_id="r", thread_id="t"), RunMetrics(), [])
+    alone = RunContext(ThreadRef(resource_id="r", thread_id="t"), RunMetrics(), [], unattended=True)
+    assert (await gate.decide(call, tool, watched)).action == "allow"
+    refused = await gate.decide(call, tool, alone)
+    assert refused.action == "deny" and "nobody is there" in str(refused.reason)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_hook_with_another_name_stops_confinement_rather_than_be_written_through_it(
+    project: Path, mode: str
+) -> None:
+    """An archive can hold a hard link: `notes.txt` and `.git/hooks/pre-commit` one file. A read-only mount of the
+    hook does not cover its other name, so the command is refused, saying why."""
+    hook = project / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\n")
+    os.link(hook, project / "notes.txt")
+    space = Workspace(project, sandbox=confined_sandbox(project, mode))
+    tool = next(t for t in builtin_tools(space) if t.name == "run_command")
+    with pytest.raises(Exception, match="has another name"):
+        await tool.function(command="echo 'touch PWNED' >> notes.txt")
+    assert hook.read_text() == "#!/bin/sh\n"
+    (project / "notes.txt").unlink()
+    assert (await tool.function(command="echo fine")).startswith("exit code 0")

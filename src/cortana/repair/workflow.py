@@ -251,7 +251,7 @@ class RepairWorkflow:
         settings: how hard to try.
         on_progress: called with each :class:`Progress`.
         sandbox: the workspace's sandbox: git and every test run are confined by it (the tests write only the
-            scratch copy); None: nothing is confined.
+            scratch copy); default: the kernel's, where it can (``Sandbox(workspace, enabled=False)`` for none).
     """
 
     def __init__(
@@ -268,7 +268,7 @@ class RepairWorkflow:
         sandbox: Sandbox | None = None,
     ) -> None:
         self.client = client
-        self.sandbox = sandbox
+        self.sandbox = sandbox if sandbox is not None else Sandbox(workspace)
         self.workspace = workspace.resolve()
         self.test_command = test_command
         self.environment = environment
@@ -663,7 +663,7 @@ class RepairWorkflow:
         self, command: TestCommand, scratch: ScratchCopy, *, tests: Sequence[str] = (), trace: bool = False
     ) -> TestReport:
         """The tests run in the scratch copy, confined to it when the workspace has a sandbox."""
-        sandbox = self.sandbox.elsewhere(scratch.root) if self.sandbox is not None else None
+        sandbox = self.sandbox.elsewhere(scratch.root)
         return await run_tests(
             command,
             scratch.root,

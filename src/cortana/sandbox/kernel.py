@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import platform
@@ -181,10 +182,12 @@ def _grants(policy: Policy, handled: int) -> list[tuple[str, int]]:
 
 
 def _split(path: str, read_only: list[str], handled: int) -> list[tuple[str, int]]:
+    if os.path.islink(path):
+        return []  # what it points at is granted by its own path, or not at all
     inside = [item for item in read_only if item == path or item.startswith(path.rstrip("/") + "/")]
     if not inside:
         return [(path, handled)]
-    if path in inside or not os.path.isdir(path) or os.path.islink(path):
+    if path in inside or not os.path.isdir(path):
         return []
     found: list[tuple[str, int]] = []
     for name in sorted(os.listdir(path)):
@@ -295,6 +298,32 @@ def _read_only(path: str) -> None:
     _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept)
 
 
+_UNLINKED_CHECK_SKIPS = frozenset({"objects", "lfs", "logs", "refs", "modules", "worktrees"})
+"""Folders of ``.git`` whose files are data, not programs or settings (a local clone hard-links its objects)."""
+
+
+def _check_no_other_names(read_only: list[str]) -> None:
+    """Refuse when a read-only file (a hook, ``.git/config``, ``cortana.yml``) has another name (a hard link, from an
+    archive): a write through that name would change it whatever is mounted read-only."""
+    for path in read_only:
+        if not os.path.lexists(path) or os.path.islink(path):
+            continue
+        files = [path] if not os.path.isdir(path) else []
+        if os.path.isdir(path):
+            for entry in os.scandir(path):
+                if entry.is_dir(follow_symlinks=False) and entry.name not in _UNLINKED_CHECK_SKIPS:
+                    files += [sub.path for sub in os.scandir(entry.path) if sub.is_file(follow_symlinks=False)]
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(entry.path)
+        for file in files:
+            if os.lstat(file).st_nlink > 1:
+                raise ConfinementError(
+                    errno.EMLINK,
+                    f"{file} has another name (a hard link): a command could change it through that name. Remove "
+                    "the other name (find it with `find . -samefile FILE`), or run the command outside the sandbox",
+                )
+
+
 def _inside(path: str, folders: list[str]) -> bool:
     return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
 
@@ -339,8 +368,6 @@ def _namespaces(policy: Policy) -> None:
 def _loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe_socket:
         request = struct.pack("16sH22x", b"lo", _IFF_UP | _IFF_LOOPBACK | _IFF_RUNNING)
-        import fcntl
-
         fcntl.ioctl(probe_socket.fileno(), _SIOCSIFFLAGS, request)
 
 
@@ -359,6 +386,7 @@ def confine(policy: Policy) -> None:
     if abi < 1:
         raise ConfinementError(errno.ENOSYS, "this kernel has no Landlock")
     policy = dict(policy)
+    _check_no_other_names([str(path) for path in policy.get("read_only", ())])
     mode = policy.get("mode", "namespaces")
     if mode == "namespaces":
         _namespaces(policy)

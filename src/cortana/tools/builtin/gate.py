@@ -6,7 +6,8 @@
   command runs without asking (``ask_confined=True`` asks anyway); one the
   model wants outside the sandbox (``sandbox=false``) is asked for every
   time, with the reason, and no "always" covers it. Where the kernel cannot
-  confine, every command asks.
+  confine, every command asks. In a turn nobody watches (a heartbeat's
+  check-in) commands are asked, so refused, as before the sandbox.
 - A path outside the workspace (or one that is not a path) is refused before
   anyone is asked. No approval changes that: confinement is checked first, on
   every call.
@@ -164,7 +165,9 @@ def workspace_gate(
                 return PermissionDecision.ask(f"{protected} is protected: asked every time", every_time=True)
         command = call.arguments.get("command")
         if tool.name == COMMAND_TOOL and isinstance(command, str):
-            return _command_decision(command, call.arguments.get(SANDBOX_ARGUMENT), space, ask_confined)
+            # a turn nobody watches (a check-in) speaks first; it does not act: commands are asked, so refused
+            ask = ask_confined or context.unattended
+            return _command_decision(command, call.arguments.get(SANDBOX_ARGUMENT), space, ask)
         return None
 
     rules: dict[str, Action] = {**dict.fromkeys(allow, "allow"), **dict.fromkeys(deny, "deny")}
