@@ -200,3 +200,17 @@ def test_cortana_doctor_and_models(engine_url: str, engine_key: str, tmp_path: P
         env={**os.environ, "CORTANA_API_KEY": engine_key},
     )  # fmt: skip
     assert models.returncode == 0 and "(in use)" in models.stdout
+
+
+async def test_several_answers_of_one_prompt_are_decoded_together_under_a_grammar(client: LlamaCppClient) -> None:
+    """The engine keeps slots for samples (a shared cache: the prompt is read once for all of them)."""
+    assert client.parallel_samples == 4
+    grammar = 'root ::= "def " name "(x):\\n    return " [a-z0-9 +*-]{1,20} "\\n"\nname ::= [a-z_]{3,12}\n'
+    request = ModelRequest(
+        [Message.user("Write a one-line Python function of x.")],
+        settings=ModelSettings(temperature=1.0, seed=3, max_tokens=40, grammar=grammar),
+    )
+    answers = await client.complete_many(request, 4)
+    assert len(answers) == 4
+    assert all(answer.message.content.startswith("def ") and "return" in answer.message.content for answer in answers)
+    assert answers[0].usage.prompt_tokens > 0 and all(a.usage.prompt_tokens == 0 for a in answers[1:])

@@ -251,3 +251,38 @@ def test_arguments_that_are_not_a_json_object_are_sent_as_one(raw: str, sent: st
     assert text.startswith(sent) and isinstance(json.loads(text), dict)
     if "unparsed" in sent:
         assert json.loads(text)["unparsed_arguments"] == raw, "the model still sees what it wrote"
+
+
+async def test_llamacpp_several_answers_of_one_prompt_come_in_one_request(wire: WireServer) -> None:
+    """llama.cpp's ``n`` (a real capture, three choices): the prompt is read once; more than the server's slots
+    take another request, its seed three on."""
+    import json
+
+    props = json.loads((LLAMA / "q05_props.json").read_text())
+    props["total_slots"] = 3
+    wire.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
+    wire.add("GET", "/props", Reply.json(props))
+    wire.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
+    wire.add("POST", "/v1/chat/completions", Reply(body=(LLAMA / "q05_chat_n3.json").read_bytes()))
+    client = await LlamaCppClient(base_url=wire.start()).connect()
+    assert client.parallel_samples == 3
+    request = ModelRequest([Message.user("Name a fruit. One word.")], settings=ModelSettings(temperature=0.9, seed=7))
+    answers = await client.complete_many(request, 5)
+    assert [answer.message.content for answer in answers] == ["Apple"] * 5
+    bodies = [r.body for r in wire.requests if r.path == "/v1/chat/completions"]
+    assert [(body["n"], body["seed"], body["stream"]) for body in bodies] == [(3, 7, False), (2, 10, False)]
+    assert answers[0].usage.prompt_tokens == 36 and answers[1].usage.prompt_tokens == 0, "counted once a request"
+
+
+async def test_an_engine_without_slots_answers_one_request_after_another(wire: WireServer) -> None:
+    wire.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
+    wire.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
+    wire.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
+    wire.add("POST", "/v1/chat/completions", Reply.sse_file(LLAMA / "q05_chat_plain_stream.sse.txt"))
+    client = await LlamaCppClient(base_url=wire.start()).connect()
+    assert client.parallel_samples == 1
+    request = ModelRequest([Message.user("Hi")], settings=ModelSettings(seed=1))
+    answers = await client.complete_many(request, 2)
+    assert len(answers) == 2
+    bodies = [r.body for r in wire.requests if r.path == "/v1/chat/completions"]
+    assert [(body.get("n"), body["seed"], body["stream"]) for body in bodies] == [(None, 1, True), (None, 2, True)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, Self
 
 from cortana.errors import ModelError
@@ -201,9 +201,27 @@ class ModelClient(Protocol):
         """Whether :meth:`switch_model` works (an engine serving many models)."""
         return False
 
+    @property
+    def parallel_samples(self) -> int:
+        """How many answers to one prompt :meth:`complete_many` gets from one request (1: one request each)."""
+        return 1
+
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream the answer to ``request``: deltas, then one final :class:`ModelResponse`."""
         ...
+
+    async def complete_many(self, request: ModelRequest, count: int) -> list[ModelResponse]:
+        """``count`` answers to ``request`` (a text answer: no tools), each sampled on its own.
+
+        By default one request after another, each seed one more than the last; an engine that decodes several
+        answers of one prompt together (:attr:`parallel_samples`) answers in one request.
+        """
+        answers = []
+        for number in range(count):
+            seed = None if request.settings.seed is None else request.settings.seed + number
+            settings = replace(request.settings, seed=seed)
+            answers.append(await complete(self, ModelRequest(request.messages, request.tools, settings)))
+        return answers
 
     async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int:
         """The prompt's size in tokens, from the engine's tokenizer (see :attr:`supports_token_counting`)."""

@@ -40,11 +40,14 @@ from typing import Any
 
 from cortana.config import batch_thread_count, cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
+from cortana.models.base import ModelRequest
 from cortana.models.catalogue import CATALOGUE, HF_PREFIX, local_path
 from cortana.models.engine_process import (
     DEFAULT_CONTEXT_WINDOW,
     INSTALL_HINT,
     READY,
+    SAMPLE_SLOTS,
+    SPECULATION,
     EngineProcess,
     load_server,
     serve_arguments,
@@ -234,9 +237,11 @@ class EmbeddedServer:
         context_window: tokens per request slot.
         threads: CPU threads generating (default: ``cortana.config.thread_count``).
         batch_threads: CPU threads reading a prompt (default: ``cortana.config.batch_thread_count``).
-        parallel: request slots (each keeps its own prompt cache).
+        parallel: requests served at once, each with the whole window.
         startup_timeout: seconds to wait for the model to load.
         slot_dir: the only folder the server may save prompt caches to and restore them from (None: none).
+        samples: slots for several answers to one prompt (:data:`~cortana.models.engine_process.SAMPLE_SLOTS`).
+        speculation: ``ngram-simple`` (draft-free speculation) or ``none``.
     """
 
     def __init__(
@@ -249,8 +254,12 @@ class EmbeddedServer:
         parallel: int = 1,
         startup_timeout: float = 300.0,
         slot_dir: Path | None = None,
+        samples: int = SAMPLE_SLOTS,
+        speculation: str = SPECULATION,
     ) -> None:
         self.model_path = Path(model_path)
+        self.samples = samples
+        self.speculation = speculation
         self.slot_dir = slot_dir
         self.context_window = context_window
         self.threads = thread_count(threads)
@@ -277,6 +286,8 @@ class EmbeddedServer:
             "--threads", str(self.threads),
             "--threads-batch", str(self.batch_threads),
             "--parallel", str(self.parallel),
+            "--samples", str(self.samples),
+            "--speculation", self.speculation,
             *(["--slot-save-path", f"{self.slot_dir}{os.sep}"] if self.slot_dir else []),  # llama.cpp joins by +
         ]  # fmt: skip
         self._process = await asyncio.create_subprocess_exec(
@@ -356,6 +367,16 @@ class EmbeddedClient(LlamaCppClient):
         """The file this client's prompt cache is kept in between processes (None: not kept)."""
         self.restored_tokens = 0
         """Prompt tokens restored from that file when the engine started."""
+        self.conversation_slot: int | None = None
+        """The slot every conversation request goes to (0 when the engine serves one conversation at a time, so the
+        prompt cache saved and restored is the conversation's); None: the engine chooses."""
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """llama.cpp's body, sent to the conversation's slot (:attr:`conversation_slot`)."""
+        body = super().request_body(request)
+        if self.conversation_slot is not None:
+            body["id_slot"] = self.conversation_slot
+        return body
 
     async def list_models(self) -> list[str]:
         """The bundled models that are installed (``cortana --model NAME`` starts one)."""
@@ -372,6 +393,8 @@ class EmbeddedClient(LlamaCppClient):
         parallel: int = 1,
         prompt_cache: str | None = None,
         keep_alive: float = 0,
+        samples: int = SAMPLE_SLOTS,
+        speculation: str = SPECULATION,
         **kwargs: Any,
     ) -> EmbeddedClient:
         """Join/verify the model if needed, start the server, and connect to it.
@@ -387,6 +410,8 @@ class EmbeddedClient(LlamaCppClient):
                 process does not read the same system prompt and tools again. One slot only.
             keep_alive: seconds the engine stays loaded after the last process using it closes, for the next
                 one to use (``cortana.models.resident``); 0: the engine stops with this client.
+            samples: slots for several answers to one prompt (a resident engine keeps the default).
+            speculation: ``ngram-simple`` or ``none`` (a resident engine keeps the default).
         """
         if parallel < 1:
             raise UserError(f"parallel must be at least 1, got {parallel}.")
@@ -394,11 +419,11 @@ class EmbeddedClient(LlamaCppClient):
             raise UserError(f"keep_alive must be 0 (off) or a number of seconds, got {keep_alive}.")
         name, path = await asyncio.to_thread(resolve_model_path, model)
         window = context_window or DEFAULT_CONTEXT_WINDOW
-        kept = prompt_cache is not None and parallel == 1
+        kept = prompt_cache is not None and parallel == 1  # one conversation at a time: its slot's cache is kept
         # A resident engine may serve a later client that keeps its prompt cache: it always gets the folder.
         slot_dir = _prompt_cache_folder() if kept or keep_alive > 0 else None
         server: EngineProcess | None = None
-        if keep_alive > 0:
+        if keep_alive > 0 and (samples, speculation) == (SAMPLE_SLOTS, SPECULATION):
             if importlib.util.find_spec("xllamacpp") is None:
                 raise EngineUnavailable(f"The embedded engine (xllamacpp) is not installed. {INSTALL_HINT}")
             server = await ResidentServer.attach(
@@ -418,6 +443,8 @@ class EmbeddedClient(LlamaCppClient):
                 batch_threads=batch_threads,
                 parallel=parallel,
                 slot_dir=slot_dir,
+                samples=samples,
+                speculation=speculation,
             )
             await server.start()
         if name in BUNDLED_MODELS:
@@ -429,6 +456,8 @@ class EmbeddedClient(LlamaCppClient):
             await server.stop()
             raise
         client.model = name
+        if parallel == 1 and client.parallel_samples > 1:
+            client.conversation_slot = 0
         if kept and server.slot_dir is not None and prompt_cache is not None:
             client.prompt_cache = server.slot_dir / _prompt_cache_name(path, window, prompt_cache)
             await client.restore_prompt_cache(forget_refused=not server.reused)

@@ -7,13 +7,16 @@ count a prompt's tokens exactly before it is sent.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from cortana.engines import engine_named
 from cortana.errors import ModelError
-from cortana.messages import Message
-from cortana.models.base import THINKING_BUDGETS, ModelEvent, ModelRequest, ToolSpec
+from cortana.messages import Message, StopReason, Usage
+from cortana.models.answer import AnswerBuilder
+from cortana.models.base import THINKING_BUDGETS, ModelEvent, ModelRequest, ModelResponse, ToolSpec
+from cortana.models.chunks import json_items, json_object, json_text
 from cortana.models.guided import GuidedCalls, template_supports_guiding
 from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
 
@@ -106,6 +109,53 @@ class LlamaCppClient(OpenAICompatClient):
         if request.tools and self.guides_tool_calls and settings.tool_choice != "none" and quiet:
             return self.guided.stream(request, self.model)
         return super().stream(request)
+
+    @property
+    def parallel_samples(self) -> int:
+        """The server's slots (``/props``' ``total_slots``): one request of several answers (``n``) reads the prompt
+        once and decodes them together, each in a slot; decoding is bound by memory, so four cost little more
+        than one (bench/generation.py)."""
+        slots = self.props.get("total_slots")
+        return slots if isinstance(slots, int) and slots > 0 else 1
+
+    async def complete_many(self, request: ModelRequest, count: int) -> list[ModelResponse]:
+        """``count`` answers in requests of up to :attr:`parallel_samples` each (llama.cpp's ``n``)."""
+        per_request = min(self.parallel_samples, count)
+        if per_request <= 1 or request.tools:
+            return await super().complete_many(request, count)
+        answers: list[ModelResponse] = []
+        while len(answers) < count:
+            wanted = min(per_request, count - len(answers))
+            seed = None if request.settings.seed is None else request.settings.seed + len(answers)
+            settings = dataclasses.replace(request.settings, seed=seed)
+            body = self.request_body(ModelRequest(request.messages, [], settings))
+            body.update({"stream": False, "n": wanted})
+            body.pop("stream_options", None)
+            body.pop("id_slot", None)  # the answers take whatever slots are free, never a conversation's own
+            data = await self.http.request_json(
+                "POST", f"{self.api_path}/chat/completions", json_body=body, on_error=self.error_for
+            )
+            answers += self._choices(data, wanted)
+        return answers
+
+    def _choices(self, data: Any, wanted: int) -> list[ModelResponse]:
+        """The answers of a whole (not streamed) reply with several choices; the usage goes with the first."""
+        where = f"{self.engine} at {self.base_url}"
+        reply = json_object(data, "the reply", where)
+        usage = self._usage(json_object(reply.get("usage"), "usage", where), None, Usage())
+        found: list[ModelResponse] = []
+        for number, item in enumerate(json_items(reply.get("choices"), "choices", where)[:wanted]):
+            choice = json_object(item, "a choice", where)
+            message = json_object(choice.get("message"), "a choice's message", where)
+            answer = AnswerBuilder([], False)
+            answer.add_text(json_text(message.get("content"), "content", where) or "")
+            _, built = answer.finish()
+            stop: StopReason = "length" if choice.get("finish_reason") == "length" else "stop"
+            model = reply.get("model") if isinstance(reply.get("model"), str) else self.model
+            found.append(ModelResponse(built, usage if number == 0 else Usage(), stop, model))
+        if len(found) < wanted:
+            raise ModelError(f"{where} answered {len(found)} of the {wanted} completions asked for")
+        return found
 
     @property
     def supports_thinking(self) -> bool:

@@ -50,7 +50,14 @@ import httpx
 
 from cortana.config import cache_dir
 from cortana.errors import EngineUnavailable
-from cortana.models.engine_process import INSTALL_HINT, READY, load_server, serve_arguments
+from cortana.models.engine_process import (
+    INSTALL_HINT,
+    READY,
+    SAMPLE_SLOTS,
+    SPECULATION,
+    load_server,
+    serve_arguments,
+)
 
 __all__ = ["ResidentServer", "engine_record_path"]
 
@@ -114,6 +121,8 @@ class _Wanted:
     batch_threads: int
     parallel: int
     slot_dir: str
+    samples: int = SAMPLE_SLOTS
+    speculation: str = SPECULATION
 
     def settings(self) -> dict[str, Any]:
         return {
@@ -122,6 +131,8 @@ class _Wanted:
             "batch_threads": self.batch_threads,
             "parallel": self.parallel,
             "slot_dir": self.slot_dir,
+            "samples": self.samples,
+            "speculation": self.speculation,
         }
 
 
@@ -241,6 +252,8 @@ async def _launch(
         "--threads", str(wanted.threads),
         "--threads-batch", str(wanted.batch_threads),
         "--parallel", str(wanted.parallel),
+        "--samples", str(wanted.samples),
+        "--speculation", wanted.speculation,
         *(["--slot-save-path", f"{wanted.slot_dir}{os.sep}"] if wanted.slot_dir else []),
         "--record", str(record_path),
         "--keep-alive", str(keep_alive),
@@ -347,6 +360,8 @@ def _serve(argv: list[str] | None = None) -> None:
             "batch_threads": args.threads_batch,
             "parallel": args.parallel,
             "slot_dir": slot_dir,
+            "samples": args.samples,
+            "speculation": args.speculation,
         },
         "keep_alive": args.keep_alive,
         "started": time.time(),
