@@ -41,7 +41,7 @@ from cortana.config import (
     user_config_path,
 )
 from cortana.errors import ConfigError, CortanaError
-from cortana.messages import RunResult, ThreadRef
+from cortana.messages import Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
 from cortana.sandbox.policy import Sandbox
 
@@ -60,10 +60,13 @@ if TYPE_CHECKING:
     from cortana.mcp import MCPServers
     from cortana.memory.stored import StoredMemory
     from cortana.models.base import ModelClient
+    from cortana.repair.run import FixOutcome, Progress, RepairResult
+    from cortana.repair.testrun import TestCommand
+    from cortana.repair.workflow import RepairWorkflow
     from cortana.tools import Tool
     from cortana.tools.builtin import Workspace
     from cortana.tools.builtin.commands import Finished
-    from cortana.tools.permissions import Approver, PermissionGate
+    from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
 
 __all__ = [
     "Assistant",
@@ -152,6 +155,8 @@ class Assistant:
         self._keep_client = keep_client
         self._given_experience = experience
         self._engine: asyncio.Future[ModelClient] | None = None  # started on first use (a loop is running then)
+        self._test_command: TestCommand | None = None
+        self._looked_for_tests = False
         settings = self.settings
         self.sandbox: Sandbox = workspace_sandbox(self.workspace, settings)
         """What every process the assistant starts may touch (commands, tests, git, graphify, MCP servers)."""
@@ -326,6 +331,114 @@ class Assistant:
             deny=tuple(settings.permissions.deny),
             ask_confined=settings.sandbox.ask,
         )
+
+    # -- fixes: the repair workflow ----------------------------------------------------------------------------
+
+    @property
+    def test_command(self) -> TestCommand | None:
+        """How the project runs its tests (``test:`` in cortana.yml, else found from its files); looked up once."""
+        if not self._looked_for_tests:
+            from cortana.repair.testrun import find_test_command
+
+            self._looked_for_tests = True
+            self._test_command = find_test_command(self.workspace, self.settings.test)
+        return self._test_command
+
+    def wants_fix(self, prompt: str) -> bool:
+        """Whether ``prompt`` goes through the fix workflow unnamed: it asks for a change, ``fix.auto`` is on, and
+        the project has tests to judge it."""
+        from cortana.repair.routing import is_change_request
+
+        return self.settings.fix.auto and is_change_request(prompt) and self.test_command is not None
+
+    async def fix(
+        self,
+        request: str,
+        *,
+        thread: ThreadRef | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        before_writing: Callable[[RepairResult], None] | None = None,
+    ) -> FixOutcome:
+        """Fix ``request`` with the project's tests as the judge (``cortana.repair``): find a patch in a scratch copy,
+        then write it through the gate (asked, allowed by cortana.yml, or refused over the API). The request and the
+        answer join ``thread``'s conversation (default: the assistant's).
+
+        Args:
+            request: what to change ("" asks to make the failing tests pass).
+            thread: the conversation it belongs to.
+            on_progress: called at each step (the terminal's dim lines).
+            before_writing: called with a found fix before it is written (the terminal shows the diff).
+        """
+        from cortana.repair.request import FixRequest
+        from cortana.repair.run import FixOutcome
+
+        thread = thread or self.thread
+        fix = FixRequest.parse(request)
+        workflow = await self.fix_workflow(thread, on_progress)
+        result = await workflow.run(fix)
+        written: list[str] = []
+        if result.patch is not None:
+            if before_writing is not None:
+                before_writing(result)
+            written = await workflow.apply(result)
+        outcome = FixOutcome(result, written)
+        await self.memory.append_messages(thread, [Message.user(fix.text), Message.assistant(outcome.answer)])
+        return outcome
+
+    async def fix_workflow(
+        self, thread: ThreadRef | None = None, on_progress: Callable[[Progress], None] | None = None
+    ) -> RepairWorkflow:
+        """The repair workflow of this workspace: the assistant's engine, gate, sandbox, code graph and ``fix:``."""
+        from cortana.config import child_process_environment
+        from cortana.messages import RunMetrics
+        from cortana.repair.run import RepairSettings
+        from cortana.repair.workflow import RepairWorkflow
+        from cortana.safegit import safe_git_environment
+        from cortana.tools.context import RunContext
+        from cortana.tools.permissions import authorize_call
+
+        agent = await self.agent()
+        environment = child_process_environment({})
+        if not self.settings.trusted:
+            environment = await asyncio.to_thread(
+                safe_git_environment, self.workspace, environment, sandbox=self.sandbox
+            )
+        context = RunContext(thread or self.thread, RunMetrics(), [])
+
+        async def authorize(call: ToolCall, tool: Tool) -> PermissionDecision:
+            return await authorize_call(agent.permissions, call, tool, context)
+
+        fix = self.settings.fix
+        settings = RepairSettings(
+            budget_seconds=fix.budget_seconds,
+            samples=fix.samples,
+            per_location=fix.per_location,
+            rewrite=fix.rewrite,
+            rounds=fix.rounds,
+            test_timeout=fix.test_timeout,
+            **({"seed": self.settings.seed} if self.settings.seed is not None else {}),
+        )
+        graph = self.graph.index if self.graph is not None else None
+        return RepairWorkflow(
+            await self.client(),
+            self.workspace,
+            test_command=self.test_command,
+            environment=environment,
+            authorize=authorize,
+            graph=graph,
+            settings=settings,
+            on_progress=on_progress,
+            sandbox=self.sandbox,
+        )
+
+    def fix_tool(self) -> Tool:
+        """``fix_with_tests``: the fix workflow as a tool the agent's loop can call (each write still asks)."""
+        from cortana.repair.tool import fix_tool
+
+        async def fix(request: str, thread: ThreadRef) -> str:
+            return (await self.fix(request, thread=thread)).answer
+
+        return fix_tool(fix)
 
     def sandbox_warning(self) -> str | None:
         """The one line a front end shows when the kernel cannot confine commands here (None when it can, or when

@@ -541,15 +541,18 @@ class FixSettings(_Section):
 
     auto: bool = True
     """Send a request to change code through the workflow, without ``/fix``, when the folder has tests."""
-    samples: int = Field(3, ge=1, le=16)
-    """Samples of a patch over every candidate location, per round (the first greedy, the others hotter)."""
+    budget_seconds: float = Field(180, gt=0, le=7200)
+    """The time one fix may take, its test runs included: rounds go on until a patch passes or it is spent."""
+    samples: int = Field(4, ge=1, le=16)
+    """Hot samples asked of each prompt at once (the embedded engine decodes them together in its slots)."""
     per_location: int = Field(2, ge=0, le=8)
     """How many of the top locations also get a sample of their own."""
     rewrite: bool = True
     """Also ask for the functions to change written again whole (a small model writes a function better than it
     writes search/replace edits of one)."""
-    rounds: int = Field(2, ge=1, le=5)
-    """Sampling rounds; each after the first starts from the closest failed attempt."""
+    rounds: int = Field(4, ge=1, le=10)
+    """The most sampling rounds; each after the first climbs from a partial fix, or starts from the closest
+    attempt."""
     test_timeout: float = Field(300, gt=0, le=3600)
     """Seconds one run of the tests may take."""
 

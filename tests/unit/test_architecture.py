@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "learning": CORE | {"models", "tools", "memory", "agent"},
     "testing": CORE | {"models"},
     "repair": CORE | {"models", "tools", "knowledge"},
-    "assistant": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning"},
+    "assistant": CORE | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair"},
     "serve": CORE | {"models", "tools", "memory", "agent", "assistant"},
     "cli": CORE
     | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair", "assistant"}

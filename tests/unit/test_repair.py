@@ -245,14 +245,14 @@ def workflow(project: Path, model: ScriptedModel, gate: Gate | None = None, **se
 async def test_the_tests_choose_and_a_test_edit_never_wins(tmp_path: Path) -> None:
     project = write(tmp_path / "p", ONE_CALL_AWAY)
     before = (project / "shop/money.py").read_text()
-    model = ScriptedModel([TEST_EDIT, "no edits here", FIX, FIX, HACK])  # 3 samples over all, then 2 per location
+    model = ScriptedModel([TEST_EDIT, "no edits here", FIX, FIX, HACK])  # a greedy sample, then 3 hot at once
     gate = Gate()
     result = await workflow(project, model, gate, samples=3, per_location=2, rounds=1, rewrite=False).run(
         "fix the failing test"
     )
     assert result.status == "fixed", result.message
     assert "return round(cents * 0.2)" in result.diff and "tests/" not in result.diff
-    assert result.samples == 3, "the first patch the tests accept ends the search"
+    assert result.samples == 4, "the first patch the tests accept ends the search (with its batch)"
     assert "test_total_rounds_the_vat now passes" in result.message
     assert (project / "shop/money.py").read_text() == before, "nothing is written before apply"
     assert [call.name for call in gate.asked] == ["run_command"], "running the tests was asked, once"
@@ -261,7 +261,7 @@ async def test_the_tests_choose_and_a_test_edit_never_wins(tmp_path: Path) -> No
     assert gate.asked[-1].name == "edit_file" and gate.asked[-1].arguments["path"] == "shop/money.py"
     assert "+    return round(cents * 0.2)" in gate.asked[-1].arguments["diff"]
     samples = [request.settings for request in model.requests]
-    assert [s.temperature for s in samples] == [0.0, 0.8, 0.8] and len({s.seed for s in samples}) == 3
+    assert [s.temperature for s in samples] == [0.0, 0.8, 0.8, 0.8] and len({s.seed for s in samples}) == 4
     prompt = model.requests[0].messages[-1].content
     assert "tests/test_invoice.py::test_total_rounds_the_vat" in prompt and "def vat(cents):" in prompt
 
@@ -293,21 +293,21 @@ async def test_a_failed_round_builds_on_its_closest_attempt_or_tries_another(tmp
     project = write(tmp_path / "p", ONE_CALL_AWAY)
     wrong = block("shop/money.py", "    return int(cents * 0.2)", "    return int(cents * 0.2) - 1")
     on_top = block("shop/money.py", "    return int(cents * 0.2) - 1", "    return round(cents * 0.2)")
-    model = ScriptedModel([wrong, wrong, on_top])
+    model = ScriptedModel([wrong, wrong, "nothing", on_top])  # round 1: greedy, hot, one location; then on top
     result = await workflow(project, model, samples=1, per_location=1, rounds=2, rewrite=False).run(
         "fix the failing test"
     )
-    assert result.status == "fixed" and result.samples == 3
+    assert result.status == "fixed" and result.samples == 4
     assert result.diff.count("+    return round(cents * 0.2)") == 1 and "- 1" not in result.diff, "composed"
-    more = model.requests[2].messages[-1].content
+    more = model.requests[3].messages[-1].content
     assert "The code above already has this change" in more and "return int(cents * 0.2) - 1" in more
     assert "2517 == 2519" in more.split("The tests still fail:")[1], "the failure the attempt ended in"
-    model = ScriptedModel([wrong, wrong, "nothing", "nothing", FIX])
+    model = ScriptedModel([wrong, wrong, "nothing", "nothing", "nothing", FIX])
     result = await workflow(project, model, samples=1, per_location=1, rounds=2, rewrite=False).run(
         "fix the failing test"
     )
-    assert result.status == "fixed" and result.samples == 5
-    different = model.requests[4].messages[-1].content
+    assert result.status == "fixed" and result.samples == 6
+    different = model.requests[5].messages[-1].content
     assert "This fix was tried" in different and "Write a different fix" in different
 
 

@@ -363,16 +363,14 @@ class Repl:
         if self.fixer is None:
             self.console.print("The fix workflow is not available in this session.")
             return True
-        await self._fixing(request, explicit=True)
+        await self._fixing(request)
         return True
 
-    async def _fixing(self, request: str, *, explicit: bool) -> bool | None:
-        """The repair workflow for ``request``; Ctrl-C stops it, the user's files untouched. None: not handled."""
+    async def _fixing(self, request: str) -> bool:
+        """The repair workflow for ``request``; Ctrl-C stops it, the user's files untouched."""
         assert self.fixer is not None
         try:
-            return await until_ctrl_c(
-                asyncio.ensure_future(self.fixer.run(self.agent, request, self.thread, self.memory, explicit=explicit))
-            )
+            return await until_ctrl_c(asyncio.ensure_future(self.fixer.run(request, self.thread)))
         except asyncio.CancelledError:
             self.console.print("\n[yellow]fix cancelled[/yellow] [dim](your files are as they were)[/dim]")
             return False
@@ -382,11 +380,8 @@ class Repl:
 
         A request to change code in a folder with tests goes through the fix workflow first (``cli/fix.py``).
         """
-        if (
-            self.fixer is not None
-            and self.fixer.wants(prompt)
-            and await self._fixing(prompt, explicit=False) is not None
-        ):
+        if self.fixer is not None and self.fixer.wants(prompt):
+            await self._fixing(prompt)
             return
         stats = self.last_stats = TurnStats()
         engine = await self.agent.client()
@@ -400,9 +395,6 @@ class Repl:
             self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
         except Exception as exc:  # the session outlives a failed turn; the message is stored
             self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
-        finally:
-            if self.fixer is not None:  # a later turn's call of the workflow runs it again
-                self.fixer.handed_over = None
         if self.verbose:
             self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
 

@@ -200,16 +200,15 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
             console.print(f"code graph: off (graphify is not installed: {INSTALL_HINT})", style="dim", markup=False)
         if (settings.voice.enabled or args.voice) and not assistant.voice.available:
             console.print(f"voice: off (no text-to-speech engine; {VOICE_INSTALL_HINT})", style="yellow", markup=False)
-        show = Console(soft_wrap=True).print
-        fixer = TerminalFixer(workspace, settings, console, show, graph=assistant.graph, sandbox=assistant.sandbox)
+        fixer = TerminalFixer(assistant, console, Console(soft_wrap=True).print)
 
         async def loaded() -> Agent:
             await preloading  # the turn's modules (the built-in tools, the turn log) come in after the prompt
             from cortana.agent.logger import AgentLogger
 
             assistant.logger = AgentLogger(console)
-            if fixer.test_command is not None and assistant.ready_agent is None:
-                assistant.extra_tools.append(fixer.tool(assistant.agent))
+            if fixer.has_tests and assistant.ready_agent is None:
+                assistant.extra_tools.append(assistant.fix_tool())
             return await assistant.agent()
 
         if prompt is not None:
@@ -259,10 +258,8 @@ async def _one_shot(
         console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
     thread = assistant.thread
     if fix or fixer.wants(prompt):
-        outcome = await fixer.run(agent, prompt, thread, assistant.memory, explicit=fix)
-        if outcome is not None:
-            return 0 if outcome else 1
-    elif fixer.test_command is None and is_change_request(prompt):
+        return 0 if await fixer.run(prompt, thread) else 1
+    if not fixer.has_tests and is_change_request(prompt):
         console.print("fix: no tests found here to check a change with; the assistant works without them",
                       style="dim", markup=False)  # fmt: skip
     stats = TurnStats()

@@ -5,7 +5,11 @@
     localize.py   ranking where a change goes (Location, localize)
     patches.py    search/replace patches, their grammar, applying them
     scratch.py    the scratch copy candidates are tried in (ScratchCopy)
-    workflow.py   RepairWorkflow: the pipeline, its progress and its result
+    request.py    FixRequest: what a fix request asks for, read once
+    run.py        RepairRun: one fix's state; RepairResult, RepairSettings, Progress
+    coders.py     the formats a sample is written in (Rewrite, Edits, NewDefinition)
+    feedback.py   what the tests computed, in words for a sample
+    workflow.py   RepairWorkflow: the pipeline's stages, and applying a fix
     routing.py    which requests go through it without being named (is_change_request)
 
 Names are imported on first use (PEP 562): the terminal reaches its prompt without the workflow's modules.
@@ -18,12 +22,17 @@ from typing import TYPE_CHECKING
 from cortana.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from cortana.repair.request import FixRequest
     from cortana.repair.routing import DEFAULT_REQUEST, is_change_request
+    from cortana.repair.run import FixOutcome, FixStatus, Progress, RepairResult, RepairSettings
     from cortana.repair.testrun import TestCommand, TestReport, find_test_command, run_tests
-    from cortana.repair.workflow import Progress, RepairResult, RepairSettings, RepairWorkflow
+    from cortana.repair.workflow import RepairWorkflow
 
 __all__ = [
     "DEFAULT_REQUEST",
+    "FixOutcome",
+    "FixRequest",
+    "FixStatus",
     "Progress",
     "RepairResult",
     "RepairSettings",
@@ -42,9 +51,12 @@ _LAZY = {
     "TestReport": "cortana.repair.testrun",
     "find_test_command": "cortana.repair.testrun",
     "run_tests": "cortana.repair.testrun",
-    "Progress": "cortana.repair.workflow",
-    "RepairResult": "cortana.repair.workflow",
-    "RepairSettings": "cortana.repair.workflow",
+    "FixOutcome": "cortana.repair.run",
+    "FixRequest": "cortana.repair.request",
+    "FixStatus": "cortana.repair.run",
+    "Progress": "cortana.repair.run",
+    "RepairResult": "cortana.repair.run",
+    "RepairSettings": "cortana.repair.run",
     "RepairWorkflow": "cortana.repair.workflow",
 }
 

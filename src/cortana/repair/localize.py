@@ -22,6 +22,11 @@ progress lines and the tests):
   graph is loaded);
 - the request's distinctive words, found in a definition's text (+1 each).
 
+A function the request names is where the symptom shows, not always where the
+bug is: when the failing tests blame a function it calls (their traceback
+runs through it, or the spectrum puts it under suspicion), that callee ranks
+at least as high as the named function.
+
 Tests are never candidates unless the request asks to change them.
 """
 
@@ -157,7 +162,27 @@ def localize(
         for symbol in index.symbols:
             if symbol.kind != "class" and pattern.search(index.source(symbol)):
                 ranking.add_symbol(symbol, 1, f"mentions {word}")
+    _trust_the_evidence(ranking)
     return [location for location in ranking.ranked() if location.score > 0]
+
+
+def _trust_the_evidence(ranking: _Ranking) -> None:
+    """A callee the failing tests blame ranks at least as high as the function the request names that calls it."""
+    found = list(ranking.found.values())
+    for named in [loc for loc in found if loc.symbol is not None and "named in the request" in loc.reasons]:
+        assert named.symbol is not None
+        for callee in found:
+            symbol = callee.symbol
+            if symbol is None or callee is named or symbol.name not in named.symbol.calls or not _blamed(callee):
+                continue
+            if callee.score <= named.score:
+                callee.score = named.score + 0.5
+                callee.reasons.append(f"{named.symbol.name}, which the request names, calls it; the tests blame it")
+
+
+def _blamed(location: Location) -> bool:
+    """Whether the failing tests' own evidence points at ``location`` (a traceback, or their spectrum)."""
+    return any(reason.startswith(("in the traceback of", "reached by")) for reason in location.reasons)
 
 
 def _from_failure(failure: Failure, index: SymbolIndex, ranking: _Ranking) -> None:

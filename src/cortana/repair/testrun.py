@@ -41,6 +41,7 @@ from cortana.sandbox.policy import Sandbox
 from cortana.tools.builtin.commands import run_shell
 
 __all__ = [
+    "CallValue",
     "Failure",
     "Frame",
     "TestCommand",
@@ -230,23 +231,67 @@ class Failure:
 
 
 TRACE_PLUGIN = """\
-# Cortana's call tracer for pytest: which functions of the project each test runs (for fault localization).
-import json, os, sys
+# Cortana's call tracer for pytest: which functions of the project each test runs (for fault localization), and,
+# for a test that fails, what the project's functions were called with and gave back (for the fix's feedback).
+import json, os, reprlib, sys
 
 import pytest
 
 _ROOT = os.path.realpath({root!r}) + os.sep
 _OUT = {out!r}
 _CALLS = {{}}
+_VALUES = {{}}
+_MOST = 12
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+
+
+def _is_test(path):
+    name = os.path.basename(path)
+    parts = path.split(os.sep)
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or "tests" in parts[:-1]
+
+
+def _shown(value):
+    try:
+        return _SHORT.repr(value)
+    except Exception:
+        return "<" + type(value).__name__ + ">"
+
+
+def _arguments(frame):
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 4) + bool(code.co_flags & 8)
+    shown = []
+    for name in code.co_varnames[:count]:
+        if name in frame.f_locals:
+            value = frame.f_locals[name]
+            shown.append(name + "=" + ("<" + type(value).__name__ + ">" if name in ("self", "cls") else _shown(value)))
+    return ", ".join(shown)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     seen = set()
+    values = []
+    open_calls = {{}}
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(_ROOT):
-            seen.add((frame.f_code.co_filename[len(_ROOT):], frame.f_code.co_firstlineno))
+        path = frame.f_code.co_filename
+        if not path.startswith(_ROOT) or event not in ("call", "return"):
+            return
+        relative = path[len(_ROOT):]
+        if event == "call":
+            seen.add((relative, frame.f_code.co_firstlineno))
+            if len(values) < _MOST and not _is_test(relative) and not frame.f_code.co_name.startswith("<"):
+                open_calls[id(frame)] = len(values)
+                name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+                values.append([relative, frame.f_code.co_firstlineno, name, _arguments(frame), None])
+        else:
+            at = open_calls.pop(id(frame), None)
+            if at is not None:
+                values[at][4] = _shown(arg)
 
     sys.setprofile(profile)
     try:
@@ -254,14 +299,42 @@ def pytest_runtest_call(item):
     finally:
         sys.setprofile(None)
         _CALLS[item.nodeid] = sorted(seen)
+        item._cortana_values = values
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        _VALUES[item.nodeid] = getattr(item, "_cortana_values", [])
 
 
 def pytest_sessionfinish(session):
     with open(_OUT, "w", encoding="utf-8") as handle:
-        json.dump(_CALLS, handle)
+        json.dump({{"calls": _CALLS, "values": _VALUES}}, handle)
 """
 """A pytest plugin (loaded with ``-p``, from a temporary folder) that records, for each test, the functions of the
-project it called: a few lines of ``sys.setprofile``, nothing kept but file and first line."""
+project it called (``sys.setprofile``: file and first line), and for each failing test the first calls of the
+project's functions outside the tests, with their arguments and what they returned, shown short (``reprlib``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallValue:
+    """One call of a project's function in a failing test: what it was given and what it gave back.
+
+    Attributes:
+        file, line: the function (its file and first line).
+        name: its qualified name.
+        arguments: ``name=value`` pairs, each shown short.
+        returned: what it returned, shown short (``None`` also when it raised).
+    """
+
+    file: str
+    line: int
+    name: str
+    arguments: str
+    returned: str | None
 
 
 @dataclass(slots=True)
@@ -277,6 +350,8 @@ class TestReport:
         timed_out: it was stopped at its time limit.
         detailed: per-test results were read (pytest's report); else only ``ok`` and ``output`` mean anything.
         calls: for a traced run, each test's id -> the (file, first line) of the project's functions it called.
+        values: for a traced run, each failing test's id -> its first calls of the project's functions, with what
+            they were given and gave back.
     """
 
     __test__ = False
@@ -289,6 +364,7 @@ class TestReport:
     timed_out: bool = False
     detailed: bool = False
     calls: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    values: dict[str, list[CallValue]] = field(default_factory=dict)
 
     @property
     def failed(self) -> set[str]:
@@ -354,19 +430,32 @@ async def run_tests(
             read_junit(report_file.read_bytes(), folder, report)
         calls_file = Path(scratch) / "calls.json"
         if trace and calls_file.is_file():
-            report.calls = _read_calls(calls_file)
+            report.calls, report.values = _read_trace(calls_file)
         return report
 
 
-def _read_calls(path: Path) -> dict[str, set[tuple[str, int]]]:
+def _read_trace(path: Path) -> tuple[dict[str, set[tuple[str, int]]], dict[str, list[CallValue]]]:
+    """The tracer's file (written by the project's tests: read as untrusted, every field checked)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    except (OSError, ValueError, RecursionError):
+        return {}, {}
+    if not isinstance(data, dict):
+        return {}, {}
     calls: dict[str, set[tuple[str, int]]] = {}
-    for test, pairs in data.items() if isinstance(data, dict) else []:
-        calls[str(test)] = {(str(file).replace(os.sep, "/"), int(line)) for file, line in pairs}
-    return calls
+    values: dict[str, list[CallValue]] = {}
+    try:
+        for test, pairs in (data.get("calls") or {}).items():
+            calls[str(test)] = {(str(file).replace(os.sep, "/"), int(line)) for file, line in pairs}
+        for test, rows in (data.get("values") or {}).items():
+            values[str(test)] = [
+                CallValue(str(file).replace(os.sep, "/"), int(line), str(name)[:200], str(arguments)[:400],
+                          None if returned is None else str(returned)[:200])
+                for file, line, name, arguments, returned in rows[:20]
+            ]  # fmt: skip
+    except (AttributeError, TypeError, ValueError):
+        return calls, {}
+    return calls, values
 
 
 def read_junit(data: bytes, folder: Path, report: TestReport) -> None:

@@ -1,0 +1,339 @@
+"""One fix's state, which every stage of the workflow reads and extends, and what a fix gives back.
+
+``RepairRun`` holds the request, the tests before any change, where the
+change may go, every attempt with how its tests went, the starting point the
+climb is on, the time budget and the counts; ``workflow.py`` walks it through
+its stages. ``RepairResult`` is what comes out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from cortana.messages import Usage
+from cortana.repair.localize import Location
+from cortana.repair.patches import Patch
+from cortana.repair.request import FixRequest
+from cortana.repair.symbols import SymbolIndex
+from cortana.repair.testrun import Failure, TestCommand, TestReport
+
+if TYPE_CHECKING:
+    from cortana.repair.coders import Coder
+    from cortana.repair.scratch import ScratchCopy
+
+__all__ = [
+    "Ask",
+    "Attempt",
+    "FixOutcome",
+    "FixStatus",
+    "Progress",
+    "RepairResult",
+    "RepairRun",
+    "RepairSettings",
+    "Stage",
+    "Tokens",
+]
+
+
+class Stage(StrEnum):
+    """The workflow's stages, as progress names them."""
+
+    TESTS = "tests"
+    LOCALIZE = "localize"
+    SAMPLE = "sample"
+    VALIDATE = "validate"
+    CLIMB = "climb"
+    RENAME = "rename"
+    TRIM = "trim"
+
+
+class FixStatus(StrEnum):
+    """How a fix ended."""
+
+    FIXED = "fixed"
+    """A patch the tests accept."""
+    FAILED = "failed"
+    """None found within the budget."""
+    NO_TESTS = "no_tests"
+    """The project has no tests Cortana can run."""
+    PASSING = "passing"
+    """Nothing fails and the request asks for no change."""
+    REFUSED = "refused"
+    """Running the tests was not allowed."""
+    NOT_FOUND = "not_found"
+    """Nowhere to change was found."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepairSettings:
+    """How hard the workflow tries.
+
+    Attributes:
+        budget_seconds: the time one fix may take, tests included; rounds go on until a patch passes or it is
+            spent (cortana.yml ``fix.budget_seconds``).
+        samples: hot samples asked of each prompt at once (the engine decodes them together where it has slots).
+        per_location: how many of the top locations also get a greedy sample of their own.
+        rewrite: also ask for functions written again whole.
+        temperature: the temperature of the hot samples.
+        rounds: the most rounds (each after the first builds on the closest attempt, or climbs from a partial fix).
+        feedback_rounds: the most rounds whose rewrite is given the values the failing tests computed.
+        max_locations: the most locations whose code the model is shown.
+        test_timeout: seconds one test run may take.
+        patch_tokens: the fewest tokens one sample may have (a rewrite gets more, by the size of what it rewrites).
+        seed: the first sample's seed (each next one adds one): the same run gives the same samples.
+    """
+
+    budget_seconds: float = 180.0
+    samples: int = 4
+    per_location: int = 2
+    rewrite: bool = True
+    temperature: float = 0.8
+    rounds: int = 4
+    feedback_rounds: int = 2
+    max_locations: int = 3
+    test_timeout: float = 300.0
+    patch_tokens: int = 600
+    seed: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One step of the workflow, for a person to follow: the stage, a line, and the time so far."""
+
+    stage: Stage
+    message: str
+    seconds: float
+
+
+@dataclass
+class Tokens:
+    """The tokens a fix's model calls used."""
+
+    prompt: int = 0
+    cached: int = 0
+    completion: int = 0
+
+    def add(self, usage: Usage) -> None:
+        self.prompt += usage.prompt_tokens
+        self.cached += usage.cached_tokens
+        self.completion += usage.completion_tokens
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One prompt to sample: the coder that writes it, how hot, how many answers, and the attempt it builds on
+    (None: the code as it was)."""
+
+    coder: Coder
+    temperature: float
+    count: int = 1
+    on: Attempt | None = None
+    label: str = ""
+
+    @property
+    def origin(self) -> str:
+        """How the progress and the result name where a patch came from (``rewrite, T=0``)."""
+        return f"{self.label or self.coder.kind}, T={self.temperature:g}"
+
+
+@dataclass
+class Attempt:
+    """A distinct patch, the samples that made it, and how its tests went.
+
+    Attributes:
+        patch: what it changes.
+        votes: how many samples made it.
+        size: how many lines it adds or removes.
+        report: its tests (the failing ones first; all of them when those passed).
+        fixed: failing tests it makes pass; broke: passing tests it makes fail.
+        passed: the tests accept it.
+        origin: which sample first made it (``round 2, feedback rewrite, T=0.8``).
+    """
+
+    patch: Patch
+    votes: int
+    size: int
+    report: TestReport | None = None
+    fixed: int = 0
+    broke: int = 0
+    passed: bool = False
+    origin: str = ""
+
+    @property
+    def partial(self) -> bool:
+        """It fixes some failing tests and breaks none: a place to climb from."""
+        return self.fixed > 0 and self.broke == 0 and not self.passed
+
+
+@dataclass
+class RepairRun:
+    """The state of one fix (see the module docstring).
+
+    Attributes:
+        request: the request, read once.
+        settings: how hard to try.
+        command: how the project's tests run.
+        started: when the fix started (``time.perf_counter()``).
+        scratch: the copy candidates are tried in.
+        before: the tests before any change (traced: each test's calls and, for a failing one, the values).
+        index: the project's definitions.
+        failing: the failures the current starting point has (the code as it was, or the partial fix climbed to).
+        current: that starting point's test run.
+        locations: where the change may go, best first, on that starting point.
+        originals: the files the fix may change, as they were.
+        attempts: every distinct patch tried, by its key.
+        base: the partial fix the climb is on (None: the code as it was).
+        round: the round under way (from 1).
+        samples, model_calls, usage: what the model was asked.
+        progress: every step said so far.
+    """
+
+    request: FixRequest
+    settings: RepairSettings
+    command: TestCommand
+    started: float = field(default_factory=time.perf_counter)
+    scratch: ScratchCopy | None = None
+    before: TestReport | None = None
+    index: SymbolIndex | None = None
+    failing: list[Failure] = field(default_factory=list)
+    current: TestReport | None = None
+    locations: list[Location] = field(default_factory=list)
+    originals: dict[str, str] = field(default_factory=dict)
+    attempts: dict[tuple[tuple[str, str], ...], Attempt] = field(default_factory=dict)
+    base: Attempt | None = None
+    round: int = 1
+    samples: int = 0
+    model_calls: int = 0
+    usage: Tokens = field(default_factory=Tokens)
+    progress: list[Progress] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        """Time since the fix started."""
+        return time.perf_counter() - self.started
+
+    @property
+    def out_of_time(self) -> bool:
+        """The budget is spent."""
+        return self.seconds >= self.settings.budget_seconds
+
+    def closest(self) -> Attempt | None:
+        """The attempt that came closest: most failing tests fixed less tests broken, then votes, then size."""
+        tried = [a for a in self.attempts.values() if a.report is not None]
+        return max(tried, key=lambda a: (a.fixed - a.broke, a.votes, -a.size)) if tried else None
+
+    def best_partial(self) -> Attempt | None:
+        """The partial fix (some failing tests pass, none broken) that fixes the most, better than the base."""
+        floor = self.base.fixed if self.base is not None else 0
+        partial = [a for a in self.attempts.values() if a.partial and a.fixed > floor]
+        return max(partial, key=lambda a: (a.fixed, a.votes, -a.size)) if partial else None
+
+    def labels(self) -> list[str]:
+        return [location.label for location in self.locations]
+
+
+@dataclass
+class RepairResult:
+    """What the workflow found.
+
+    Attributes:
+        status: how it ended.
+        message: one paragraph for the user.
+        diff: the kept patch (or, when none passed, the closest attempt) as a unified diff ("" without one).
+        patch: the kept patch (None when none passed).
+        originals: the files it changes, as they were.
+        before, after: the test runs before the patch and with it (with the closest attempt, when none passed).
+        candidates: distinct patches tried; samples: samples drawn; model_calls: requests to the engine.
+        seconds: the workflow's time.
+        locations: the locations shown to the model, best first.
+        closest: the closest attempt's diff when none passed ("" otherwise).
+    """
+
+    status: FixStatus
+    message: str
+    diff: str = ""
+    patch: Patch | None = None
+    originals: dict[str, str] = field(default_factory=dict)
+    before: TestReport | None = None
+    after: TestReport | None = None
+    candidates: int = 0
+    samples: int = 0
+    model_calls: int = 0
+    seconds: float = 0.0
+    locations: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    completion_tokens: int = 0
+    origin: str = ""
+    """Which sample first made the kept patch."""
+    closest: str = ""
+
+    def summary(self) -> str:
+        """One line of counts: ``11 model calls · 10 samples · 6 patches tried · 9,120 in, 8,004 cached / 812 out
+        tokens · 95.3s``."""
+        return (
+            f"{self.model_calls} model calls · {self.samples} samples · {self.candidates} patches tried · "
+            f"{self.prompt_tokens:,} in, {self.cached_tokens:,} cached / {self.completion_tokens:,} out tokens · "
+            f"{self.seconds:.1f}s" + (f" · kept: {self.origin}" if self.origin else "")
+        )
+
+    @property
+    def samples_per_minute(self) -> float:
+        """Samples drawn per minute of the fix."""
+        return self.samples * 60 / self.seconds if self.seconds else 0.0
+
+
+def now_passing(before: TestReport, after: TestReport) -> set[str]:
+    """The tests that failed before and pass after; a test file that could not be collected counts as one test,
+    passing when its tests run and none fails."""
+    fixed = before.failed & after.passed
+    for failed in before.failed - fixed:
+        if "::" not in failed:
+            ran = [test for test in after.passed if test.startswith(failed + "::")]
+            if ran and not any(failure.file == failed for failure in after.failures):
+                fixed.add(failed)
+    return fixed
+
+
+@dataclass
+class FixOutcome:
+    """A fix as a front end shows it: the result, the files written, and the answer.
+
+    Attributes:
+        result: what the workflow found.
+        written: the files written into the workspace (each one the gate allowed).
+    """
+
+    result: RepairResult
+    written: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """The request is done: nothing failed, or the fix was found and written whole."""
+        result = self.result
+        whole = result.patch is not None and len(self.written) == len(result.patch.files)
+        return result.status is FixStatus.PASSING or (result.status is FixStatus.FIXED and whole)
+
+    @property
+    def answer(self) -> str:
+        """What the user is told, and what the conversation keeps: the message, what was written, and the diff (the
+        closest attempt's, when nothing passed)."""
+        result = self.result
+        lines = [result.message]
+        if result.status is FixStatus.FIXED:
+            files = len(result.patch.files) if result.patch is not None else 0
+            if self.written and len(self.written) == files:
+                lines.append(f"Applied to {', '.join(self.written)}.")
+            elif self.written:
+                lines.append(f"Applied to {', '.join(self.written)} only; the rest was not allowed.")
+            else:
+                lines.append("Not applied: writing it was not allowed (the diff is below).")
+        text = " ".join(lines)
+        if result.status is FixStatus.FIXED and result.diff:
+            return f"{text}\n\n```diff\n{result.diff}```"
+        if result.closest:
+            return f"{text}\n\nThe closest attempt:\n\n```diff\n{result.closest}```"
+        return text
