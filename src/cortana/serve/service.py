@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cortana.assistant import RESOURCE_ID, Assistant
 from cortana.errors import UserError
-from cortana.messages import Message, RunResult, ThreadRef
+from cortana.messages import Message, RunMetrics, RunResult, ThreadRef
 from cortana.serve.conversations import ConversationMap, Turn, conversation_key
 from cortana.serve.queue import Busy, RunQueue
 from cortana.tools.permissions import PermissionDecision
@@ -61,6 +61,8 @@ THREAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 SUMMARY_CHARS = 400
 """How much of a tool's result a client is shown (the model reads all of it)."""
+FIX_TOOL = "fix"
+"""How the fix workflow shows in a served answer's tool activity (a change request in a project with tests)."""
 
 
 def refuse_over_api(call: object, tool: Tool, reason: str | None = None, scope: object = None) -> PermissionDecision:
@@ -342,6 +344,10 @@ class ChatService:
         agent = await self.assistant.agent()
         await self._seed(thread, seed, chat.dialogue)
         self.last_thread = thread
+        if self.assistant.wants_fix(chat.prompt):  # a change in a project with tests: its tests judge it
+            async for piece in self._fix(chat, thread):
+                yield piece
+            return
         context = (
             f"The client's instructions for this conversation:\n{chat.instructions}" if chat.instructions else None
         )
@@ -385,6 +391,33 @@ class ChatService:
         self.conversations.advance(thread.thread_id, conversation_key(answered))
         self._claimed.discard(thread.thread_id)  # before the client hears the end: its next request continues here
         yield TurnEnd(result, thread, text, tuple(refused))
+
+    async def _fix(self, chat: ChatInput, thread: ThreadRef) -> AsyncIterator[Piece]:
+        """The fix workflow for ``chat``'s request, as tool activity and an answer: writes follow the gate, which
+        refuses what it would ask (allowed only by cortana.yml's ``permissions.allow``)."""
+        call_id = f"fix-{uuid.uuid4().hex[:12]}"
+        yield ToolActivity("tool_call", call_id, FIX_TOOL, arguments={"request": chat.prompt})
+        started = time.perf_counter()
+        outcome = await self.assistant.fix(chat.prompt, thread=thread)
+        result = outcome.result
+        refused = result.patch is not None and len(outcome.written) < len(result.patch.files)
+        yield ToolActivity(
+            "tool_result", call_id, FIX_TOOL, ok=outcome.complete, refused=refused, summary=result.summary()
+        )
+        text = outcome.answer + (refusal_note(["edit_file"]) if refused else "")
+        yield text
+        answered = (*chat.dialogue, ("user", chat.prompt), ("assistant", text))
+        self.conversations.advance(thread.thread_id, conversation_key(answered))
+        self._claimed.discard(thread.thread_id)
+        metrics = RunMetrics(
+            elapsed=time.perf_counter() - started,
+            model_calls=result.model_calls,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+        )
+        messages = [Message.user(chat.prompt), Message.assistant(text)]
+        run = RunResult(output=text, new_messages=messages, metrics=metrics, thread=thread, prompt=chat.prompt)
+        yield TurnEnd(run, thread, text, ("edit_file",) if refused else ())
 
     async def ask(
         self, prompt: str, *, thread_name: str | None = None, settings: ModelSettings | None = None
