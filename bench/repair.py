@@ -1,91 +1,125 @@
-"""The tool loop against the repair workflow on the coding tasks of ``bench/tasks/``, side by side, one run.
+"""The fix workflow on the coding tasks of ``bench/tasks/``: today's against another checkout's, side by side, one run.
 
-Each task (see ``bench/tasks/README.md``) runs twice per model, through the
-real ``cortana`` command as ``agentic_tasks.py`` runs it (a temporary copy,
-``--engine embedded --model MODEL --yes PROMPT``, stdin closed, a temporary
-``HOME``), with the same seed and temperature:
+Each task (see ``bench/tasks/README.md``) runs in a fresh copy of its repository, on one bundled model, with the
+same seed:
 
-- ``loop``: the user's cortana.yml says ``fix: {auto: false}``: the tool loop
-  alone, as before the workflow;
-- ``workflow``: the default: a request to change code in a folder with tests
-  goes through the repair workflow (a question still goes to the loop).
+- ``workflow``: this checkout, through the library, as every front end reaches it: a new embedded engine (its
+  start counted), ``Assistant(folder)`` with writes allowed (``--yes``), and ``assistant.fix(prompt)`` when the
+  assistant routes the prompt to the workflow (a question goes to ``assistant.ask``, the tool loop);
+- ``baseline`` (with ``--baseline SRC``): another checkout's ``cortana --yes PROMPT`` (``PYTHONPATH=SRC``), the
+  command it had: the workflow as it was, for the same tasks in the same run.
 
-Success is the task's own check (the tests, as they were, must pass; or the
-answer holds what it must). Per arm, model and split: tasks finished, median
-and worst wall time per task (the whole command: engine start included),
-mean model calls. The development half is where every choice was made; the
-held-out half is only reported. Results: ``bench/results/repair_MODEL.json``.
+Success is the task's own check (the tests, as they were, must pass; or the answer holds what it must). Per arm,
+model and split: tasks finished, median and worst wall time per task (engine start included), mean model calls
+and, for the workflow, samples per minute. The development half is where every choice was made; the held-out
+half is only reported. Results: ``bench/results/repair_MODEL.json``.
 
-    python bench/repair.py                                   # both bundled models, both arms, every task
-    python bench/repair.py --model qwen2.5-coder-1.5b --split held-out
-    python bench/repair.py --arms workflow --tasks fix-invoice-vat,cli-reverse-flag
+    python bench/repair.py --model qwen2.5-coder-1.5b --split held-out --baseline /tmp/main/src
+    python bench/repair.py --model qwen2.5-coder-0.5b --tasks fix-discount,fix-page-count
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import re
+import shutil
 import statistics
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from agentic_tasks import SPLITS, load_tasks, run_task
+from agentic_tasks import SPLITS, Task, check_workspace, copy_repo, load_tasks, run_task
 from report import RESULTS, save, table
 
 MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
-ARMS = {
-    "loop": "fix:\n  auto: false\nseed: {seed}\n",
-    "workflow": "seed: {seed}\n",
-}
-"""Each arm's user cortana.yml (the workspace has none)."""
 FIX_SUMMARY = re.compile(
     r"fix: (?P<model_calls>\d+) model calls · (?P<samples>\d+) samples · (?P<candidates>\d+) patches"
 )
 
 
-def run_arm(
-    model: str, arm: str, tasks: list[Any], timeout: float, seed: int, threads: int | None
-) -> list[dict[str, Any]]:
-    rows = []
-    for task in tasks:
-        row = run_task(task, model, timeout, threads=threads, user_config=ARMS[arm].format(seed=seed))
-        found = FIX_SUMMARY.search(row.get("stderr_tail", ""))
-        row["arm"] = arm
-        row["through_workflow"] = found is not None
-        if found is not None:
-            loop_calls = row.get("model_calls") or 0  # a fallback to the loop prints its own summary too
-            row["model_calls"] = int(found["model_calls"]) + (
-                loop_calls if row.get("counted_by") == "summary line" else 0
-            )
-            row["samples"] = int(found["samples"])
-            row["candidates"] = int(found["candidates"])
-        print(f"  {model} {arm:8} {task.id:28} {task.split:8} {'ok  ' if row['ok'] else 'FAIL'} "
-              f"{row['wall_seconds']:6.1f}s  {row['reason'][:90]}", flush=True)  # fmt: skip
-        rows.append(row)
-    return rows
+async def run_library_task(task: Task, model: str, timeout: float, seed: int) -> dict[str, Any]:
+    """One task through ``Assistant.fix`` (or ``ask``) on a new engine; the row of what happened."""
+    from cortana import Assistant, Settings
+    from cortana.models.embedded import EmbeddedClient
+
+    temporary = Path(tempfile.mkdtemp(prefix=f"cortana-task-{task.id}-"))
+    workspace = copy_repo(task, temporary / "work")
+    settings = Settings(seed=seed, permissions={"allow": ["*"]}, memory={"recall": False},
+                        learning={"enabled": False}, graphify={"enabled": False})  # fmt: skip
+    started = time.perf_counter()
+    row: dict[str, Any] = {"id": task.id, "kind": task.kind, "split": task.split, "arm": "workflow"}
+    answer = ""
+    try:
+        async with asyncio.timeout(timeout):
+            engine = await EmbeddedClient.start(model)
+            async with Assistant(workspace, settings, client=engine, heartbeat=False) as assistant:
+                if assistant.wants_fix(task.prompt):
+                    outcome = await assistant.fix(task.prompt)
+                    result = outcome.result
+                    answer = outcome.answer
+                    row.update(through_workflow=True, status=str(result.status), model_calls=result.model_calls,
+                               samples=result.samples, candidates=result.candidates,
+                               samples_per_minute=round(result.samples_per_minute, 1),
+                               fix_seconds=round(result.seconds, 1), origin=result.origin)  # fmt: skip
+                else:
+                    run = await assistant.ask(task.prompt)
+                    answer = str(run.output)
+                    row.update(through_workflow=False, model_calls=run.metrics.model_calls)
+            await engine.aclose()
+    except TimeoutError:
+        row["timed_out"] = True
+    wall = time.perf_counter() - started
+    verdict = check_workspace(task, workspace, answer)
+    row.update(ok=verdict.ok, reason=verdict.reason, wall_seconds=round(wall, 2), answer=answer[-2000:])
+    shutil.rmtree(temporary, ignore_errors=True)
+    return row
+
+
+def run_baseline_task(task: Task, model: str, timeout: float, seed: int, source: Path) -> dict[str, Any]:
+    """One task through another checkout's command (``PYTHONPATH=source``)."""
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(source) + (os.pathsep + previous if previous else "")
+    try:
+        row = run_task(task, model, timeout, user_config=f"seed: {seed}\n")
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = previous
+    found = FIX_SUMMARY.search(row.get("stderr_tail", ""))
+    row.update(arm="baseline", through_workflow=found is not None)
+    if found is not None:
+        row.update(model_calls=int(found["model_calls"]), samples=int(found["samples"]),
+                   candidates=int(found["candidates"]))  # fmt: skip
+    return row
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     walls = [row["wall_seconds"] for row in rows]
     calls = [row["model_calls"] for row in rows if row.get("model_calls") is not None]
+    rates = [row["samples_per_minute"] for row in rows if row.get("samples_per_minute")]
     return {
         "finished": sum(row["ok"] for row in rows),
         "tasks": len(rows),
         "median_wall_seconds": round(statistics.median(walls), 1) if walls else None,
         "worst_wall_seconds": round(max(walls), 1) if walls else None,
         "mean_model_calls": round(statistics.mean(calls), 1) if calls else None,
+        "median_samples_per_minute": round(statistics.median(rates), 1) if rates else None,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=",".join(MODELS), help="comma-separated bundled models")
-    parser.add_argument("--arms", default="loop,workflow")
     parser.add_argument("--split", choices=SPLITS, help="only the development or the held-out tasks")
     parser.add_argument("--tasks", help="comma-separated task ids")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one task may take (the command)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one task may take")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, help="engine threads (default: the engine's)")
+    parser.add_argument("--baseline", type=Path, help="another checkout's src folder, run side by side")
+    parser.add_argument("--label", default="", help="a suffix for the results file")
     args = parser.parse_args()
     tasks = load_tasks(args.tasks.split(",") if args.tasks else None)
     if args.split:
@@ -93,25 +127,33 @@ def main() -> None:
     for model in [name.strip() for name in args.model.split(",") if name.strip()]:
         started = time.perf_counter()
         rows: list[dict[str, Any]] = []
-        for arm in args.arms.split(","):
-            rows += run_arm(model, arm, tasks, args.timeout, args.seed, args.threads)
+        for task in tasks:  # the arms alternate task by task: a slow moment of the machine costs both alike
+            arms = [("workflow", None)] + ([("baseline", args.baseline)] if args.baseline else [])
+            for arm, source in arms:
+                if source is not None:
+                    row = run_baseline_task(task, model, args.timeout, args.seed, source)
+                else:
+                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed))
+                rows.append(row)
+                print(f"  {model} {arm:8} {task.id:28} {task.split:8} {'ok  ' if row['ok'] else 'FAIL'} "
+                      f"{row['wall_seconds']:6.1f}s  {row.get('samples', '-')} samples  {row['reason'][:80]}",
+                      flush=True)  # fmt: skip
+        arms_seen = list(dict.fromkeys(row["arm"] for row in rows))
         summaries = {
             f"{arm}/{split}": summary([r for r in rows if r["arm"] == arm and r["split"] == split])
-            for arm in args.arms.split(",")
+            for arm in arms_seen
             for split in SPLITS
             if any(r["arm"] == arm and r["split"] == split for r in rows)
         }
         table(
-            ["arm / split", "finished", "median s", "worst s", "model calls"],
-            [
-                [key, f"{s['finished']}/{s['tasks']}", s["median_wall_seconds"], s["worst_wall_seconds"],
-                 s["mean_model_calls"]]
-                for key, s in summaries.items()
-            ],
+            ["arm / split", "finished", "median s", "worst s", "model calls", "samples/min"],
+            [[key, f"{s['finished']}/{s['tasks']}", s["median_wall_seconds"], s["worst_wall_seconds"],
+              s["mean_model_calls"], s["median_samples_per_minute"]] for key, s in summaries.items()],
         )  # fmt: skip
-        kept = [{**row, "stderr_tail": row["stderr_tail"][-800:]} for row in rows]
+        kept = [{key: value for key, value in row.items() if key != "stderr_tail"} for row in rows]
         results = {"model": model, "seed": args.seed, "seconds": round(time.perf_counter() - started, 1)}
-        save(RESULTS / f"repair_{model}.json", {**results, "summaries": summaries, "rows": kept})
+        name = f"repair_{model}{'_' + args.label if args.label else ''}.json"
+        save(RESULTS / name, {**results, "summaries": summaries, "rows": kept})
 
 
 if __name__ == "__main__":

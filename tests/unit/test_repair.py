@@ -501,8 +501,10 @@ def test_definitions_are_read_at_their_indentation_and_the_grammar_keeps_to_them
     assert definitions(answer, [("def other", ""), ("def total", "")]) is None, "in the order asked"
     assert new_definition("def totals():\n    return 1\n", "def total") is None, "the name whole"
     grammar = definitions_grammar([("def total", "    "), ("def other", "")], ["        "])
-    assert 'd0 ::= "    def total" rest "\\n" b0' in grammar and 'b0 ::= ("        " rest "\\n")+' in grammar
-    assert 'b1 ::= ([ \\t] rest "\\n")+' in grammar and grammar.startswith("root ::= d0 d1\n")
+    assert 'd0 ::= "    def total" rest "\\n" b0' in grammar and 'b0 ::= ("        " rest "\\n") (' in grammar
+    assert 'b1 ::= ([ \\t] rest "\\n") (' in grammar and grammar.startswith("root ::= d0 d1\n")
+    bounded = definitions_grammar([("def total", "")], ["    "], max_lines=[6])
+    assert 'b0 ::= ("    " rest "\\n") ("\\n" | "    " rest "\\n"){0,5}' in bounded, "at most six lines of body"
     assert "rest ::= [^\\n]{0,160}" in grammar, "no line runs on"
     assert body_indent("    def f(self):\n        x = 1\n\n        return x") == "        "
     assert body_indent('def f():\n    s = """\nat the margin"""\n') == "", "a line at the margin: any indentation"

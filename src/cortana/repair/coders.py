@@ -40,6 +40,7 @@ from cortana.repair.patches import (
     new_definition,
     parse_patch,
     patch_grammar,
+    reachable,
     without_new_comments,
 )
 from cortana.repair.symbols import Symbol, SymbolIndex
@@ -77,9 +78,9 @@ class Coder(ABC):
     def grammar(self) -> str | None:
         """The GBNF grammar an answer is written under (None: none can be made; the sample is skipped)."""
 
-    def tokens(self) -> int:
-        """The most tokens an answer may need beyond the workflow's floor."""
-        return 0
+    def tokens(self) -> int | None:
+        """The most tokens an answer may have (None: the workflow's ``patch_tokens``)."""
+        return None
 
     @abstractmethod
     def patch(self, answer: str, on: Patch | None, originals: Mapping[str, str]) -> Patch | None:
@@ -123,10 +124,11 @@ class Rewrite(Coder):
         wanted = [(head[2], head[1]) for head in self._heads if head is not None]
         bodies = [body_indent(old) for old in self._olds]
         longest = max([LINE_CHARS, *(len(line) for old in self._olds for line in old.splitlines())])
-        return definitions_grammar(wanted, bodies, longest)
+        most = [2 * old.count("\n") + 6 for old in self._olds]  # room to grow, not to go on writing tests
+        return definitions_grammar(wanted, bodies, longest, most)
 
-    def tokens(self) -> int:
-        return sum(len(old) for old in self._olds) // 2 + 200
+    def tokens(self) -> int | None:
+        return sum(len(old) for old in self._olds) // 2 + 120  # about twice the old code's tokens, and a margin
 
     def patch(self, answer: str, on: Patch | None, originals: Mapping[str, str]) -> Patch | None:
         if any(head is None for head in self._heads):
@@ -136,9 +138,9 @@ class Rewrite(Coder):
         if codes is None:
             return None
         blocks = [
-            Block(symbol.file, old, without_new_comments(code, old))
+            Block(symbol.file, old, without_new_comments(reachable(code), old))
             for symbol, old, code in zip(self.symbols, self._olds, codes, strict=True)
-            if code.strip() != old.strip()
+            if reachable(code).strip() != old.strip()
         ]
         return patched(blocks, on, originals)
 
@@ -192,12 +194,13 @@ class NewDefinition(Coder):
         return prompt_text("repair_new").format(kind=kind, name=as_data(self.name), file=as_data(self.file))
 
     def grammar(self) -> str | None:
-        return definitions_grammar([(self.opening, "")])
+        return definitions_grammar([(self.opening, "")], max_lines=[60])
 
     def patch(self, answer: str, on: Patch | None, originals: Mapping[str, str]) -> Patch | None:
         code = new_definition(answer, self.opening)
         if code is None:
             return None
+        code = reachable(code)
         base = {**originals, **(on.files if on else {})}
         original = base.get(self.file, "")
         text = original.rstrip("\n") + "\n\n\n" + code + "\n"

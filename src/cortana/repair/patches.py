@@ -21,6 +21,7 @@ matched loosely (``edit_file``'s matcher, within its limits).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import io
 import re
@@ -42,6 +43,7 @@ __all__ = [
     "new_definition",
     "parse_patch",
     "patch_grammar",
+    "reachable",
     "unified_diff",
     "without_new_comments",
 ]
@@ -219,21 +221,27 @@ def _literal(text: str) -> str:
 
 
 def definitions_grammar(
-    heads: Sequence[tuple[str, str]], bodies: Sequence[str] = (), line_chars: int = LINE_CHARS
+    heads: Sequence[tuple[str, str]],
+    bodies: Sequence[str] = (),
+    line_chars: int = LINE_CHARS,
+    max_lines: Sequence[int] = (),
 ) -> str:
     """A GBNF grammar for whole definitions, one per ``(opening, indent)`` of ``heads`` and in that order: each
     starts ``opening`` (``def count_words``) at ``indent`` (a method's: its class's indentation and four spaces), and
     goes on with blank lines and lines indented deeper than it: by the body indentation in ``bodies`` where one is
-    given for it (the definition being rewritten uses it), else by any; no line longer than ``line_chars``. The
-    answer is those definitions and nothing else: a model that would go on to the next definition cannot."""
+    given for it (the definition being rewritten uses it), else by any; no line longer than ``line_chars``, and at
+    most ``max_lines[n]`` lines in the n-th body where given. The answer is those definitions and nothing else: a
+    model that would go on to the next definition cannot, and one that would go on writing its own tests under the
+    function (the 0.5B did, to its token limit) stops at the bound."""
     if not heads:
         raise ValueError("no definitions to write")
     rules = ["root ::= " + " ".join(f"d{number}" for number in range(len(heads)))]
     for number, (opening, indent) in enumerate(heads):
         body = bodies[number] if number < len(bodies) else ""
         deeper = _literal(body) if body else f"{_literal(indent)} [ \\t]" if indent else "[ \\t]"
+        more = f"{{0,{max_lines[number] - 1}}}" if number < len(max_lines) and max_lines[number] > 1 else "*"
         rules.append(f'd{number} ::= {_literal(indent + opening)} rest "\\n" b{number}')
-        rules.append(f'b{number} ::= ({deeper} rest "\\n")+ ("\\n" | {deeper} rest "\\n")*')
+        rules.append(f'b{number} ::= ({deeper} rest "\\n") ("\\n" | {deeper} rest "\\n"){more}')
     rules.append(f"rest ::= [^\\n]{{0,{line_chars}}}")
     return "\n".join(rules) + "\n"
 
@@ -296,6 +304,25 @@ def _definition_at(answer: str, opening: str, indent: str, start: int) -> tuple[
     end = found.start() + len("\n".join(kept))
     moved = [indent + line[len(written) :] if line.strip() else "" for line in kept]
     return "\n".join(moved), end
+
+
+def reachable(code: str) -> str:
+    """``code`` (one definition) without what follows a ``return`` or ``raise`` of its own body: a small model that
+    goes on after its function (its own asserts, an example, comments) writes it there, where nothing runs it.
+    Code that does not parse is returned as it is."""
+    lines = code.split("\n")
+    try:
+        tree = ast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError, RecursionError):
+        return code
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef):
+        return code
+    for statement in definition.body[:-1]:
+        if isinstance(statement, ast.Return | ast.Raise) and statement.end_lineno is not None:
+            return "\n".join(lines[: statement.end_lineno])
+    last = definition.body[-1].end_lineno if definition.body else None
+    return "\n".join(lines[:last]) if last is not None else code
 
 
 def without_new_comments(code: str, old: str) -> str:

@@ -348,7 +348,7 @@ class RepairWorkflow:
         assert run.index is not None
         brief = _brief(run, ask)
         prompt = prompt_text("repair_request").format(**brief, instruction=ask.coder.instruction())
-        most = max(self.settings.patch_tokens, ask.coder.tokens())
+        most = ask.coder.tokens() or self.settings.patch_tokens
         seed = self.settings.seed + 100 * run.round + run.samples
         settings = ModelSettings(temperature=ask.temperature, seed=seed, max_tokens=most, grammar=grammar)
         request = ModelRequest([Message.system(prompt_text("repair_system")), Message.user(prompt)], settings=settings)
