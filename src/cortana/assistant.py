@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from cortana.mcp import MCPServers
     from cortana.memory.stored import StoredMemory
     from cortana.models.base import ModelClient
-    from cortana.repair.run import FixOutcome, Progress, RepairResult
+    from cortana.repair.run import FixOutcome, Progress, RepairResult, Stronger
     from cortana.repair.testrun import TestCommand
     from cortana.repair.workflow import RepairWorkflow
     from cortana.tools import Tool
@@ -419,8 +419,9 @@ class Assistant:
             **({"seed": self.settings.seed} if self.settings.seed is not None else {}),
         )
         graph = self.graph.index if self.graph is not None else None
+        client = await self.client()
         return RepairWorkflow(
-            await self.client(),
+            client,
             self.workspace,
             test_command=self.test_command,
             environment=environment,
@@ -429,7 +430,34 @@ class Assistant:
             settings=settings,
             on_progress=on_progress,
             sandbox=self.sandbox,
+            stronger=await self._stronger(client),
         )
+
+    async def _stronger(self, client: ModelClient) -> Stronger | None:
+        """The larger model a fix's last round goes to (``fix.last_round``), or None."""
+        from cortana.models.embedded import EmbeddedClient
+        from cortana.models.factory import create_model_client
+        from cortana.repair.run import Stronger
+
+        choice, settings = self.settings.fix.last_round, self.settings
+        if choice == "off" or choice == client.model:
+            return None
+        engine: str | None = None
+        if choice == "auto":
+            if not isinstance(client, EmbeddedClient):
+                return None  # another engine's models: their speed here is unknown
+            from cortana.models.speed import stronger_model
+
+            window = client.context_window or settings.context_window or 8192
+            found = await asyncio.to_thread(stronger_model, client.model, settings.fix.budget_seconds, window)
+            if found is None:
+                return None
+            choice, engine = found, "embedded"
+
+        async def start() -> ModelClient:
+            return await create_model_client(engine, model=choice, keep_alive=0, settings=settings)
+
+        return Stronger(choice, start)
 
     def fix_tool(self) -> Tool:
         """``fix_with_tests``: the fix workflow as a tool the agent's loop can call (each write still asks)."""

@@ -555,6 +555,10 @@ class FixSettings(_Section):
     attempt."""
     test_timeout: float = Field(300, gt=0, le=3600)
     """Seconds one run of the tests may take."""
+    last_round: str = "auto"
+    """A larger model for the last round: ``auto`` (on the embedded engine, the largest installed model larger
+    than the one in use whose memory fits beside it and whose typical fix, by ``cortana models``' measurement,
+    fits the budget), ``off``, or a model's name on the engine in use."""
 
 
 class SandboxSettings(_Section):

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from cortana.errors import EngineUnavailable, ModelNotFound
-from cortana.models import catalogue
+from cortana.models import catalogue, speed
 from cortana.models.catalogue import CATALOGUE, GIB, MachineMemory, memory_estimate, recommend, window_that_fits
 from cortana.models.embedded import BUNDLED_MODELS, ensure_model_file
 from cortana.models.gguf import GGUFError, read_gguf
+from cortana.models.speed import Speed
 from tests.fake_hub import FakeHub, HubFile, cached_files, gguf_bytes, tiny_model
 
 REPO, FILE = "tester/Tiny-GGUF", "tiny-q4_k_m.gguf"
@@ -89,7 +90,16 @@ def hub() -> Iterator[FakeHub]:
     server.stop()
 
 
+def measured(home: Path) -> Path:
+    """``home`` with this machine's speed measured already (the measurement's own test is an integration test)."""
+    kept = home / ".cache" / "cortana" / "machine-speed.json"
+    if not kept.exists():
+        speed.remember(MEASURED, kept)
+    return home
+
+
 def cortana(*args: str, home: Path, hub: FakeHub, **env: str) -> subprocess.CompletedProcess[str]:
+    measured(home)
     environment = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(home),
@@ -178,6 +188,7 @@ def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub
 
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub.url,
            "XDG_CONFIG_HOME": str(tmp_path / ".config"), "TERM": "xterm", "NO_COLOR": "1"}  # fmt: skip
+    measured(tmp_path)
     child = pexpect.spawn(
         sys.executable, ["-m", "cortana.cli.main", "models"], cwd=str(tmp_path), env=env, encoding="utf-8",
         timeout=60, dimensions=(50, 160),
@@ -188,9 +199,67 @@ def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub
     child.expect(r"qwen2\.5-coder-0\.5b\s+(in use\s+)?469 MiB\s+Q4_K_M\s+32,768\s+0\.8 GiB")
     child.expect(r"This machine: [\d.]+ GiB of memory, [\d.]+ GiB free")
     child.expect("Catalogue")
-    child.expect(r"qwen2\.5-coder-7b\s+~4\.4 GiB\s+[\d.]+ GiB\s+(yes|no)")
-    child.expect(r"Recommended: qwen2\.5-coder-\d+(\.\d)?b, the largest that needs at most 75% of this machine's")
+    child.expect(r"qwen2\.5-coder-7b\s+~4\.4 GiB\s+[\d.]+ GiB\s+(yes|no)\s+[\d.]+\s+\d+ min")
+    child.expect(r"Speeds: qwen2\.5-coder-0\.5b measured here \(150 tokens/s read, 30\.0 written, 70\.0 over")
+    child.expect(r"Recommended: qwen2\.5-coder-(0\.5|1\.5|3)b, the largest whose typical fix fits the 180 s budget")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
     assert re.search(r"qwen2\.5-coder-\d\.\db\s+in use", seen.getvalue()), "the best bundled model is in use"
+
+
+MEASURED = Speed("qwen2.5-coder-0.5b", 150.0, 30.0, measured=True, together_per_second=70.0)
+"""A 2-core machine's measurement of the bundled 0.5B (prompt, one answer, four answers together: tokens/s)."""
+
+
+def test_speeds_are_predicted_from_one_measurement_and_the_recommendation_fits_the_budget() -> None:
+    three, seven = CATALOGUE["qwen2.5-coder-3b"], CATALOGUE["qwen2.5-coder-7b"]
+    small = CATALOGUE["qwen2.5-coder-0.5b"]
+    predicted = speed.predict(three, MEASURED, small)
+    assert predicted is not None and not predicted.measured
+    assert predicted.prompt_per_second == pytest.approx(150 * 0.5 / 3), "reading scales with parameters"
+    assert predicted.generate_per_second == pytest.approx(30 * small.size / three.size), "writing with file size"
+    assert speed.parameters(CATALOGUE["qwen2.5-coder-1.5b"]) == 1.5
+
+    def fix_time(model: catalogue.CatalogueModel) -> float | None:
+        known = MEASURED if model.name == MEASURED.model else speed.predict(model, MEASURED, small)
+        return speed.fix_seconds(known) if known else None
+
+    three_seconds, seven_seconds = fix_time(three), fix_time(seven)
+    assert three_seconds is not None and seven_seconds is not None and three_seconds <= 180 < seven_seconds
+    roomy = MachineMemory(total=32 * GIB, available=30 * GIB)
+    assert recommend(roomy, 8192)[0].name == "qwen2.5-coder-14b", "by memory alone, the 14B"
+    choice, why = recommend(roomy, 8192, fix_time, 180)
+    assert choice.name == "qwen2.5-coder-3b", why
+    assert f"fits the 180 s budget on this machine (about {three_seconds:.0f} s)" in why
+    assert recommend(roomy, 8192, fix_time, 7200)[0].name == "qwen2.5-coder-14b"
+    slowest, why = recommend(roomy, 8192, fix_time, 5)
+    assert slowest.name == "qwen2.5-coder-0.5b" and "even the smallest takes" in why
+
+
+def test_a_measurement_is_kept_for_this_machine_only(tmp_path: Path) -> None:
+    path = tmp_path / "machine-speed.json"
+    assert speed.measured_speed(path) is None
+    speed.remember(MEASURED, path)
+    assert speed.measured_speed(path) == MEASURED
+    kept = json.loads(path.read_text())
+    path.write_text(json.dumps({**kept, "machine": "another processor|64|b1"}))
+    assert speed.measured_speed(path) is None, "taken again on another processor, core count or engine build"
+    path.write_text("{not json")
+    assert speed.measured_speed(path) is None
+
+
+def test_the_last_rounds_model_is_larger_installed_fits_and_is_fast_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    roomy = MachineMemory(total=32 * GIB, available=30 * GIB)
+    monkeypatch.setattr(speed, "machine_memory", lambda: roomy)
+    monkeypatch.setattr(speed, "installed_models", lambda: ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"])
+    monkeypatch.setattr(speed, "downloaded", lambda: [("qwen2.5-coder-7b", Path("7b.gguf"))])
+    assert speed.stronger_model("qwen2.5-coder-0.5b", 180, 8192, MEASURED) == "qwen2.5-coder-1.5b"
+    assert speed.stronger_model("qwen2.5-coder-1.5b", 180, 8192, MEASURED) is None, "the 7B is too slow here"
+    assert speed.stronger_model("qwen2.5-coder-1.5b", 3600, 8192, MEASURED) == "qwen2.5-coder-7b"
+    assert speed.stronger_model("my-own.gguf", 3600, 8192, MEASURED) is None
+    monkeypatch.setattr(speed, "measured_speed", lambda: None)
+    assert speed.stronger_model("qwen2.5-coder-1.5b", 3600, 8192) is None, "unmeasured: only bundled models"
+    assert speed.stronger_model("qwen2.5-coder-0.5b", 3600, 8192) == "qwen2.5-coder-1.5b"
+    monkeypatch.setattr(speed, "machine_memory", lambda: MachineMemory(total=2 * GIB, available=GIB))
+    assert speed.stronger_model("qwen2.5-coder-0.5b", 3600, 8192, MEASURED) is None, "no memory beside it"

@@ -155,3 +155,102 @@ async def test_a_change_request_over_serve_gets_the_fix_and_writes_only_when_all
         assert ("round(cents * 0.2)" in (project / "shop/money.py").read_text()) is written
         if not written:
             assert "Not applied: writing it was not allowed" in answer and "permissions: {allow: [edit_file]}" in answer
+
+
+async def test_the_last_round_goes_to_the_larger_model_and_progress_says_so(tmp_path: Path) -> None:
+    """The model in use finds nothing; the last round is the larger model's, started only then and closed after."""
+    from cortana.repair import Stronger
+
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    closed: list[str] = []
+
+    class Larger(ScriptedModel):
+        async def aclose(self) -> None:
+            closed.append(self.model)
+
+    larger = Larger([FIX] * 4, model="larger")
+    started: list[str] = []
+
+    async def start() -> ScriptedModel:
+        started.append("larger")
+        return larger
+
+    small = ScriptedModel(["no edits here"] * 12)
+    found = workflow(project, small, samples=1, per_location=0, rounds=2, rewrite=False)
+    found.stronger = Stronger("larger", start)
+    progress: list[str] = []
+    found.on_progress = lambda step: progress.append(f"{step.stage}: {step.message}")
+    result = await found.run("fix the failing test")
+    assert result.status is FixStatus.FIXED and result.stronger == "larger", result.message
+    assert "escalate: round 2: handing the last round to larger" in progress, progress
+    assert started == ["larger"] and closed == ["larger"] and larger.requests, "started for the last round, closed"
+    assert len(small.requests) == 2, "round 1 was the model in use's"
+    assert "last round on larger" in result.summary()
+
+
+async def test_a_larger_model_that_does_not_start_leaves_the_round_to_the_model_in_use(tmp_path: Path) -> None:
+    from cortana.errors import EngineUnavailable
+    from cortana.repair import Stronger
+
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+
+    async def start() -> ScriptedModel:
+        raise EngineUnavailable("not enough memory")
+
+    found = workflow(project, ScriptedModel(["no edits here", "no edits here", FIX]), samples=1, per_location=0,
+                     rounds=2, rewrite=False)  # fmt: skip
+    found.stronger = Stronger("larger", start)
+    progress: list[str] = []
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix the failing test")
+    assert result.status is FixStatus.FIXED and result.stronger == "", result.message
+    assert "larger did not start (not enough memory); going on with the model in use" in progress, progress
+
+
+CLI = {
+    "conftest.py": "",
+    "find/__init__.py": "",
+    "find/cli.py": """
+        import argparse
+
+
+        def main(argv=None):
+            parser = argparse.ArgumentParser(prog="find")
+            parser.add_argument("needle")
+            args = parser.parse_args(argv)
+            return 0 if args.needle else 1
+        """,
+    "tests/test_cli.py": """
+        from find.cli import main
+
+
+        def test_ignore_case():
+            assert main(["-i", "x"]) == 0
+        """,
+}
+
+
+async def test_what_a_failing_test_printed_is_part_of_the_feedback(tmp_path: Path) -> None:
+    """argparse says what is wrong on stderr, and pytest says only ``SystemExit: 2``: the sample is told both."""
+    project = write(tmp_path / "p", CLI)
+    report = await run_tests(find_test_command(project), project, ENV)  # type: ignore[arg-type]
+    [failure] = report.failures
+    assert failure.message == "SystemExit: 2" and "Captured" not in failure.printed
+    assert failure.printed.endswith("find: error: unrecognized arguments: -i"), failure.printed
+    text = failing_text(report.failures, SymbolIndex.build(project), report)
+    assert "SystemExit: 2\n  It printed to stderr:\n    usage: find [-h] needle\n    find: error: unrecogn" in text
+
+
+def test_a_rewrite_that_goes_on_into_broken_code_keeps_its_function() -> None:
+    """Reproduces a 1.5B sample: the function, a blank line, then a half-written helper indented under it. The
+    function is kept; the broken rest, which nothing would run, is cut."""
+    from cortana.repair.patches import reachable
+
+    written = (
+        "def main(argv=None):\n    args = parse(argv)\n    return 0 if args.needle else 1\n\n"
+        "    def helper(lines, needle, case_sensitive=True):\n        return [line for line in lines if case"
+    )
+    assert reachable(written) == "def main(argv=None):\n    args = parse(argv)\n    return 0 if args.needle else 1"
+    assert reachable("def broken(:\n    pass") == "def broken(:\n    pass", "nothing parses: as it is"
+    lone = "def f(x):\n    if x:\n        return 1\n\n    return 2"
+    assert reachable(lone) == lone

@@ -4,7 +4,7 @@ cortana                      interactive session in the current folder
 cortana "question"           answer once and exit
 git diff | cortana "review"  piped text is added to the question
 cortana doctor               what was found: engine, model, window, embedder, missing parts
-cortana models [pull|rm|use NAME]  installed models, what fits this machine; download, remove, choose one
+cortana models [ACTION NAME] installed models, what fits, how fast; measure, pull, rm, use NAME
 cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)
 cortana fix [what]           fix what the failing tests show (or `what`): patches tried in a scratch copy
 cortana serve                the assistant over an OpenAI-compatible HTTP API (loopback, with a key)

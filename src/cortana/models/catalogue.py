@@ -299,21 +299,39 @@ def machine_memory(meminfo: Path = Path("/proc/meminfo")) -> MachineMemory:
     return MachineMemory(total, available, gpu, gpu_name)
 
 
-def recommend(memory: MachineMemory, window: int) -> tuple[CatalogueModel, str]:
-    """The largest catalogue model (Qwen2.5-Coder, the family Cortana is tuned on) that fits with headroom,
-    and why."""
+def recommend(
+    memory: MachineMemory,
+    window: int,
+    fix_time: Callable[[CatalogueModel], float | None] | None = None,
+    budget_seconds: float | None = None,
+) -> tuple[CatalogueModel, str]:
+    """The largest catalogue model (Qwen2.5-Coder, the family Cortana is tuned on) that fits with headroom and,
+    given ``fix_time`` (a model's predicted seconds for a typical fix, :mod:`cortana.models.speed`), whose fix
+    takes at most ``budget_seconds``; and why."""
     budget = int(memory.total * (1 - HEADROOM))
     family = [model for model in CATALOGUE.values() if model.family == "qwen2.5"]
     fitting = [model for model in family if memory_estimate(model, window).total <= budget]
-    choice = max(fitting, key=lambda model: model.size) if fitting else family[0]
-    need = memory_estimate(choice, window).total
-    why = (
-        f"the largest that needs at most {1 - HEADROOM:.0%} of this machine's {memory.total / GIB:.1f} GiB: "
-        f"about {need / GIB:.1f} GiB at {window:,} tokens of context"
-    )
     if not fitting:
-        why = f"nothing fits {1 - HEADROOM:.0%} of {memory.total / GIB:.1f} GiB at {window:,} tokens; the smallest"
-    return choice, why
+        return family[0], (
+            f"nothing fits {1 - HEADROOM:.0%} of {memory.total / GIB:.1f} GiB at {window:,} tokens; the smallest"
+        )
+    memory_why = f"{1 - HEADROOM:.0%} of this machine's {memory.total / GIB:.1f} GiB"
+    if fix_time is None or budget_seconds is None:
+        choice = max(fitting, key=lambda model: model.size)
+        need = memory_estimate(choice, window).total
+        return choice, f"the largest that needs at most {memory_why}: about {need / GIB:.1f} GiB at {window:,} tokens"
+    times = {model.name: fix_time(model) for model in fitting}
+    fast = [model for model in fitting if (times[model.name] or budget_seconds + 1) <= budget_seconds]
+    choice = max(fast, key=lambda model: model.size) if fast else min(fitting, key=lambda model: model.size)
+    seconds = times[choice.name]
+    took = f"about {seconds:.0f} s" if seconds is not None else "an unknown time"
+    if not fast:
+        return choice, f"even the smallest takes {took} for a typical fix here, over the {budget_seconds:.0f} s budget"
+    need = memory_estimate(choice, window).total
+    return choice, (
+        f"the largest whose typical fix fits the {budget_seconds:.0f} s budget on this machine ({took}) and that "
+        f"needs at most {memory_why} (about {need / GIB:.1f} GiB at {window:,} tokens)"
+    )
 
 
 # -- files -------------------------------------------------------------------------------------------------------

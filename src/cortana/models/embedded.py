@@ -60,6 +60,7 @@ __all__ = [
     "BundledModel",
     "EmbeddedClient",
     "EmbeddedServer",
+    "engine_build",
     "ensure_model_file",
     "installed_models",
 ]
@@ -515,14 +516,18 @@ def _prompt_cache_folder() -> Path:
     return folder
 
 
+def engine_build() -> str:
+    """The embedded engine's build (xllamacpp's version; ``unknown`` when it is not installed)."""
+    try:
+        return importlib.metadata.version("xllamacpp")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _prompt_cache_name(model: Path, window: int, name: str) -> str:
     """The cache file of one model file, window, engine build and name: any of them changing starts cold."""
     stat = model.stat()
-    try:
-        engine = importlib.metadata.version("xllamacpp")
-    except importlib.metadata.PackageNotFoundError:
-        engine = "unknown"
-    key = f"{model.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{window}|{engine}|{name}"
+    key = f"{model.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{window}|{engine_build()}|{name}"
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".bin"  # a name not UTF-8
 
 

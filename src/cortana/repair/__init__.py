@@ -6,10 +6,11 @@
     patches.py    search/replace patches, their grammar, applying them
     scratch.py    the scratch copy candidates are tried in (ScratchCopy)
     request.py    FixRequest: what a fix request asks for, read once
-    run.py        RepairRun: one fix's state; RepairResult, RepairSettings, Progress
+    run.py        RepairRun: one fix's state; RepairResult, RepairSettings, Progress, Stronger
     coders.py     the formats a sample is written in (Rewrite, Edits, NewDefinition)
     feedback.py   what the tests computed, in words for a sample
     workflow.py   RepairWorkflow: the pipeline's stages, and applying a fix
+    tool.py       the workflow as a tool an agent's loop can call (fix_with_tests)
     routing.py    which requests go through it without being named (is_change_request)
 
 Names are imported on first use (PEP 562): the terminal reaches its prompt without the workflow's modules.
@@ -24,7 +25,7 @@ from cortana.lazy import lazy_names
 if TYPE_CHECKING:
     from cortana.repair.request import FixRequest
     from cortana.repair.routing import DEFAULT_REQUEST, is_change_request
-    from cortana.repair.run import FixOutcome, FixStatus, Progress, RepairResult, RepairSettings
+    from cortana.repair.run import FixOutcome, FixStatus, Progress, RepairResult, RepairSettings, Stronger
     from cortana.repair.testrun import TestCommand, TestReport, find_test_command, run_tests
     from cortana.repair.workflow import RepairWorkflow
 
@@ -37,6 +38,7 @@ __all__ = [
     "RepairResult",
     "RepairSettings",
     "RepairWorkflow",
+    "Stronger",
     "TestCommand",
     "TestReport",
     "find_test_command",
@@ -58,6 +60,7 @@ _LAZY = {
     "RepairResult": "cortana.repair.run",
     "RepairSettings": "cortana.repair.run",
     "RepairWorkflow": "cortana.repair.workflow",
+    "Stronger": "cortana.repair.run",
 }
 
 __getattr__ = lazy_names(__name__, _LAZY)

@@ -40,6 +40,8 @@ def failing_text(failing: Sequence[Failure], index: SymbolIndex, report: TestRep
     for failure in failing[:MOST_TESTS]:
         lines.append(f"- {failure.test}: {_first_line(failure)}")
         lines += [f"  {detail}" for detail in _details(failure)]
+        if failure.printed:
+            lines += ["  It printed to stderr:", *("    " + line for line in failure.printed.splitlines()[-4:])]
         if "::" not in failure.test:
             source = index.texts.get(failure.file, "").splitlines()
             lines += ["  The test file:", *("    " + line for line in source[:FILE_LINES])]

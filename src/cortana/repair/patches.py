@@ -308,21 +308,38 @@ def _definition_at(answer: str, opening: str, indent: str, start: int) -> tuple[
 
 def reachable(code: str) -> str:
     """``code`` (one definition) without what follows a ``return`` or ``raise`` of its own body: a small model that
-    goes on after its function (its own asserts, an example, comments) writes it there, where nothing runs it.
-    Code that does not parse is returned as it is."""
+    goes on after its function (its own asserts, an example, comments, a half-written helper) writes it there,
+    where nothing runs it. When the whole does not parse, the longest part of it up to a blank line that does is
+    taken (what follows was cut off or is broken); code none of which parses is returned as it is."""
     lines = code.split("\n")
-    try:
-        tree = ast.parse(textwrap.dedent(code))
-    except (SyntaxError, ValueError, RecursionError):
-        return code
-    definition = tree.body[0] if tree.body else None
-    if not isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef):
-        return code
+    definition = _function(code)
+    if definition is None:
+        cuts = [n for n in range(len(lines) - 1, 0, -1) if not lines[n].strip()][:_MOST_CUTS]
+        for cut in cuts:
+            definition = _function("\n".join(lines[:cut]))
+            if definition is not None:
+                break
+        else:
+            return code
     for statement in definition.body[:-1]:
         if isinstance(statement, ast.Return | ast.Raise) and statement.end_lineno is not None:
             return "\n".join(lines[: statement.end_lineno])
     last = definition.body[-1].end_lineno if definition.body else None
     return "\n".join(lines[:last]) if last is not None else code
+
+
+_MOST_CUTS = 8
+"""The blank lines :func:`reachable` tries cutting at, from the end."""
+
+
+def _function(code: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function ``code`` starts with, when it parses."""
+    try:
+        tree = ast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    first = tree.body[0] if tree.body else None
+    return first if isinstance(first, ast.FunctionDef | ast.AsyncFunctionDef) else None
 
 
 def without_new_comments(code: str, old: str) -> str:

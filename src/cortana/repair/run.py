@@ -9,6 +9,7 @@ its stages. ``RepairResult`` is what comes out.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from cortana.repair.symbols import SymbolIndex
 from cortana.repair.testrun import Failure, TestCommand, TestReport
 
 if TYPE_CHECKING:
+    from cortana.models.base import ModelClient
     from cortana.repair.coders import Coder
     from cortana.repair.scratch import ScratchCopy
 
@@ -34,6 +36,7 @@ __all__ = [
     "RepairRun",
     "RepairSettings",
     "Stage",
+    "Stronger",
     "Tokens",
 ]
 
@@ -46,6 +49,7 @@ class Stage(StrEnum):
     SAMPLE = "sample"
     VALIDATE = "validate"
     CLIMB = "climb"
+    ESCALATE = "escalate"
     RENAME = "rename"
     TRIM = "trim"
 
@@ -97,6 +101,21 @@ class RepairSettings:
     test_timeout: float = 300.0
     patch_tokens: int = 600
     seed: int = 1
+
+
+@dataclass(frozen=True)
+class Stronger:
+    """A larger model for the last round: its name, and how to start its engine. The workflow starts it only
+    when the search gets to its last round (the last by count, or the second half of the budget) and closes it
+    when the fix ends.
+
+    Attributes:
+        name: the model, as progress and the result name it.
+        start: starts its engine (an error is said in progress, and the round goes on with the model in use).
+    """
+
+    name: str
+    start: Callable[[], Awaitable[ModelClient]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +208,8 @@ class RepairRun:
         round: the round under way (from 1).
         samples, model_calls, usage: what the model was asked.
         progress: every step said so far.
+        stronger: the larger model's engine once the last round went to it (None: every round on the one in use).
+        stronger_name: its name.
     """
 
     request: FixRequest
@@ -209,6 +230,8 @@ class RepairRun:
     model_calls: int = 0
     usage: Tokens = field(default_factory=Tokens)
     progress: list[Progress] = field(default_factory=list)
+    stronger: ModelClient | None = None
+    stronger_name: str = ""
 
     @property
     def seconds(self) -> float:
@@ -250,6 +273,7 @@ class RepairResult:
         seconds: the workflow's time.
         locations: the locations shown to the model, best first.
         closest: the closest attempt's diff when none passed ("" otherwise).
+        stronger: the larger model the last round went to ("" when it did not).
     """
 
     status: FixStatus
@@ -270,6 +294,7 @@ class RepairResult:
     origin: str = ""
     """Which sample first made the kept patch."""
     closest: str = ""
+    stronger: str = ""
 
     def summary(self) -> str:
         """One line of counts: ``11 model calls · 10 samples · 6 patches tried · 9,120 in, 8,004 cached / 812 out
@@ -277,7 +302,9 @@ class RepairResult:
         return (
             f"{self.model_calls} model calls · {self.samples} samples · {self.candidates} patches tried · "
             f"{self.prompt_tokens:,} in, {self.cached_tokens:,} cached / {self.completion_tokens:,} out tokens · "
-            f"{self.seconds:.1f}s" + (f" · kept: {self.origin}" if self.origin else "")
+            f"{self.seconds:.1f}s"
+            + (f" · last round on {self.stronger}" if self.stronger else "")
+            + (f" · kept: {self.origin}" if self.origin else "")
         )
 
     @property

@@ -53,7 +53,10 @@ __all__ = [
 
 TEST_FOLDERS = ("tests", "test")
 MAX_OUTPUT = 12_000
+PRINTED_CHARS = 600
+"""The most of a failing test's stderr kept (its end: where an error message is)."""
 """The most characters of a test run's output kept (its head and tail)."""
+_CAPTURED_HEADER = re.compile(r"^-+ Captured [\w ]+ -+$", re.MULTILINE)
 _FRAME = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+): in (?P<function>\S+)\s*$")
 _NATIVE_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+\.py)", line (?P<line>\d+), in (?P<function>\S+)\s*$')
 
@@ -99,6 +102,8 @@ class TestCommand:
             "--tb=short",
             "-o",
             "junit_family=xunit1",
+            "-o",
+            "junit_logging=system-err",
             "--continue-on-collection-errors",
         ]
         if plugin:
@@ -212,12 +217,15 @@ class Failure:
         message: the error's message (``AssertionError: assert 107 == 107.1``).
         frames: the traceback's frames inside the project, outermost first.
         details: the end of the failure's text, bounded.
+        printed: the end of what the test wrote to stderr (``findtext: error: unrecognized arguments: -i``),
+            bounded.
     """
 
     test: str
     message: str
     frames: tuple[Frame, ...] = ()
     details: str = ""
+    printed: str = ""
 
     @property
     def file(self) -> str:
@@ -478,7 +486,9 @@ def read_junit(data: bytes, folder: Path, report: TestReport) -> None:
         message = (problem.get("message") or "").strip()
         if not message or message == "collection failure":
             message = _last_error_line(text)
-        report.failures.append(Failure(test, message[:500], tuple(_frames(text, folder)), details=text[-2_000:]))
+        printed = _CAPTURED_HEADER.sub("", case.findtext("system-err") or "").strip()[-PRINTED_CHARS:]
+        failure = Failure(test, message[:500], tuple(_frames(text, folder)), details=text[-2_000:], printed=printed)
+        report.failures.append(failure)
     if report.failures or report.passed:
         report.ok = report.ok and not report.failures
 

@@ -69,6 +69,7 @@ from cortana.repair.run import (
     RepairRun,
     RepairSettings,
     Stage,
+    Stronger,
     now_passing,
 )
 from cortana.repair.scratch import ScratchCopy
@@ -119,6 +120,7 @@ class RepairWorkflow:
         on_progress: called with each :class:`Progress`.
         sandbox: the workspace's sandbox: git and every test run are confined by it (the tests write only the
             scratch copy); default: the kernel's, where it can (``Sandbox(workspace, enabled=False)`` for none).
+        stronger: a larger model for the last round (started only when the search gets there).
     """
 
     def __init__(
@@ -133,8 +135,10 @@ class RepairWorkflow:
         settings: RepairSettings | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         sandbox: Sandbox | None = None,
+        stronger: Stronger | None = None,
     ) -> None:
         self.client = client
+        self.stronger = stronger
         self.sandbox = sandbox if sandbox is not None else Sandbox(workspace)
         self.workspace = workspace.resolve()
         self.test_command = test_command
@@ -153,6 +157,14 @@ class RepairWorkflow:
         if command is None:
             return _result(RepairRun(fix, self.settings, TestCommand("", "other", "")), FixStatus.NO_TESTS, NO_TESTS)
         run = RepairRun(fix, self.settings, command)
+        try:
+            return await self._run(run)
+        finally:
+            if run.stronger is not None:
+                await run.stronger.aclose()
+
+    async def _run(self, run: RepairRun) -> RepairResult:
+        fix, command = run.request, run.command
         ask = ToolCall(id="repair-tests", name="run_command", arguments={"command": command.command})
         if not await self._allowed(ask, TEST_TOOL):
             message = f"Running the tests (`{command.command}`) was not allowed; nothing was tried."
@@ -206,6 +218,21 @@ class RepairWorkflow:
                 return self._failed(run)
             run.round += 1
             await self._climb(run)
+            await self._escalate(run)
+
+    async def _escalate(self, run: RepairRun) -> None:
+        """Give the last round to the larger model: the last by count, or any once half the budget is spent."""
+        stronger = self.stronger
+        last = run.round >= self.settings.rounds or run.seconds >= self.settings.budget_seconds / 2
+        if stronger is None or run.stronger is not None or run.stronger_name or not last:
+            return
+        run.stronger_name = stronger.name
+        self._say(run, Stage.ESCALATE, f"round {run.round}: handing the last round to {stronger.name}")
+        try:
+            run.stronger = await stronger.start()
+        except Exception as error:  # any failure to start: the round goes on with the model in use
+            run.stronger_name = ""
+            self._say(run, Stage.ESCALATE, f"{stronger.name} did not start ({error}); going on with the model in use")
 
     async def _climb(self, run: RepairRun) -> None:
         """Make the best partial fix the starting point: its tests run traced, what still fails localized again."""
@@ -342,8 +369,9 @@ class RepairWorkflow:
     async def _sample(self, run: RepairRun, ask: Ask) -> list[Patch]:
         """The patches ``ask``'s answers make: one request of ``ask.count`` answers (decoded together where the
         engine has slots; the prompt, which the round's asks share up to their last lines, read once)."""
-        grammar = ask.coder.grammar() if self.client.supports_grammar else None
-        if self.client.supports_grammar and grammar is None:
+        client = run.stronger or self.client
+        grammar = ask.coder.grammar() if client.supports_grammar else None
+        if client.supports_grammar and grammar is None:
             return []  # nothing of the code could be shown to it under a grammar
         assert run.index is not None
         brief = _brief(run, ask)
@@ -355,10 +383,10 @@ class RepairWorkflow:
         what = f"{ask.count} samples" if ask.count > 1 else "a sample"
         self._say(run, Stage.SAMPLE, f"round {run.round}: {what} ({ask.origin})")
         if ask.count > 1:
-            responses = await self.client.complete_many(request, ask.count)
+            responses = await client.complete_many(request, ask.count)
         else:
-            responses = [await complete(self.client, request)]
-        run.model_calls += 1 if ask.count <= self.client.parallel_samples else len(responses)
+            responses = [await complete(client, request)]
+        run.model_calls += 1 if ask.count <= client.parallel_samples else len(responses)
         run.samples += len(responses)
         patches = []
         for response in responses:
@@ -371,7 +399,8 @@ class RepairWorkflow:
     async def _choose(self, run: RepairRun, index: SymbolIndex, ranked: list[Location]) -> list[Location]:
         """The locations to show: the top ones, or, when more compete, those the model picks from their signatures."""
         limit = self.settings.max_locations
-        if len(ranked) <= limit or not self.client.supports_grammar:
+        client = run.stronger or self.client
+        if len(ranked) <= limit or not client.supports_grammar:
             return ranked[:limit]
         shortlist = ranked[: limit * 2]
         skeleton = "\n".join(f"{n}. {_signature(location)}" for n, location in enumerate(shortlist, 1))
@@ -384,7 +413,7 @@ class RepairWorkflow:
         grammar = f'root ::= num (", " num){{0,{limit - 1}}}\nnum ::= {numbers}\n'
         run.model_calls += 1
         response = await complete(
-            self.client,
+            client,
             ModelRequest(
                 [Message.system(prompt_text("repair_system")), Message.user(text)],
                 settings=ModelSettings(temperature=0.0, max_tokens=24, grammar=grammar),
@@ -598,6 +627,7 @@ def _result(run: RepairRun, status: FixStatus, message: str, **fields: object) -
     result.seconds = run.seconds
     result.prompt_tokens, result.cached_tokens = run.usage.prompt, run.usage.cached
     result.completion_tokens = run.usage.completion
+    result.stronger = run.stronger_name if run.stronger is not None else ""
     if not result.locations:
         result.locations = run.labels()
     return result
