@@ -6,6 +6,8 @@ same seed:
 - ``workflow``: this checkout, through the library, as every front end reaches it: a new embedded engine (its
   start counted), ``Assistant(folder)`` with writes allowed (``--yes``), and ``assistant.fix(prompt)`` when the
   assistant routes the prompt to the workflow (a question goes to ``assistant.ask``, the tool loop);
+- ``then MODEL`` (with ``--last-round MODEL``): the same, with ``fix.last_round: MODEL``: the last round goes to
+  a larger model (the plain ``workflow`` arm has it off, so that it measures one model);
 - ``baseline`` (with ``--baseline SRC``): another checkout's ``cortana --yes PROMPT`` (``PYTHONPATH=SRC``), the
   command it had: the workflow as it was, for the same tasks in the same run.
 
@@ -15,6 +17,7 @@ and, for the workflow, samples per minute. The development half is where every c
 half is only reported. Results: ``bench/results/repair_MODEL.json``.
 
     python bench/repair.py --model qwen2.5-coder-1.5b --split held-out --baseline /tmp/main/src
+    python bench/repair.py --model qwen2.5-coder-0.5b --split held-out --last-round qwen2.5-coder-1.5b
     python bench/repair.py --model qwen2.5-coder-0.5b --tasks fix-discount,fix-page-count
 """
 
@@ -40,7 +43,9 @@ FIX_SUMMARY = re.compile(
 )
 
 
-async def run_library_task(task: Task, model: str, timeout: float, seed: int) -> dict[str, Any]:
+async def run_library_task(
+    task: Task, model: str, timeout: float, seed: int, last_round: str = "off"
+) -> dict[str, Any]:
     """One task through ``Assistant.fix`` (or ``ask``) on a new engine; the row of what happened."""
     from cortana import Assistant, Settings
     from cortana.models.embedded import EmbeddedClient
@@ -48,9 +53,11 @@ async def run_library_task(task: Task, model: str, timeout: float, seed: int) ->
     temporary = Path(tempfile.mkdtemp(prefix=f"cortana-task-{task.id}-"))
     workspace = copy_repo(task, temporary / "work")
     settings = Settings(seed=seed, permissions={"allow": ["*"]}, memory={"recall": False},
-                        learning={"enabled": False}, graphify={"enabled": False})  # fmt: skip
+                        learning={"enabled": False}, graphify={"enabled": False},
+                        fix={"last_round": last_round})  # fmt: skip
     started = time.perf_counter()
-    row: dict[str, Any] = {"id": task.id, "kind": task.kind, "split": task.split, "arm": "workflow"}
+    arm = "workflow" if last_round == "off" else f"then {last_round}"
+    row: dict[str, Any] = {"id": task.id, "kind": task.kind, "split": task.split, "arm": arm}
     answer = ""
     try:
         async with asyncio.timeout(timeout):
@@ -63,7 +70,8 @@ async def run_library_task(task: Task, model: str, timeout: float, seed: int) ->
                     row.update(through_workflow=True, status=str(result.status), model_calls=result.model_calls,
                                samples=result.samples, candidates=result.candidates,
                                samples_per_minute=round(result.samples_per_minute, 1),
-                               fix_seconds=round(result.seconds, 1), origin=result.origin)  # fmt: skip
+                               fix_seconds=round(result.seconds, 1), origin=result.origin,
+                               last_round_on=result.stronger)  # fmt: skip
                 else:
                     run = await assistant.ask(task.prompt)
                     answer = str(run.output)
@@ -119,6 +127,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one task may take")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--baseline", type=Path, help="another checkout's src folder, run side by side")
+    parser.add_argument("--last-round", help="also run the workflow with its last round on this larger model")
     parser.add_argument("--label", default="", help="a suffix for the results file")
     args = parser.parse_args()
     tasks = load_tasks(args.tasks.split(",") if args.tasks else None)
@@ -128,14 +137,17 @@ def main() -> None:
         started = time.perf_counter()
         rows: list[dict[str, Any]] = []
         for task in tasks:  # the arms alternate task by task: a slow moment of the machine costs both alike
-            arms = [("workflow", None)] + ([("baseline", args.baseline)] if args.baseline else [])
+            arms: list[tuple[str, Path | None]] = [("workflow", None)]
+            arms += [(f"then {args.last_round}", None)] if args.last_round else []
+            arms += [("baseline", args.baseline)] if args.baseline else []
             for arm, source in arms:
                 if source is not None:
                     row = run_baseline_task(task, model, args.timeout, args.seed, source)
                 else:
-                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed))
+                    last = args.last_round if arm.startswith("then ") else "off"
+                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, last))
                 rows.append(row)
-                print(f"  {model} {arm:8} {task.id:28} {task.split:8} {'ok  ' if row['ok'] else 'FAIL'} "
+                print(f"  {model} {arm[:8]:8} {task.id:28} {task.split:8} {'ok  ' if row['ok'] else 'FAIL'} "
                       f"{row['wall_seconds']:6.1f}s  {row.get('samples', '-')} samples  {row['reason'][:80]}",
                       flush=True)  # fmt: skip
         arms_seen = list(dict.fromkeys(row["arm"] for row in rows))

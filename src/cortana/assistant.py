@@ -442,9 +442,10 @@ class Assistant:
         choice, settings = self.settings.fix.last_round, self.settings
         if choice == "off" or choice == client.model:
             return None
-        engine: str | None = None
+        embedded = isinstance(client, EmbeddedClient)
+        engine = "embedded" if embedded else None  # a name: on the engine in use
         if choice == "auto":
-            if not isinstance(client, EmbeddedClient):
+            if not embedded:
                 return None  # another engine's models: their speed here is unknown
             from cortana.models.speed import stronger_model
 
@@ -452,7 +453,7 @@ class Assistant:
             found = await asyncio.to_thread(stronger_model, client.model, settings.fix.budget_seconds, window)
             if found is None:
                 return None
-            choice, engine = found, "embedded"
+            choice = found
 
         async def start() -> ModelClient:
             return await create_model_client(engine, model=choice, keep_alive=0, settings=settings)
