@@ -20,6 +20,15 @@ program, a build, a second model).
 
     python bench/generation.py                       # every configuration
     python bench/generation.py --only "1.5B alone" --only "1.5B, 2 threads reading" [--busy]
+
+``--samples`` measures what the fix workflow's samples get instead, on each bundled model, through the
+embedded engine as the workflow runs it: a prompt that asks for a function written again (a real one, from
+``bench/tasks/``), answered four times at temperature 0.8, as it was (one slot, four requests one after the
+other, the prompt cached after the first), in one request of four completions decoded together in four slots,
+and with n-gram speculation on top; and one greedy answer with and without speculation, for llama.cpp's count
+of drafted and accepted tokens. Reported: tokens written per second, samples per minute.
+
+    python bench/generation.py --samples
 """
 
 from __future__ import annotations
@@ -92,11 +101,87 @@ def measure(draft: int, batch_threads: int) -> dict[str, Any]:
     return rows
 
 
+REWRITE_FILE = Path(__file__).parent / "tasks" / "cli-ignore-case" / "findtext" / "cli.py"
+"""The module whose ``main`` the samples write again (a parser and its use: most of it is copied)."""
+SAMPLE_SETUPS: dict[str, dict[str, Any]] = {
+    "1 slot, 4 requests (before)": {"samples": 1, "speculation": "none", "together": False},
+    "4 slots, 1 request of 4": {"samples": 4, "speculation": "none", "together": True},
+    "4 slots, 1 request of 4, n-gram (now)": {"samples": 4, "speculation": "ngram-simple", "together": True},
+}
+
+
+def rewrite_prompt() -> list[dict[str, str]]:
+    """The workflow's kind of prompt: a module's code, and one of its functions asked for again, whole."""
+    ask = (
+        f"File findtext/cli.py:\n```python\n{REWRITE_FILE.read_text()}```\n\nAdd an -i/--ignore-case option. "
+        "Write the function main again, whole. Write only that function, as it should read in the file."
+    )
+    return [{"role": "system", "content": "You change Python code."}, {"role": "user", "content": ask}]
+
+
+async def sample_rates(model: str) -> dict[str, Any]:
+    """Each of :data:`SAMPLE_SETUPS` on ``model``, and one greedy answer with and without speculation."""
+    import time
+
+    from cortana.messages import Message
+    from cortana.models.base import ModelRequest, ModelSettings, complete
+    from cortana.models.embedded import EmbeddedClient
+
+    messages = [Message.system(m["content"]) if m["role"] == "system" else Message.user(m["content"])
+                for m in rewrite_prompt()]  # fmt: skip
+    rows: dict[str, Any] = {}
+    for label, setup in SAMPLE_SETUPS.items():
+        async with await EmbeddedClient.start(model, samples=setup["samples"], speculation=setup["speculation"]) as c:
+            warm = ModelRequest(messages, [], ModelSettings(temperature=0.0, max_tokens=1))
+            await complete(c, warm)  # the prompt read once, as the workflow's first sample reads it
+            settings = ModelSettings(temperature=0.8, seed=7, max_tokens=400)
+            started = time.perf_counter()
+            request = ModelRequest(messages, [], settings)
+            if setup["together"]:
+                answers = await c.complete_many(request, 4)
+            else:
+                answers = [await complete(c, ModelRequest(messages, [], ModelSettings(
+                    temperature=0.8, seed=7 + n, max_tokens=400))) for n in range(4)]  # fmt: skip
+            took = time.perf_counter() - started
+        written = sum(len(answer.message.content) for answer in answers)
+        tokens = sum(answer.usage.completion_tokens for answer in answers)
+        rows[label] = {"seconds": round(took, 1), "tokens": tokens, "characters": written,
+                       "tokens_per_second": round(tokens / took, 1) if tokens else None,
+                       "samples_per_minute": round(4 * 60 / took, 1)}  # fmt: skip
+        print(
+            f"{model} {label:<52} {took:6.1f}s  {rows[label]['samples_per_minute']:5.1f} samples/min  "
+            f"{rows[label]['tokens_per_second']} tok/s ({tokens} tokens)",
+            flush=True,
+        )
+    for speculation in ("none", "ngram-simple"):
+        async with await EmbeddedClient.start(model, samples=1, speculation=speculation) as c:
+            body = {"messages": rewrite_prompt(), "max_tokens": 400, "temperature": 0, "seed": 1, "stream": False}
+            data = await c.http.request_json("POST", "/v1/chat/completions", json_body=body)
+        timings = data.get("timings") or {}
+        rows[f"greedy, speculation {speculation}"] = {key: timings.get(key) for key in (
+            "predicted_per_second", "predicted_n", "draft_n", "draft_n_accepted")}  # fmt: skip
+        print(
+            f"{model} greedy, speculation {speculation:<13} {timings.get('predicted_per_second', 0):6.1f} tok/s, "
+            f"accepted {timings.get('draft_n_accepted')}/{timings.get('draft_n')}",
+            flush=True,
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=list(CONFIGS), help="only this configuration")
     parser.add_argument("--busy", action="store_true", help="with a process spinning on one core meanwhile")
+    parser.add_argument("--samples", action="store_true", help="the fix workflow's samples, on each bundled model")
     args = parser.parse_args()
+    if args.samples:
+        import asyncio
+
+        from cortana.models.embedded import installed_models
+
+        found = {model: asyncio.run(sample_rates(model)) for model in reversed(installed_models())}
+        save(Path(__file__).parent / "results" / "generation_samples.json", found)
+        return
     chosen = args.only or list(CONFIGS)
     if "1.5B alone" not in chosen:
         chosen.insert(0, "1.5B alone")  # the baseline every speedup is against
