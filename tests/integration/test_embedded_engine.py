@@ -214,3 +214,34 @@ async def test_several_answers_of_one_prompt_are_decoded_together_under_a_gramma
     assert len(answers) == 4
     assert all(answer.message.content.startswith("def ") and "return" in answer.message.content for answer in answers)
     assert answers[0].usage.prompt_tokens > 0 and all(a.usage.prompt_tokens == 0 for a in answers[1:])
+
+
+def test_cortana_models_measures_the_machine_once_and_predicts_the_rest(tmp_path: Path) -> None:
+    """The real engine's timings, kept in the cache folder; every catalogue model gets a speed and a fix time."""
+    import json
+    import subprocess
+    import sys
+
+    from cortana.models.catalogue import CATALOGUE
+
+    env = {**os.environ, "CORTANA_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "models", "measure", "--json"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Measuring this machine once with qwen2.5-coder-0.5b" in done.stderr
+    listed = json.loads(done.stdout)
+    speed = listed["machine"]["speed"]
+    assert speed["model"] == "qwen2.5-coder-0.5b" and speed["measured"]
+    assert speed["prompt_per_second"] > speed["generate_per_second"] > 0, "reading a prompt outruns writing"
+    assert speed["together_per_second"] >= speed["generate_per_second"]
+    assert {row["name"] for row in listed["catalogue"] if row["fix_seconds"]} == set(CATALOGUE)
+    kept = json.loads((tmp_path / "cache" / "machine-speed.json").read_text())
+    assert kept["prompt_per_second"] == speed["prompt_per_second"], "kept for the next listing"
+    again = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "models", "--json"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert again.returncode == 0 and "Measuring" not in again.stderr, "measured once"
+    assert json.loads(again.stdout)["machine"]["speed"] == speed

@@ -254,3 +254,13 @@ def test_a_rewrite_that_goes_on_into_broken_code_keeps_its_function() -> None:
     assert reachable("def broken(:\n    pass") == "def broken(:\n    pass", "nothing parses: as it is"
     lone = "def f(x):\n    if x:\n        return 1\n\n    return 2"
     assert reachable(lone) == lone
+
+
+async def test_which_larger_model_the_assistant_gives_the_last_round(tmp_path: Path) -> None:
+    """``fix.last_round``: ``auto`` looks only on the embedded engine (another engine's speed here is unknown),
+    ``off`` never, a name always (on the engine in use); nothing starts until the round comes."""
+    for choice, expected in (("auto", None), ("off", None), ("qwen2.5-coder-7b", "qwen2.5-coder-7b")):
+        settings = QUIET.model_copy(update={"fix": QUIET.fix.model_copy(update={"last_round": choice})})
+        async with Assistant(tmp_path, settings, client=ScriptedModel(), heartbeat=False) as assistant:
+            workflow = await assistant.fix_workflow()
+        assert (workflow.stronger.name if workflow.stronger else None) == expected, choice
