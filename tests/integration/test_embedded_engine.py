@@ -214,6 +214,7 @@ async def test_several_answers_of_one_prompt_are_decoded_together_under_a_gramma
     assert len(answers) == 4
     assert all(answer.message.content.startswith("def ") and "return" in answer.message.content for answer in answers)
     assert answers[0].usage.prompt_tokens > 0 and all(a.usage.prompt_tokens == 0 for a in answers[1:])
+    assert all(a.usage.completion_tokens >= 8 for a in answers), "each answer's own tokens, not one shared count"
 
 
 def test_cortana_models_measures_the_machine_once_and_predicts_the_rest(tmp_path: Path) -> None:

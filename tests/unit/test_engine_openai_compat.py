@@ -264,6 +264,7 @@ async def test_llamacpp_several_answers_of_one_prompt_come_in_one_request(wire: 
     wire.add("GET", "/props", Reply.json(props))
     wire.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
     wire.add("POST", "/v1/chat/completions", Reply(body=(LLAMA / "q05_chat_n3.json").read_bytes()))
+    wire.add("POST", "/tokenize", Reply(body=(LLAMA / "q05_tokenize_apple.json").read_bytes()))
     client = await LlamaCppClient(base_url=wire.start()).connect()
     assert client.parallel_samples == 3
     request = ModelRequest([Message.user("Name a fruit. One word.")], settings=ModelSettings(temperature=0.9, seed=7))
@@ -272,6 +273,9 @@ async def test_llamacpp_several_answers_of_one_prompt_come_in_one_request(wire: 
     bodies = [r.body for r in wire.requests if r.path == "/v1/chat/completions"]
     assert [(body["n"], body["seed"], body["stream"]) for body in bodies] == [(3, 7, False), (2, 10, False)]
     assert answers[0].usage.prompt_tokens == 36 and answers[1].usage.prompt_tokens == 0, "counted once a request"
+    # The reply's usage says 2 generated tokens for all three answers; each answer is "Apple" and its end token.
+    assert [answer.usage.completion_tokens for answer in answers] == [2] * 5
+    assert [body["content"] for body in wire.bodies("/tokenize")] == ["Apple"] * 5
 
 
 async def test_an_engine_without_slots_answers_one_request_after_another(wire: WireServer) -> None:

@@ -7,6 +7,7 @@ count a prompt's tokens exactly before it is sent.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
@@ -135,8 +136,29 @@ class LlamaCppClient(OpenAICompatClient):
             data = await self.http.request_json(
                 "POST", f"{self.api_path}/chat/completions", json_body=body, on_error=self.error_for
             )
-            answers += self._choices(data, wanted)
+            answers += await self._counted(self._choices(data, wanted))
         return answers
+
+    async def _counted(self, answers: list[ModelResponse]) -> list[ModelResponse]:
+        """Each answer with its own generated tokens: llama.cpp's ``usage`` for a reply of several choices counts
+        one choice's tokens only (a real capture: three answers "Apple", ``completion_tokens`` 2), so each
+        answer is counted again with the engine's tokenizer, plus its end token when it stopped by itself."""
+        if len(answers) < 2:
+            return answers
+
+        async def tokens(answer: ModelResponse) -> int:
+            reply = await self.http.request_json(
+                "POST", "/tokenize", json_body={"content": answer.message.content}, on_error=self.error_for
+            )
+            where = f"{self.engine} at {self.base_url}"
+            counted = len(json_items(json_object(reply, "the tokenizer's reply", where).get("tokens"), "tokens", where))
+            return counted + (answer.finish_reason == "stop")
+
+        counts = await asyncio.gather(*(tokens(answer) for answer in answers))
+        return [
+            dataclasses.replace(answer, usage=answer.usage.model_copy(update={"completion_tokens": count}))
+            for answer, count in zip(answers, counts, strict=True)
+        ]
 
     def _choices(self, data: Any, wanted: int) -> list[ModelResponse]:
         """The answers of a whole (not streamed) reply with several choices; the usage goes with the first."""
