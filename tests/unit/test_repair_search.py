@@ -16,7 +16,7 @@ from cortana.repair.localize import localize
 from cortana.repair.symbols import SymbolIndex
 from cortana.repair.testrun import find_test_command, run_tests
 from cortana.testing import ScriptedModel
-from tests.unit.test_repair import ENV, FIX, ONE_CALL_AWAY, block, workflow, write
+from tests.unit.test_repair import ENV, FIX, HACK, ONE_CALL_AWAY, block, workflow, write
 
 TWO_BUGS = {
     "conftest.py": "",
@@ -264,3 +264,61 @@ async def test_which_larger_model_the_assistant_gives_the_last_round(tmp_path: P
         async with Assistant(tmp_path, settings, client=ScriptedModel(), heartbeat=False) as assistant:
             workflow = await assistant.fix_workflow()
         assert (workflow.stronger.name if workflow.stronger else None) == expected, choice
+
+
+FIX_PLUS_GAP = block("shop/money.py", "    return int(cents * 0.2)", "    return round(cents * 0.2) + 1")
+"""What the 1.5B wrote for vat() told ``assert 2518 == 2519``: the fix, and the test's difference on top."""
+
+
+def test_the_gap_a_failing_equality_asks_for() -> None:
+    from cortana.repair.fitting import gaps
+    from cortana.repair.testrun import Failure
+
+    failures = [
+        Failure("t::a", "AssertionError: assert 2518 == 2519\n +  where 2518 = total(20.99)"),
+        Failure("t::b", "AssertionError: assert 107.1 == 107"),
+        Failure("t::c", "AssertionError: assert 'a' == 'b'"),
+        Failure("t::d", "AssertionError: assert 3 == 3"),
+    ]
+    assert gaps(failures) == {"1", "0.1"}
+
+
+async def test_a_sample_is_tried_first_without_the_difference_it_adds(tmp_path: Path) -> None:
+    """``round(cents * 0.2) + 1`` fails; less the ``+ 1`` it is the fix, and the fix is what is kept."""
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    model = ScriptedModel([FIX_PLUS_GAP])
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, per_location=0, rounds=1, rewrite=False)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix the failing test")
+    assert result.status is FixStatus.FIXED, result.message
+    assert "+    return round(cents * 0.2)\n" in result.diff and "+ 1" not in result.diff
+    assert result.origin.endswith("less the test's difference"), result.origin
+    assert "Check it" not in result.message
+
+
+async def test_a_pass_that_only_adds_the_difference_waits_for_a_fix_of_the_cause(tmp_path: Path) -> None:
+    """``amount + vat(amount) + 1`` passes, but only this test: the round goes on, and the real fix wins."""
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    model = ScriptedModel([HACK, "no edits here", FIX])  # greedy, then two hot samples
+    progress: list[str] = []
+    found = workflow(project, model, samples=2, per_location=0, rounds=1, rewrite=False)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix the failing test")
+    assert result.status is FixStatus.FIXED, result.message
+    assert "round(cents * 0.2)" in result.diff and "shop/invoice.py" not in result.diff
+    assert any("passes by adding 1, the difference the test asked for" in line for line in progress), progress
+
+
+async def test_a_pass_that_only_adds_the_difference_is_kept_with_a_warning_when_nothing_else_passes(
+    tmp_path: Path,
+) -> None:
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    model = ScriptedModel([HACK, "no edits here"])
+    result = await workflow(project, model, samples=1, per_location=0, rounds=2, rewrite=False).run(
+        "fix the failing test"
+    )
+    assert result.status is FixStatus.FIXED, result.message
+    assert "+    return amount + vat(amount) + 1" in result.diff
+    assert "Check it: it adds 1 at the end of a line, the difference the failing test asked for" in result.message
+    assert result.samples == 2, "held to the end of its round, not through the next"

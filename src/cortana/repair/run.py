@@ -210,6 +210,7 @@ class RepairRun:
         progress: every step said so far.
         stronger: the larger model's engine once the last round went to it (None: every round on the one in use).
         stronger_name: its name.
+        held: a passing patch that only adds a failing assertion's difference, kept aside to the end of its round.
     """
 
     request: FixRequest
@@ -232,6 +233,7 @@ class RepairRun:
     progress: list[Progress] = field(default_factory=list)
     stronger: ModelClient | None = None
     stronger_name: str = ""
+    held: Attempt | None = None
 
     @property
     def seconds(self) -> float:

@@ -56,6 +56,7 @@ from cortana.models.base import ModelClient, ModelRequest, ModelSettings, comple
 from cortana.prompts import as_data, prompt_text
 from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, parses, rewritable
 from cortana.repair.feedback import calls_of, failing_text
+from cortana.repair.fitting import adds_gap, gaps, without_gap
 from cortana.repair.localize import Location, localize, missing_definitions, views_for
 from cortana.repair.patches import Patch, View, apply_patch, changed_lines, unified_diff
 from cortana.repair.rename import rename_patch
@@ -194,31 +195,74 @@ class RepairWorkflow:
 
     async def _search(self, run: RepairRun) -> RepairResult:
         """Rounds of samples until a patch passes, the rounds run out or the budget is spent; between rounds, the
-        climb to a partial fix."""
+        climb to a partial fix. A pass that only adds the failing assertion's gap (``+ 1``) is held to the end of
+        its round, in case a real fix comes (``fitting.py``)."""
         while True:
+            found = gaps(run.failing)
             for ask in self._asks(run):
                 if run.out_of_time:
                     break
-                for patch in await self._sample(run, ask):
-                    attempt = run.attempts.get(patch.key())
-                    if attempt is not None:
-                        attempt.votes += 1
-                    else:  # a new patch is tried at once: the first that passes ends the search
-                        attempt = run.attempts[patch.key()] = Attempt(patch, 1, changed_lines(run.originals, patch))
-                        attempt.origin = f"round {run.round}, {ask.origin}"
-                        await self._validate(run, attempt, len(run.attempts))
-                    # With nothing failing before, passing tests only show a change breaks nothing: samples agree.
-                    assert run.before is not None
-                    if attempt.passed and (run.before.failed or attempt.votes >= 2):
-                        kept = attempt
-                        if run.before.failed and not run.request.wants_more:
-                            kept = await self._trim(run, attempt)
-                        return self._fixed(run, kept)
+                for sampled in await self._sample(run, ask):
+                    for patch, origin in self._candidates(run, sampled, ask.origin, found):
+                        kept = await self._try(run, patch, origin)
+                        if kept is None:
+                            continue
+                        if not adds_gap(kept.patch, run.originals, found):
+                            return await self._keep(run, kept)
+                        self._hold(run, kept, found)
+            if run.held is not None:
+                return await self._keep(run, run.held, fitted=found)
             if run.out_of_time or run.round >= self.settings.rounds:
                 return self._failed(run)
             run.round += 1
             await self._climb(run)
             await self._escalate(run)
+
+    def _hold(self, run: RepairRun, passing: Attempt, found: set[str]) -> None:
+        """Keep the first pass that only adds the test's difference aside to the end of the round."""
+        if run.held is None:
+            run.held = passing
+            gap = " or ".join(sorted(found))
+            self._say(
+                run, Stage.VALIDATE,
+                f"it passes by adding {gap}, the difference the test asked for: kept aside while the round looks "
+                "for a fix of the cause",
+            )  # fmt: skip
+
+    def _candidates(self, run: RepairRun, sampled: Patch, origin: str, found: set[str]) -> list[tuple[Patch, str]]:
+        """What a sample is tried as: first without the gap it adds at the end of a line (when something else is
+        left), then as written."""
+        less = without_gap(sampled, run.originals, found)
+        first = [(less, f"{origin}, less the test's difference")] if less is not None and less.files else []
+        return [*first, (sampled, origin)]
+
+    async def _try(self, run: RepairRun, patch: Patch, origin: str) -> Attempt | None:
+        """Count ``patch`` as a sample (validated at once when new); the attempt when the tests accept it (with
+        nothing failing before, two samples must agree)."""
+        attempt = run.attempts.get(patch.key())
+        if attempt is not None:
+            attempt.votes += 1
+        else:
+            attempt = run.attempts[patch.key()] = Attempt(patch, 1, changed_lines(run.originals, patch))
+            attempt.origin = f"round {run.round}, {origin}"
+            await self._validate(run, attempt, len(run.attempts))
+        assert run.before is not None
+        return attempt if attempt.passed and (run.before.failed or attempt.votes >= 2) else None
+
+    async def _keep(self, run: RepairRun, attempt: Attempt, *, fitted: set[str] | None = None) -> RepairResult:
+        """The result for a passing ``attempt``, trimmed to the edits the tests need unless more was asked."""
+        assert run.before is not None
+        kept = attempt
+        if run.before.failed and not run.request.wants_more:
+            kept = await self._trim(run, attempt)
+        result = self._fixed(run, kept)
+        if fitted:
+            gap = " or ".join(sorted(fitted))
+            result.message += (
+                f" Check it: it adds {gap} at the end of a line, the difference the failing test asked for, and no "
+                "fix of the cause passed; it may only fit this test."
+            )
+        return result
 
     async def _escalate(self, run: RepairRun) -> None:
         """Give the last round to the larger model: the last by count, or any once half the budget is spent."""
