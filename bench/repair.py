@@ -19,6 +19,7 @@ half is only reported. Results: ``bench/results/repair_MODEL.json``.
     python bench/repair.py --model qwen2.5-coder-1.5b --split held-out --baseline /tmp/main/src
     python bench/repair.py --model qwen2.5-coder-0.5b --split held-out --last-round qwen2.5-coder-1.5b
     python bench/repair.py --model qwen2.5-coder-0.5b --tasks fix-discount,fix-page-count
+    python bench/repair.py --model qwen2.5-coder-0.5b --split held-out --last-round qwen2.5-coder-1.5b --no-plain
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout's src folder, run side by side")
     parser.add_argument("--last-round", help="also run the workflow with its last round on this larger model")
     parser.add_argument("--label", default="", help="a suffix for the results file")
+    parser.add_argument("--no-plain", action="store_true", help="leave out the plain workflow arm (one model)")
     args = parser.parse_args()
     tasks = load_tasks(args.tasks.split(",") if args.tasks else None)
     if args.split:
@@ -137,7 +139,7 @@ def main() -> None:
         started = time.perf_counter()
         rows: list[dict[str, Any]] = []
         for task in tasks:  # the arms alternate task by task: a slow moment of the machine costs both alike
-            arms: list[tuple[str, Path | None]] = [("workflow", None)]
+            arms: list[tuple[str, Path | None]] = [] if args.no_plain else [("workflow", None)]
             arms += [(f"then {args.last_round}", None)] if args.last_round else []
             arms += [("baseline", args.baseline)] if args.baseline else []
             for arm, source in arms:

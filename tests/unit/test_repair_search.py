@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from cortana import Assistant, Settings
 from cortana.repair import FixRequest, FixStatus
@@ -322,3 +323,33 @@ async def test_a_pass_that_only_adds_the_difference_is_kept_with_a_warning_when_
     assert "+    return amount + vat(amount) + 1" in result.diff
     assert "Check it: it adds 1 at the end of a line, the difference the failing test asked for" in result.message
     assert result.samples == 2, "held to the end of its round, not through the next"
+
+
+async def test_half_the_budget_spent_cuts_the_round_and_the_larger_model_starts_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past half the budget with rounds to come, the round in progress stops; the larger model gets round one's
+    prompts (not the retries of the model before it), feedback included."""
+    from cortana.repair import Stronger
+    from cortana.repair.run import RepairRun
+
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    larger = ScriptedModel([FIX] * 4, model="larger")
+
+    async def start() -> ScriptedModel:
+        return larger
+
+    small = ScriptedModel(["no edits here"] * 12)
+    found = workflow(project, small, samples=2, per_location=1, rounds=4, rewrite=False, budget_seconds=1000)
+    found.stronger = Stronger("larger", start)
+    spent = property(lambda run: 300.0 * len(small.requests))  # each sample of the model in use: 300 s
+    monkeypatch.setattr(RepairRun, "seconds", spent)
+    progress: list[str] = []
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix the failing test")
+    assert result.status is FixStatus.FIXED and result.stronger == "larger", result.message
+    assert any(line.startswith("round 2: handing the last round to larger") for line in progress), "\n".join(progress)
+    assert len(small.requests) == 3, "round one's last ask (edits at one location) was cut once 900 s were spent"
+    assert not any("Make the change in" in r.messages[-1].content for r in small.requests)
+    prompt = larger.requests[0].messages[-1].content
+    assert "This fix was tried" not in prompt, "the larger model starts from the code as it was"

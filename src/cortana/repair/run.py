@@ -211,6 +211,7 @@ class RepairRun:
         stronger: the larger model's engine once the last round went to it (None: every round on the one in use).
         stronger_name: its name.
         held: a passing patch that only adds a failing assertion's difference, kept aside to the end of its round.
+        escalated: the last round was handed to the larger model (whether or not it started): once a fix.
     """
 
     request: FixRequest
@@ -234,6 +235,7 @@ class RepairRun:
     stronger: ModelClient | None = None
     stronger_name: str = ""
     held: Attempt | None = None
+    escalated: bool = False
 
     @property
     def seconds(self) -> float:

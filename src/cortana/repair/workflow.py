@@ -200,7 +200,7 @@ class RepairWorkflow:
         while True:
             found = gaps(run.failing)
             for ask in self._asks(run):
-                if run.out_of_time:
+                if run.out_of_time or self._hand_over_now(run):
                     break
                 for sampled in await self._sample(run, ask):
                     for patch, origin in self._candidates(run, sampled, ask.origin, found):
@@ -264,12 +264,23 @@ class RepairWorkflow:
             )
         return result
 
+    def _hand_over_now(self, run: RepairRun) -> bool:
+        """Half the budget is spent with rounds to come and a larger model waiting: the round in progress stops
+        here, so that the larger model's round has the time it needs."""
+        return (
+            self.stronger is not None
+            and not run.escalated
+            and run.round < self.settings.rounds
+            and run.seconds >= self.settings.budget_seconds / 2
+        )
+
     async def _escalate(self, run: RepairRun) -> None:
         """Give the last round to the larger model: the last by count, or any once half the budget is spent."""
         stronger = self.stronger
         last = run.round >= self.settings.rounds or run.seconds >= self.settings.budget_seconds / 2
-        if stronger is None or run.stronger is not None or run.stronger_name or not last:
+        if stronger is None or run.escalated or not last:
             return
+        run.escalated = True
         run.stronger_name = stronger.name
         self._say(run, Stage.ESCALATE, f"round {run.round}: handing the last round to {stronger.name}")
         try:
@@ -315,12 +326,15 @@ class RepairWorkflow:
         """The prompts of this round: what is written, how hot, how many, on what base."""
         if run.round == 1:
             return self._first_asks(run)
+        if run.stronger is not None and run.base is None:  # a fresh model: its own first round, feedback included
+            return self._first_asks(run, fresh=True)
         if run.base is not None:
             return self._climb_asks(run, run.base)
         closest = run.closest()
         return self._retry_asks(run, closest) if closest is not None else self._first_asks(run)
 
-    def _first_asks(self, run: RepairRun) -> list[Ask]:
+    def _first_asks(self, run: RepairRun, *, fresh: bool = False) -> list[Ask]:
+        """Round one's prompts (``fresh``: the same for a larger model that takes over, feedback rewrite included)."""
         assert run.index is not None
         settings, index = self.settings, run.index
         hot, many = settings.temperature, settings.samples
@@ -335,7 +349,7 @@ class RepairWorkflow:
         together = _in_file_order([symbol for symbol in shown if symbol is not None])
         if len(together) > 1:  # a change that takes them all at once (a new flag: the parser and its use)
             asks.append(Ask(Rewrite(together, index), 0.0, label="rewrite together"))
-        asks += self._feedback_asks(run, symbols[:1], index, None)
+        asks += self._feedback_asks(run, symbols[:1], index, None, fresh=fresh)
         edits = Edits(views, index, ANYWHERE, run.request.tests_may_change)
         asks += [Ask(edits, 0.0, label="anywhere"), Ask(edits, hot, many, label="anywhere")]
         if symbols:
@@ -349,10 +363,11 @@ class RepairWorkflow:
         return asks
 
     def _feedback_asks(
-        self, run: RepairRun, symbols: Sequence[Symbol], index: SymbolIndex, on: Attempt | None
+        self, run: RepairRun, symbols: Sequence[Symbol], index: SymbolIndex, on: Attempt | None, *, fresh: bool = False
     ) -> list[Ask]:
-        """The top function written again, told what it was given and gave back while the failing tests ran."""
-        if run.round > self.settings.feedback_rounds or not symbols:
+        """The top function written again, told what it was given and gave back while the failing tests ran (in the
+        first ``feedback_rounds`` rounds, and in a larger model's round)."""
+        if (run.round > self.settings.feedback_rounds and not fresh) or not symbols:
             return []
         symbol = symbols[0]
         seen = calls_of(symbol, run.current, run.failing)
