@@ -353,3 +353,27 @@ async def test_half_the_budget_spent_cuts_the_round_and_the_larger_model_starts_
     assert not any("Make the change in" in r.messages[-1].content for r in small.requests)
     prompt = larger.requests[0].messages[-1].content
     assert "This fix was tried" not in prompt, "the larger model starts from the code as it was"
+
+
+async def test_the_larger_models_next_round_builds_on_what_it_tried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Round one's prompts once for the larger model; its next round retries from its closest attempt."""
+    from cortana.repair import Stronger
+    from cortana.repair.run import RepairRun
+
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    wrong = block("shop/money.py", "    return int(cents * 0.2)", "    return int(cents * 0.25)")
+    larger = ScriptedModel([wrong] * 4 + [FIX] * 8, model="larger")
+
+    async def start() -> ScriptedModel:
+        return larger
+
+    small = ScriptedModel(["no edits here"] * 12)
+    found = workflow(project, small, samples=2, per_location=1, rounds=4, rewrite=False, budget_seconds=1000)
+    found.stronger = Stronger("larger", start)
+    monkeypatch.setattr(RepairRun, "seconds", property(lambda run: 300.0 * len(small.requests)))
+    result = await found.run("fix the failing test")
+    assert result.status is FixStatus.FIXED and result.origin.startswith("round 3"), result.origin
+    later = [request.messages[-1].content for request in larger.requests[4:]]
+    assert later and "The code above already has this change" in later[0], "a retry on top of its closest attempt"

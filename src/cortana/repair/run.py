@@ -212,6 +212,7 @@ class RepairRun:
         stronger_name: its name.
         held: a passing patch that only adds a failing assertion's difference, kept aside to the end of its round.
         escalated: the last round was handed to the larger model (whether or not it started): once a fix.
+        stronger_from: the round the larger model started in (its own first round: round one's prompts).
     """
 
     request: FixRequest
@@ -236,6 +237,7 @@ class RepairRun:
     stronger_name: str = ""
     held: Attempt | None = None
     escalated: bool = False
+    stronger_from: int = 0
 
     @property
     def seconds(self) -> float:

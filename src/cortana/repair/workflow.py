@@ -285,6 +285,7 @@ class RepairWorkflow:
         self._say(run, Stage.ESCALATE, f"round {run.round}: handing the last round to {stronger.name}")
         try:
             run.stronger = await stronger.start()
+            run.stronger_from = run.round
         except Exception as error:  # any failure to start: the round goes on with the model in use
             run.stronger_name = ""
             self._say(run, Stage.ESCALATE, f"{stronger.name} did not start ({error}); going on with the model in use")
@@ -326,8 +327,8 @@ class RepairWorkflow:
         """The prompts of this round: what is written, how hot, how many, on what base."""
         if run.round == 1:
             return self._first_asks(run)
-        if run.stronger is not None and run.base is None:  # a fresh model: its own first round, feedback included
-            return self._first_asks(run, fresh=True)
+        if run.stronger is not None and run.round == run.stronger_from and run.base is None:
+            return self._first_asks(run, fresh=True)  # a fresh model: a first round of its own, feedback included
         if run.base is not None:
             return self._climb_asks(run, run.base)
         closest = run.closest()
