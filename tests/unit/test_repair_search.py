@@ -288,10 +288,9 @@ async def test_a_sample_is_tried_first_without_the_difference_it_adds(tmp_path: 
     """``round(cents * 0.2) + 1`` fails; less the ``+ 1`` it is the fix, and the fix is what is kept."""
     project = write(tmp_path / "p", ONE_CALL_AWAY)
     model = ScriptedModel([FIX_PLUS_GAP])
-    progress: list[str] = []
-    found = workflow(project, model, samples=1, per_location=0, rounds=1, rewrite=False)
-    found.on_progress = lambda step: progress.append(step.message)
-    result = await found.run("fix the failing test")
+    result = await workflow(project, model, samples=1, per_location=0, rounds=1, rewrite=False).run(
+        "fix the failing test"
+    )
     assert result.status is FixStatus.FIXED, result.message
     assert "+    return round(cents * 0.2)\n" in result.diff and "+ 1" not in result.diff
     assert result.origin.endswith("less the test's difference"), result.origin

@@ -310,11 +310,9 @@ def _installed(window: int) -> list[dict[str, Any]]:
 
 def _speeds(measured: Speed | None) -> dict[str, Speed]:
     """Each catalogue model's speed here: the measured one's, and the others' predicted from it."""
-    if measured is None or measured.model not in CATALOGUE:
+    if measured is None:
         return {}
-    reference = CATALOGUE[measured.model]
-    found = {model.name: speed.predict(model, measured, reference) for model in CATALOGUE.values()}
-    found[measured.model] = measured
+    found = {model.name: speed.speed_of(model, measured) for model in CATALOGUE.values()}
     return {name: value for name, value in found.items() if value is not None}
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "parameters",
     "predict",
     "remember",
+    "speed_of",
     "stronger_model",
 ]
 
@@ -105,6 +106,15 @@ def predict(model: CatalogueModel, measured: Speed, reference: CatalogueModel) -
         generate_per_second=measured.generate_per_second * writing,
         together_per_second=measured.together_per_second * writing,
     )
+
+
+def speed_of(model: CatalogueModel, measured: Speed) -> Speed | None:
+    """``model``'s speed here: the measurement itself for the model measured, else predicted from it (None when the
+    measured model is not in the catalogue or a size is unknown)."""
+    if model.name == measured.model:
+        return measured
+    reference = CATALOGUE.get(measured.model)
+    return predict(model, measured, reference) if reference is not None else None
 
 
 def fix_seconds(speed: Speed) -> float:
@@ -184,7 +194,6 @@ def stronger_model(in_use: str, budget_seconds: float, window: int, measured: Sp
     if current is None:
         return None  # a model file of its own: nothing to compare it with
     measured = measured if measured is not None else measured_speed()
-    reference = CATALOGUE.get(measured.model) if measured is not None else None
     room = machine_memory().total * (1 - HEADROOM) - memory_estimate(current, window).total
     names = [*installed_models(), *(name for name, _ in downloaded() if name in CATALOGUE)]
     found = []
@@ -193,11 +202,11 @@ def stronger_model(in_use: str, budget_seconds: float, window: int, measured: Sp
             continue
         if memory_estimate(model, window).total > room:
             continue
-        if measured is None or reference is None:
+        if measured is None or measured.model not in CATALOGUE:
             if model.name in BUNDLED_MODELS:
                 found.append(model)
             continue
-        speed = measured if model.name == measured.model else predict(model, measured, reference)
+        speed = speed_of(model, measured)
         if speed is not None and fix_seconds(speed) <= budget_seconds:
             found.append(model)
     return max(found, key=lambda model: model.size).name if found else None
