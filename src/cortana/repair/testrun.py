@@ -53,9 +53,9 @@ __all__ = [
 
 TEST_FOLDERS = ("tests", "test")
 MAX_OUTPUT = 12_000
+"""The most characters of a test run's output kept (its head and tail)."""
 PRINTED_CHARS = 600
 """The most of a failing test's stderr kept (its end: where an error message is)."""
-"""The most characters of a test run's output kept (its head and tail)."""
 _CAPTURED_HEADER = re.compile(r"^-+ Captured [\w ]+ -+$", re.MULTILINE)
 _FRAME = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+): in (?P<function>\S+)\s*$")
 _NATIVE_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+\.py)", line (?P<line>\d+), in (?P<function>\S+)\s*$')
