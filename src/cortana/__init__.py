@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         ToolCallStarted,
     )
     from cortana.agent.extensions import TurnExtension, TurnScope, current_turn
+    from cortana.agent.judge import ToolJudge
     from cortana.agent.logger import AgentLogger
     from cortana.agent.run_config import RunConfig
     from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
@@ -138,6 +139,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolError",
     "ToolGroup",
+    "ToolJudge",
     "TurnExtension",
     "TurnScope",
     "Usage",
@@ -155,6 +157,7 @@ __all__ = [
 _LAZY = {
     "Agent": "cortana.agent.agent",
     "Instrumentation": "cortana.agent.tracing",
+    "ToolJudge": "cortana.agent.judge",
     "instrument": "cortana.agent.tracing",
     "uninstrument": "cortana.agent.tracing",
     "Assistant": "cortana.assistant",

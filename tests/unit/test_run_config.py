@@ -49,6 +49,7 @@ def test_every_agent_argument_lands_in_the_config_field_of_its_name() -> None:
     import inspect
 
     from cortana import PermissionGate
+    from cortana.agent.judge import ToolJudge
 
     async def grant(iterations: int) -> bool:
         return False
@@ -75,6 +76,7 @@ def test_every_agent_argument_lands_in_the_config_field_of_its_name() -> None:
         "instrument": False,
         "output_type": list[int],
         "output_retries": 1,
+        "tool_judge": ToolJudge(),
     }
     assert set(given) == set(RunConfig._fields)
     assert set(RunConfig._fields) <= set(inspect.signature(Agent).parameters)

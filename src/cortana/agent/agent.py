@@ -21,7 +21,7 @@ from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
 from cortana.messages import Message, RunResult, ThreadRef
-from cortana.models.base import ModelClient, ModelSettings
+from cortana.models.base import CallJudge, ModelClient, ModelSettings
 from cortana.models.default import close_default_model_client, default_model_client
 from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.context import AgentHandle
@@ -124,6 +124,10 @@ class Agent:
             engine can (``agent/output.py``).
         output_retries: times a value that fails validation goes back to the model with the error, before
             ``OutputValidationError``.
+        tool_judge: a second opinion on the first tool call of each user turn that costs no model call
+            (``ToolJudge()``, ``agent/judge.py``): on engines that guide tool calls, a call on a question the
+            judge says no offered tool is for is turned into prose, and a call the model described in prose
+            is made when the judge says the tool it named fits. The ``cortana`` command turns it on.
 
     Every argument from ``name`` on except the tools, memory and extensions lives in ``agent.config``,
     a frozen ``RunConfig`` each run takes a snapshot of; the attributes of the same names read it, and
@@ -153,6 +157,7 @@ class Agent:
     instrument = _Configured["bool | Instrumentation | None"]()
     output_type = _Configured[Any]()
     output_retries = _Configured[int]()
+    tool_judge = _Configured[CallJudge | None]()
 
     def __init__(
         self,
@@ -184,6 +189,7 @@ class Agent:
         instrument: bool | Instrumentation | None = None,
         output_type: Any = None,
         output_retries: int = 2,
+        tool_judge: CallJudge | None = None,
     ) -> None:
         self.config = RunConfig(  # positional, in the fields' order: keywords cost a microsecond here
             name,
@@ -207,6 +213,7 @@ class Agent:
             instrument,
             output_type,
             output_retries,
+            tool_judge,
         )
         self._model = model
         self.tools, self.tool_groups = as_tools(tools)

@@ -271,7 +271,7 @@ class Run:
         iteration = self.budget.used
         yield ModelCallStarted(iteration)
         messages = [m for m in self.transcript if id(m) not in self.aside] if self.aside else list(self.transcript)
-        request = ModelRequest(messages=messages, tools=self.offered_tools(), settings=self.settings)
+        request = ModelRequest(messages, self.offered_tools(), self.settings, self.config.tool_judge)
         started = time.perf_counter()
         response: ModelResponse | None = None
         async for event in self.client.stream(request):

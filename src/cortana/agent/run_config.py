@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cortana.agent.extensions import BackgroundWork, TurnExtension
     from cortana.agent.tracing import Instrumentation
     from cortana.memory.base import MemoryProvider, MemoryResolver
-    from cortana.models.base import ModelClient, ModelSettings
+    from cortana.models.base import CallJudge, ModelClient, ModelSettings
     from cortana.tools import Tool, ToolGroup
     from cortana.tools.context import AgentHandle
     from cortana.tools.permissions import PermissionGate
@@ -59,6 +59,7 @@ class _Policies(NamedTuple):
     instrument: bool | Instrumentation | None = None
     output_type: Any = None
     output_retries: int = 2
+    tool_judge: CallJudge | None = None
 
 
 class RunConfig(_Policies):

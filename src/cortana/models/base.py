@@ -10,7 +10,7 @@ wants the whole answer drains the stream with :func:`complete`.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, Self
 
@@ -19,6 +19,7 @@ from cortana.messages import Message, StopReason, Usage
 
 __all__ = [
     "THINKING_BUDGETS",
+    "CallJudge",
     "ModelClient",
     "ModelEvent",
     "ModelRequest",
@@ -27,6 +28,7 @@ __all__ = [
     "TextDelta",
     "ThinkLevel",
     "ThinkingDelta",
+    "ToolFit",
     "ToolSpec",
     "complete",
     "loose_name",
@@ -93,13 +95,49 @@ class ModelSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ToolFit:
+    """A judge's opinion of the tools offered for one question.
+
+    Attributes:
+        allowed: the tools a call of which may run (a call of another is turned into prose).
+        fitting: the tools that clearly fit: a call of one the model described in prose is made.
+        detail: the scores behind it, for the log.
+    """
+
+    allowed: frozenset[str]
+    fitting: frozenset[str] = frozenset()
+    detail: str = ""
+
+
+class CallJudge(Protocol):
+    """A second opinion on a turn's first tool call that costs no model call (``cortana.agent.judge.ToolJudge``).
+
+    Engines that guide tool calls (:attr:`ModelClient.guides_tool_calls`) ask it while they read the
+    prompt: a call of a tool it does not allow is turned into prose, and a call the model described
+    in prose is made when the tool it named fits. Other engines ignore it.
+    """
+
+    async def assess(self, question: str, tools: Sequence[ToolSpec]) -> ToolFit:
+        """Which of ``tools`` a call for the user's ``question`` may use, and which clearly fit it."""
+        ...
+
+
 @dataclass(slots=True)
 class ModelRequest:
-    """Everything one model call needs."""
+    """Everything one model call needs.
+
+    Attributes:
+        messages: the conversation so far.
+        tools: the tools offered.
+        settings: how to generate.
+        judge: a second opinion on the first tool call of a user's turn, for engines that guide calls.
+    """
 
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
     settings: ModelSettings = field(default_factory=ModelSettings)
+    judge: CallJudge | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,8 @@ recovery (``cortana.models.toolparse``). Measured by
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -50,11 +52,11 @@ from cortana.errors import ModelError
 from cortana.messages import Message, StopReason, ToolCall, Usage
 from cortana.models._http import HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
-from cortana.models.base import ModelEvent, ModelRequest, ModelResponse, loose_name
+from cortana.models.base import ModelEvent, ModelRequest, ModelResponse, ToolFit, loose_name
 from cortana.models.grammar import CALL_OPEN, call_grammar, call_prefix, choice_grammar
 from cortana.models.openai_compat import to_openai_messages
 from cortana.models.toolparse import make_tool_call, new_call_id
-from cortana.prompts import prompt_text
+from cortana.prompts import prompt_text, strip_turn_context
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ __all__ = [
     "GuidedCalls",
     "Verdict",
     "described",
+    "named_tools",
     "parse_calls",
     "template_supports_guiding",
 ]
@@ -266,7 +269,10 @@ class GuidedCalls:
         With ``tool_choice`` naming a tool or ``required``, the call is written at once. Otherwise the
         model starts freely, as it would unguided; the moment its answer opens a call of an offered
         tool, that stream is dropped, the call is written under the grammar and checked
-        (:meth:`verify`). Calls the check rejects become a prose answer instead.
+        (:meth:`verify`). Calls the check rejects become a prose answer instead. With
+        ``request.judge`` (:class:`~cortana.models.base.CallJudge`), a user's message is also scored by
+        the judge while the engine reads the prompt: a call it vetoes becomes prose too, and a prose
+        answer that names a tool the judge says fits gets that call, written under the grammar.
         """
         names = [tool.name for tool in request.tools]
         choice = request.settings.tool_choice
@@ -275,6 +281,17 @@ class GuidedCalls:
             async for event in self.answer(request, decision.choice, model):
                 yield event
             return
+        judging = _Judging.start(request)
+        try:
+            async for event in self._free(request, names, model, judging):
+                yield event
+        finally:
+            judging.cancel()
+
+    async def _free(
+        self, request: ModelRequest, names: list[str], model: str, judging: _Judging
+    ) -> AsyncIterator[ModelEvent]:
+        """The free start, then the call it opened (checked, and judged) or the prose (a described call made)."""
         prompt = await self.render(request)
         answer = AnswerBuilder(request.tools)
         outcome = _Outcome()
@@ -287,18 +304,59 @@ class GuidedCalls:
                 if shown := answer.add_text(piece):
                     yield shown
         if opening.tool is None:
-            for event in answer.final_events(outcome.usage, outcome.stop, model):
+            *tail, prose = answer.final_events(outcome.usage, outcome.stop, model)
+            for event in tail:
                 yield event
+            if not isinstance(prose, ModelResponse):
+                raise ModelError(f"{self.engine} at {self.http.base_url}: the answer ended without a response")
+            calls = prose.message.tool_calls  # written as text after some prose: the text recovery found them
+            if not calls:
+                yield await self._described_call(request, prompt, prose, model, judging) or prose
+            elif await judging.allows(calls[0].name):
+                yield prose
+            elif prose.message.content.strip():  # the prose stands as the answer, without the calls
+                yield dataclasses.replace(prose, message=prose.message.model_copy(update={"tool_calls": []}))
+            else:
+                async for event in self._no_fit(request, model):
+                    yield event
             return
         response = await self._written_calls(request, prompt, opening.tool, model)
         verdict = await self.verify(request, response.message.tool_calls) if response.message.tool_calls else None
-        if verdict is None or verdict.ok:
+        if verdict is None or (verdict.ok and await judging.allows(response.message.tool_calls[0].name)):
             yield response
             return
-        # Rejected: the same conversation, told that no tool fits (it shares the cached prefix).
+        async for event in self._no_fit(request, model):
+            yield event
+
+    async def _no_fit(self, request: ModelRequest, model: str) -> AsyncIterator[ModelEvent]:
+        """A prose answer to the same conversation, told that no tool fits (it shares the cached prefix)."""
         no_fit = await self.render(request, [{"role": DECISION_ROLE, "content": prompt_text("tool_rejected")}])
         async for event in self._prose(request, no_fit, model):
             yield event
+
+    async def _described_call(
+        self, request: ModelRequest, prompt: str, prose: ModelResponse, model: str, judging: _Judging
+    ) -> ModelResponse | None:
+        """The call a prose answer described instead of making ("I'll use list_files..."), when the judge agrees.
+
+        The first offered tool the prose names whose judge logit reaches ``recover`` is written under
+        the grammar from the original prompt, then checked as any call; the prose stays the message's text.
+        """
+        if prose.finish_reason != "stop":
+            return None
+        named = named_tools(prose.message.content, [tool.name for tool in request.tools])
+        tool = await judging.described(named)
+        if tool is None:
+            return None
+        written = await self._written_calls(request, prompt, tool, model)
+        calls = written.message.tool_calls
+        if not calls or not (await self.verify(request, calls)).ok:
+            return None
+        log.info("made the %s call the answer described in prose", tool)
+        message = prose.message.model_copy(update={"tool_calls": calls})
+        return ModelResponse(
+            message=message, usage=prose.usage + written.usage, finish_reason=written.finish_reason, model=model
+        )
 
     async def answer(self, request: ModelRequest, choice: str, model: str) -> AsyncIterator[ModelEvent]:
         """The answer once decided: prose for :data:`NO_TOOL`, else calls starting with ``choice``."""
@@ -466,3 +524,60 @@ def _usage(chunk: dict[str, Any]) -> Usage:
         completion_tokens=int(timings.get("predicted_n") or chunk.get("tokens_predicted") or 0),
         cached_tokens=cached,
     )
+
+
+def named_tools(text: str, names: list[str]) -> list[str]:
+    """The offered tools ``text`` names as identifiers ("`list_files`", "the grep_files function"), in order."""
+    found = []
+    for name in names:
+        match = re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text)
+        if match:
+            found.append((match.start(), name))
+    return [name for _, name in sorted(found)]
+
+
+class _Judging:
+    """The judge's opinion of a turn's first answer, formed while the engine reads the prompt.
+
+    Only a user's own message is judged (a later round's calls follow from tool results the judge
+    never sees); a judge that fails is logged and ignored: it is a second opinion, never a gate
+    that can stop a turn.
+    """
+
+    def __init__(self, task: asyncio.Task[ToolFit] | None) -> None:
+        self.task = task
+
+    @classmethod
+    def start(cls, request: ModelRequest) -> _Judging:
+        judge = request.judge
+        last = request.messages[-1] if request.messages else None
+        if judge is None or last is None or last.role != "user" or not request.tools:
+            return cls(None)
+        return cls(asyncio.ensure_future(judge.assess(strip_turn_context(last.content), request.tools)))
+
+    async def opinion(self) -> ToolFit | None:
+        if self.task is None:
+            return None
+        try:
+            return await self.task
+        except Exception as error:  # a second opinion that failed is no opinion
+            log.warning("the tool judge failed (%s); its opinion is left out of this turn", error)
+            self.task = None
+            return None
+
+    async def allows(self, tool: str) -> bool:
+        """Whether the judge lets a call of ``tool`` run (no judge, or no opinion: yes)."""
+        fit = await self.opinion()
+        if fit is None or tool in fit.allowed:
+            return True
+        log.info("the tool judge turned away %s (%s)", tool, fit.detail)
+        return False
+
+    async def described(self, named: list[str]) -> str | None:
+        """The first of the tools a prose answer named that the judge says fits, if any."""
+        fit = await self.opinion() if named else None
+        return next((name for name in named if name in fit.fitting), None) if fit else None
+
+    def cancel(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
