@@ -25,6 +25,13 @@ and, in a second round, four more built on ``v1``:
   (the margin of that word): the model names the difference (asked for the current volume, it
   writes that the tool sets the volume) and answers yes all the same (AUC 0.69);
 
+and, in a third round (issue 44), When2Call's four answers (NVIDIA, 2025) in the one check prompt:
+
+- ``v8``: the call with its tool's description, then one word of four: ``call`` (it is what I asked
+  for), ``ask`` (a question to me first), ``cannot`` (no offered tool can do it), ``answer`` (no tool
+  needed); the margin is log P(ask, cannot or answer) - log P(call), each word's first-token
+  probability from the engine, summed over spellings;
+
 with ``v1+v4`` (and others) the sum of two wordings' margins, each standardised over the
 development rows. None won on the development half where it counts: ``v1+v4`` catches 3 more
 no-fit calls of 23 while losing one right call, at the same AUC, for a second prompt per check
@@ -36,6 +43,7 @@ against 0.54-0.56). The wordings were compared on the development half; ``--held
 records ``v1`` alone on the held-out half, to see whether what the development half showed holds.
 
     python bench/check_prompts.py --record qwen2.5-coder-1.5b [--held-out] [--wordings v1,v4]  # 10-20 s a case
+    python bench/check_prompts.py --record qwen2.5-coder-1.5b --wordings v8
     python bench/check_prompts.py --report qwen2.5-coder-1.5b
 """
 
@@ -44,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import re
 import statistics
 import sys
@@ -99,9 +108,16 @@ V7 = (
     "First say in one short sentence what I asked for and what that tool does; then, on a new line, "
     "'Answer: yes' if it is exactly what I asked for, 'Answer: no' if not."
 )
+V8 = (
+    "You are about to call {name}, which does this: {description}\nwith these arguments: {arguments}\n"
+    "What should you do? Answer with one word: 'call' if that call is exactly what I asked for; 'ask' if you "
+    "need to ask me something first; 'cannot' if none of the offered tools can do what I asked; 'answer' if "
+    "you can answer me directly, without a tool."
+)
+V8_WORDS = ("call", "ask", "cannot", "answer")
 V7_GRAMMAR = 'root ::= [^\\n]{1,300} "\\nAnswer: " ("yes" | "no")\n'
-DEV_WORDINGS = ("v1", "v2", "v3", "v4", "v5", "v6", "v7")
-"""Every wording is asked on the development half; the held-out half got ``v1`` alone."""
+DEV_WORDINGS = ("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8")
+"""Every wording is asked on the development half; the held-out half got ``v1``, and ``v8`` to see it held out."""
 GENERIC = frozenset(
     [
         "get",
@@ -152,7 +168,7 @@ async def record(model: str, split: str = "dev", wordings: tuple[str, ...] = DEV
 
     out_path = OUTPUTS / f"{model}.check_prompts.jsonl"
     rows = _rows(out_path)
-    wanted = wordings if split == "dev" else ("v1",)
+    wanted = wordings if split == "dev" else tuple(w for w in wordings if w in ("v1", "v8")) or ("v1",)
     tools = load_tools()
     client = await create_model_client("embedded", model=model, threads=2)
     try:
@@ -201,6 +217,11 @@ async def _ask_wording(guided: Any, wording: str, case: Any, call: ToolCall, too
             (str(i.get("token", "")), float(i.get("logprob", _FLOOR))) for i in verdict.get("top_logprobs", [])
         )
         return round(_word_logprob(logprobs, "no") - _word_logprob(logprobs, "yes"), 3)
+    if wording == "v8":  # When2Call's four answers: log P(any but "call") - log P("call")
+        prompt = await guided.render(request, [{"role": "user", "content": V8.format(**fields)}])
+        _, logprobs, _ = await guided._ask(prompt, [*V8_WORDS, *(w.title() for w in V8_WORDS)])
+        others = [math.exp(_word_logprob(logprobs, w)) for w in V8_WORDS[1:]]
+        return round(math.log(sum(others)) - _word_logprob(logprobs, "call"), 3)
     if wording == "v4":  # a fresh conversation: the request, the tool and the call, nothing else
         request = ModelRequest(messages=[Message.system(V4_SYSTEM)], tools=[], settings=request.settings)
     text, (accept, reject) = {
@@ -253,7 +274,7 @@ def report(model: str, split: str = "dev") -> dict[str, Any]:
     scores |= {wording: _field(wording) for wording in asked if wording != "v3"}
     if "v3" in asked:
         scores["v3 overlap"] = overlap
-    for extra in ("v4", "v5", "v6", "v7"):
+    for extra in ("v4", "v5", "v6", "v7", "v8"):
         if "v1" in asked and extra in asked:
             scores[f"v1+{extra}"] = _summed([_standardised(good + false, w) for w in ("v1", extra)])
     result: dict[str, Any] = {"model": model, "split": split, "right calls": len(good), "no-fit calls": len(false)}
@@ -287,7 +308,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", metavar="MODEL")
     parser.add_argument("--report", metavar="MODEL")
-    parser.add_argument("--held-out", action="store_true", help="record v1 on the held-out half")
+    parser.add_argument("--held-out", action="store_true", help="record v1 (and v8, if named) on the held-out half")
     parser.add_argument("--wordings", default=",".join(DEV_WORDINGS), help="which to record on the development half")
     args = parser.parse_args()
     if args.record:

@@ -24,6 +24,7 @@ Two measurements on the embedded engine (issue 16, part 3):
     python bench/tool_prompt.py --label before                     # Qwen2.5-Coder 1.5B
     python bench/tool_prompt.py --label before --model qwen2.5-coder-0.5b
     python bench/tool_prompt.py --tokens-only
+    python bench/tool_prompt.py --label judge --judge                # with the tool judge (issue 44)
 """
 
 from __future__ import annotations
@@ -165,8 +166,14 @@ async def prompt_tokens(client: EmbeddedClient, instructions: str, tools: list[T
 # -- the live run ----------------------------------------------------------------------------------
 
 
-def assistant_agent(client: EmbeddedClient, workspace: Path, tools: list[Tool]) -> Agent:
-    """The agent as ``cortana`` assembles it (``cli/session.py``), without memory and per-turn context."""
+def assistant_agent(client: EmbeddedClient, workspace: Path, tools: list[Tool], judge: bool = False) -> Agent:
+    """The agent as ``cortana`` assembles it (``cli/session.py``), without memory and per-turn context.
+
+    ``judge``: with the tool judge (``agent.tool_judge``, on in ``cortana``; off by default here, as these
+    cases were first measured without it).
+    """
+    from cortana.agent.judge import ToolJudge
+
     settings = Settings()
     return Agent(
         client,
@@ -175,6 +182,7 @@ def assistant_agent(client: EmbeddedClient, workspace: Path, tools: list[Tool]) 
         tools=tools,
         permissions=workspace_gate(workspace, approve=None),
         **settings.loop_options(),
+        tool_judge=ToolJudge() if judge else None,
         settings=ModelSettings(temperature=0, seed=42, max_tokens=settings.max_tokens),
     )
 
@@ -214,9 +222,9 @@ def valid(call: ToolCall, tools: dict[str, Tool]) -> bool:
 
 
 async def run_cases(
-    client: EmbeddedClient, workspace: Path, tools: list[Tool], cases: list[dict[str, Any]]
+    client: EmbeddedClient, workspace: Path, tools: list[Tool], cases: list[dict[str, Any]], judge: bool = False
 ) -> list[dict[str, Any]]:
-    agent = assistant_agent(client, workspace, tools)
+    agent = assistant_agent(client, workspace, tools, judge)
     by_name = {tool.name: tool for tool in tools}
     rows = []
     for case in cases:
@@ -241,18 +249,18 @@ async def run_cases(
     return rows
 
 
-async def measure(model: str, only: str | None, limit: int | None, live: bool) -> dict[str, Any]:
+async def measure(model: str, only: str | None, limit: int | None, live: bool, judge: bool = False) -> dict[str, Any]:
     cases = [case for case in load_cases() if only in (None, case["split"])][:limit]
     client = await EmbeddedClient.start(model, threads=1)
     try:
         with tempfile.TemporaryDirectory() as folder:
             workspace = make_workspace(Path(folder))
             tools = builtin_tools(workspace, command_timeout=Settings().tools.command_timeout)
-            result: dict[str, Any] = {"model": model}
+            result: dict[str, Any] = {"model": model, "tool judge": judge}
             result["prompt tokens"] = await prompt_tokens(client, assistant_instructions(workspace), tools)
             result["tools"] = [tool.spec.as_function() for tool in tools]
             if live:
-                rows = await run_cases(client, workspace, tools, cases)
+                rows = await run_cases(client, workspace, tools, cases, judge)
                 result["score"] = summary(rows)
                 result["cases"] = rows
             return result
@@ -310,13 +318,14 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="run the first N cases only")
     parser.add_argument("--tokens-only", action="store_true", help="count prompt tokens; no live cases")
     parser.add_argument("--rescore", type=Path, help="score a saved result again with the current cases")
+    parser.add_argument("--judge", action="store_true", help="with the tool judge, as cortana runs (issue 44)")
     args = parser.parse_args()
     if args.rescore:
         result = rescore(args.rescore)
         report(result)
         save(args.rescore, result)
         return
-    result = asyncio.run(measure(args.model, args.split, args.limit, live=not args.tokens_only))
+    result = asyncio.run(measure(args.model, args.split, args.limit, live=not args.tokens_only, judge=args.judge))
     result["label"] = args.label
     report(result)
     suffix = "_tokens" if args.tokens_only else ""
