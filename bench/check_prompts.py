@@ -30,7 +30,9 @@ and, in a third round (issue 44), When2Call's four answers (NVIDIA, 2025) in the
 - ``v8``: the call with its tool's description, then one word of four: ``call`` (it is what I asked
   for), ``ask`` (a question to me first), ``cannot`` (no offered tool can do it), ``answer`` (no tool
   needed); the margin is log P(ask, cannot or answer) - log P(call), each word's first-token
-  probability from the engine, summed over spellings;
+  probability from the engine, summed over spellings. On the 1.5B model's development half it
+  separates worse than ``v1`` (AUC 0.82 against 0.95; summed with ``v1``, 0.92), so it was not
+  asked on the held-out half nor of the 0.5B model;
 
 with ``v1+v4`` (and others) the sum of two wordings' margins, each standardised over the
 development rows. None won on the development half where it counts: ``v1+v4`` catches 3 more
