@@ -138,8 +138,9 @@ def ask(question: str, repo: str, judge: bool, model: str | None, timeout: float
                 env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
             )
             output, status = done.stdout + done.stderr, done.returncode
-        except subprocess.TimeoutExpired as expired:
-            output, status = str(expired.stdout or "") + str(expired.stderr or ""), -1
+        except subprocess.TimeoutExpired as expired:  # what it printed by then comes as bytes
+            output = b"".join(part or b"" for part in (expired.stdout, expired.stderr)).decode(errors="replace")
+            status = -1
         seconds = round(time.perf_counter() - started, 1)
     return {"question": question, "calls": CALL.findall(output), "status": status, "seconds": seconds, "output": output}
 

@@ -43,6 +43,7 @@ import json
 import logging
 import math
 import re
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -559,7 +560,12 @@ class _Judging:
         if self.task is None:
             return None
         try:
-            return await self.task
+            if self.task.done():
+                return self.task.result()
+            started = time.perf_counter()  # the judge is usually done long before the engine's answer
+            fit = await self.task
+            log.debug("waited %.1f ms for the tool judge", 1000 * (time.perf_counter() - started))
+            return fit
         except Exception as error:  # a second opinion that failed is no opinion
             log.warning("the tool judge failed (%s); its opinion is left out of this turn", error)
             self.task = None
