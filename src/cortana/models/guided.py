@@ -340,8 +340,8 @@ class GuidedCalls:
     ) -> ModelResponse | None:
         """The call a prose answer described instead of making ("I'll use list_files..."), when the judge agrees.
 
-        The first offered tool the prose names whose judge logit reaches ``recover`` is written under
-        the grammar from the original prompt, then checked as any call; the prose stays the message's text.
+        The first offered tool the prose names that the judge says fits is written under the grammar
+        from the original prompt, then checked as any call; the prose stays the message's text.
         """
         if prose.finish_reason != "stop":
             return None
@@ -585,5 +585,10 @@ class _Judging:
         return next((name for name in named if name in fit.fitting), None) if fit else None
 
     def cancel(self) -> None:
-        if self.task is not None and not self.task.done():
+        """Stop the judge if the answer no longer needs it; an error it raised unasked is only logged."""
+        if self.task is None:
+            return
+        if not self.task.done():
             self.task.cancel()
+        elif not self.task.cancelled() and (error := self.task.exception()) is not None:
+            log.debug("the tool judge failed (%s); its opinion was not needed", error)
