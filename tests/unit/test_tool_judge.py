@@ -21,6 +21,7 @@ from cortana.messages import Message, ToolCall
 from cortana.models.base import ModelRequest, ModelResponse, ModelSettings, TextDelta, ToolFit, ToolSpec
 from cortana.models.guided import named_tools
 from cortana.models.llamacpp import LlamaCppClient
+from tests.unit.test_guided import guided_client as captured_client
 from tests.wire import FIXTURES, Reply, WireServer
 
 LLAMA = FIXTURES / "llamacpp"
@@ -57,13 +58,9 @@ def wire() -> Iterator[WireServer]:
 
 
 async def guided_client(wire: WireServer, *completions: Reply) -> LlamaCppClient:
-    wire.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
-    wire.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
-    wire.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
-    wire.add("POST", "/apply-template", Reply.json({"prompt": (LLAMA / "q05_guided_prompt.txt").read_text()}))
-    wire.add("POST", "/completion", *completions)
-    client = await LlamaCppClient(base_url=wire.start()).connect()
-    client.guided.verify_margin = -0.386  # the bundled 0.5B model's threshold: the check capture's -0.68 passes
+    """``test_guided``'s client over the 0.5B captures, at the bundled 0.5B model's check threshold."""
+    client = await captured_client(wire, *completions)
+    client.guided.verify_margin = -0.386  # the check capture's margin, -0.68, passes
     return client
 
 
