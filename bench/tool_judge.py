@@ -117,20 +117,14 @@ def build_pairs(cases: list[te.Case], tools: dict[str, dict[str, Any]]) -> list[
             elif case.category != "multistep":  # a later step of a chain may fit too: not a clean negative
                 pairs.append(Pair(case.prompt, name, 0, case.id, case.split))
     builtin = builtin_specs()
-    workspace = [json.loads(line) for line in (JUDGE_SET / "workspace.jsonl").read_text().splitlines() if line]
-    held = _held_out([row["id"] for row in workspace])
-    for row in workspace:
-        split = "held-out" if row["id"] in held else "dev"
-        pairs.extend(Pair(row["prompt"], name, 1, row["id"], split) for name in row["tools"])
-    general = [json.loads(line) for line in (JUDGE_SET / "general.jsonl").read_text().splitlines() if line]
-    held = _held_out([row["id"] for row in general])
+    for row in load_rows("workspace.jsonl"):
+        pairs.extend(Pair(row["prompt"], name, 1, row["id"], row["split"]) for name in row["tools"])
     catalogue = {name: _words(name + " " + spec["description"]) for name, spec in tools.items()}
-    for row in general:
-        split = "held-out" if row["id"] in held else "dev"
-        pairs.extend(Pair(row["prompt"], name, 0, row["id"], split) for name in builtin)
+    for row in load_rows("general.jsonl"):
+        pairs.extend(Pair(row["prompt"], name, 0, row["id"], row["split"]) for name in builtin)
         words = _words(row["prompt"])
         sharing = sorted(catalogue, key=lambda name: (-len(words & catalogue[name]), name))[:4]
-        pairs.extend(Pair(row["prompt"], name, 0, row["id"], split) for name in sharing)
+        pairs.extend(Pair(row["prompt"], name, 0, row["id"], row["split"]) for name in sharing)
     return pairs
 
 
