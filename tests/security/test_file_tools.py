@@ -99,3 +99,51 @@ async def test_a_catastrophic_pattern_cannot_hang_the_search(space: Path) -> Non
     assert await call(space, "grep_files", pattern=r"(a+)+$") == "(no matches)"
     with pytest.raises(ToolError, match="RE2 syntax"):
         await call(space, "grep_files", pattern=r"(a)\1")
+
+
+class RecordingEditor:
+    """An editor's buffers (``cortana acp``) that records every path it is handed."""
+
+    def __init__(self, held: dict[Path, str]) -> None:
+        self.held = held
+        self.paths: list[Path] = []
+
+    def read_text(self, path: Path) -> str | None:
+        self.paths.append(path)
+        return self.held.get(path)
+
+    def write_text(self, path: Path, text: str) -> bool:
+        self.paths.append(path)
+        self.held[path] = text
+        return True
+
+
+async def test_the_editor_is_handed_only_paths_the_workspace_checked(space: Path) -> None:
+    """Read and written through the editor's buffers, the file tools still decide where: outside the workspace,
+    a symlink out of it and Cortana's own folder never reach the editor (protected paths such as ``.git/hooks``
+    are the gate's, before any tool runs, whatever the front end)."""
+    inside = (space / "sub" / "file.txt").resolve()
+    editor = RecordingEditor({inside: "unsaved text\n"})
+    own = Workspace(space, forbidden=[space / ".cortana"])
+    tools = {t.name: t for t in builtin_tools(own, buffers=editor)}
+
+    async def run(name: str, **arguments: object) -> str:
+        tool = tools[name]
+        return str(await asyncio.wait_for(tool.invoke(tool.validate(arguments)), HANG_GUARD_S))
+
+    assert "unsaved text" in await run("read_file", path="sub/file.txt")
+    await run("edit_file", path="sub/file.txt", old_text="unsaved", new_text="edited")
+    assert editor.held[inside] == "edited text\n" and (space / "sub" / "file.txt").read_text() == "inside\n"
+    os.symlink(space.parent / "secret.txt", space / "leak.txt")
+    seen = len(editor.paths)
+    for name, arguments in (
+        ("read_file", {"path": "../secret.txt"}),
+        ("read_file", {"path": "leak.txt"}),
+        ("write_file", {"path": "../secret.txt", "content": "x"}),
+        ("write_file", {"path": ".cortana/settings.yml", "content": "x"}),
+        ("edit_file", {"path": "leak.txt", "old_text": "secret", "new_text": "x"}),
+    ):
+        with pytest.raises((ToolError, PermissionDenied)):
+            await run(name, **arguments)
+    assert editor.paths[seen:] == [], "nothing outside, symlinked out or forbidden reached the editor"
+    assert (space.parent / "secret.txt").read_text() == "the secret outside\n"

@@ -2,62 +2,14 @@
 
 from __future__ import annotations
 
+from cortana.agent.fitting import fit_prompt
 from cortana.display import printable
-from cortana.messages import Message
 from cortana.models.base import ModelClient
 
-__all__ = ["CHARS_PER_TOKEN", "PROMPT_SHARE", "describe_client", "fit_prompt"]
-
-PROMPT_SHARE = 0.5
-"""The most of the engine's window one message may take (the instructions, the tools, the history and the answer
-need the rest)."""
-CHARS_PER_TOKEN = 3.5
-"""A first guess of characters per token for prose and code (Qwen's tokenizer: about 4 for English); the engine's
-tokenizer has the last word where it has one."""
-MOST_TOKENS_PER_CHAR = 4
-"""No text takes more tokens than this per character (an emoji: 3 or 4): a shorter message is never measured."""
-DEFAULT_WINDOW = 8192
+__all__ = ["describe_client", "fit_prompt"]
 
 
 def describe_client(client: ModelClient) -> str:
     """``engine: model, N tokens`` (the window only when the engine reports one)."""
     window = f", {client.context_window:,} tokens" if client.context_window else ""
     return printable(f"{client.engine}: {client.model}{window}")
-
-
-async def fit_prompt(prompt: str, client: ModelClient, window: int | None) -> tuple[str, str | None]:
-    """``prompt`` cut to what the window can take (its head and tail, with a line where the middle was), and a note
-    for the user when it was cut.
-
-    A message the engine cannot fit is refused after a long read, and on a small machine even one that fits takes
-    minutes to read (10 MB piped in gave no answer within 60 s); a pasted log is mostly read for its start and end.
-    """
-    from cortana.agent.compaction import measure  # the loop's modules load after the prompt shows (docs/cli.md)
-
-    budget = int((window or DEFAULT_WINDOW) * PROMPT_SHARE)
-    if len(prompt) * MOST_TOKENS_PER_CHAR <= budget:
-        return prompt, None
-    limit = min(len(prompt), int(budget * CHARS_PER_TOKEN))
-    text = _cut(prompt, limit)
-    for _ in range(4):  # the engine's count, shrinking the cut in proportion until it fits
-        tokens = await measure(client, [Message.user(text)], [])
-        if tokens <= budget:
-            break
-        limit = int(limit * budget / tokens * 0.95)
-        text = _cut(prompt, limit)
-    if text == prompt:
-        return prompt, None
-    note = (
-        f"cortana: your message has {len(prompt):,} characters, more than the model's window takes; its first and "
-        f"last {limit:,} characters are sent and {len(prompt) - limit:,} in the middle are left out"
-    )
-    return text, note
-
-
-def _cut(prompt: str, limit: int) -> str:
-    if len(prompt) <= limit:
-        return prompt
-    head = limit * 2 // 3
-    tail = limit - head
-    gap = f"[... {len(prompt) - head - tail:,} characters left out: the message is longer than the model's window ...]"
-    return f"{prompt[:head]}\n{gap}\n{prompt[-tail:]}"

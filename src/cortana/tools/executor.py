@@ -12,6 +12,7 @@ then); with daemon threads the process exits as soon as the answer is out.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import queue
@@ -88,10 +89,25 @@ def _tool_executor() -> ToolThreads:
     return _executor
 
 
+SETTLE_SECONDS = 2.0
+"""How long a cancelled caller waits for the sync call it interrupted (a thread cannot be stopped): a file tool's
+write lands before the turn ends, so what a front end restores after a cancel is not overwritten after it."""
+
+
 async def run_in_tool_thread(function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Call a sync ``function(**kwargs)`` in the tool pool and await its result."""
+    """Call a sync ``function(**kwargs)`` in the tool pool, in the caller's context (its context variables, as
+    ``asyncio.to_thread`` does), and await its result. Cancelled, it waits up to ``SETTLE_SECONDS`` for the call
+    to return before it raises."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_tool_executor(), functools.partial(function, **kwargs))
+    context = contextvars.copy_context()
+    future = loop.run_in_executor(_tool_executor(), functools.partial(context.run, function, **kwargs))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait({future}, timeout=SETTLE_SECONDS)
+        if future.done() and not future.cancelled():
+            future.exception()  # retrieved: the caller is gone, so nobody else will
+        raise
 
 
 def is_async_callable(function: Callable[..., Any]) -> bool:

@@ -25,11 +25,11 @@ from pathlib import Path
 
 from cortana.tools import Tool
 from cortana.tools.builtin.commands import command_tool
-from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, file_tools
+from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, EditorBuffers, file_tools
 from cortana.tools.builtin.gate import workspace_gate
 from cortana.tools.builtin.workspace import PROTECTED, Workspace
 
-__all__ = ["MAX_OUTPUT_CHARS", "PROTECTED", "Workspace", "builtin_tools", "workspace_gate"]
+__all__ = ["MAX_OUTPUT_CHARS", "PROTECTED", "EditorBuffers", "Workspace", "builtin_tools", "workspace_gate"]
 
 
 def builtin_tools(
@@ -38,6 +38,7 @@ def builtin_tools(
     command_timeout: float = 120.0,
     forbidden: Sequence[Path] = (),
     trusted_git: bool = False,
+    buffers: EditorBuffers | None = None,
 ) -> list[Tool]:
     """The six built-in tools, confined to ``workspace``.
 
@@ -47,6 +48,7 @@ def builtin_tools(
         forbidden: folders inside the workspace no tool may write to (when ``workspace`` is a path).
         trusted_git: let the git that commands run use the repository's hooks and configured programs
             (off by default: a folder's ``.git/config`` is the folder's text, not its user's).
+        buffers: an editor whose buffers the file tools read and write (``cortana acp``), else the disk.
     """
     space = workspace if isinstance(workspace, Workspace) else Workspace(workspace, forbidden=forbidden)
-    return [*file_tools(space), command_tool(space, command_timeout, trusted_git=trusted_git)]
+    return [*file_tools(space, buffers), command_tool(space, command_timeout, trusted_git=trusted_git)]

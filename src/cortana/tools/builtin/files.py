@@ -12,11 +12,12 @@ from __future__ import annotations
 import ast
 import difflib
 import fnmatch
+import io
 import keyword
 import os
 import re
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated, BinaryIO, Protocol
 
 import re2
 from pydantic import Field
@@ -25,7 +26,16 @@ from cortana.errors import ToolError
 from cortana.tools import Tool
 from cortana.tools.builtin.workspace import Workspace
 
-__all__ = ["MAX_OUTPUT_CHARS", "closest_text", "cut", "file_tools", "loose_edit", "new_definition", "searchable_text"]
+__all__ = [
+    "MAX_OUTPUT_CHARS",
+    "EditorBuffers",
+    "closest_text",
+    "cut",
+    "file_tools",
+    "loose_edit",
+    "new_definition",
+    "searchable_text",
+]
 
 MAX_OUTPUT_CHARS = 12_000
 MAX_LINE_CHARS = 2_000
@@ -94,9 +104,27 @@ def _read_line(handle: BinaryIO) -> tuple[bytes, int, bool]:
     return kept, used, False
 
 
-def file_tools(space: Workspace) -> list[Tool]:
-    """read_file, list_files, grep_files, write_file and edit_file, confined to ``space`` (:class:`WorkspaceFiles`)."""
-    files = WorkspaceFiles(space)
+class EditorBuffers(Protocol):
+    """An editor that holds the user's files (``cortana acp``): the file tools read what its buffers hold, saved or
+    not, and write through it, so what the model sees and changes is what the user sees.
+
+    Both are called from a tool's thread, with a path the workspace has checked already (inside it, a regular
+    file, writable): the editor is trusted with the text, never with where it goes.
+    """
+
+    def read_text(self, path: Path) -> str | None:
+        """The text of ``path`` as the editor holds it; None: read the disk (the editor does not offer it)."""
+        ...
+
+    def write_text(self, path: Path, text: str) -> bool:
+        """Write ``text`` to ``path`` through the editor; False: write the disk instead."""
+        ...
+
+
+def file_tools(space: Workspace, buffers: EditorBuffers | None = None) -> list[Tool]:
+    """read_file, list_files, grep_files, write_file and edit_file, confined to ``space`` (:class:`WorkspaceFiles`);
+    with ``buffers``, files are read and written through the user's editor."""
+    files = WorkspaceFiles(space, buffers)
     return [
         Tool(files.read_file, read_only=True),
         Tool(files.list_files, read_only=True),
@@ -115,8 +143,27 @@ class WorkspaceFiles:
     shorter ones made Qwen2.5-Coder 1.5B read the first 10 lines of a file it was asked to show.
     """
 
-    def __init__(self, space: Workspace) -> None:
+    def __init__(self, space: Workspace, buffers: EditorBuffers | None = None) -> None:
         self.space = space
+        self.buffers = buffers
+
+    def _held(self, target: Path, path: str) -> str | None:
+        """The editor's text of ``target`` (checked on disk first: a regular file in the workspace), or None."""
+        if self.buffers is None:
+            return None
+        os.close(self.space.open_regular(target, path)[0])
+        return self.buffers.read_text(target)
+
+    def _write(self, target: Path, path: str, text: str) -> None:
+        """Write ``text`` to ``target``: through the editor when it takes it, else to the disk."""
+        if self.buffers is not None:
+            self.space.check_writable(target, path)
+            if target.exists():  # checked as the disk write would be: a regular file, reached by no symlink
+                os.close(self.space.open_regular(target, path)[0])
+            if self.buffers.write_text(target, text):
+                return
+        with os.fdopen(self.space.open_for_writing(target, path), "wb") as handle:
+            handle.write(text.encode("utf-8"))
 
     def read_file(
         self,
@@ -131,10 +178,18 @@ class WorkspaceFiles:
             start_line: the first line to show (1-based).
             end_line: the last line to show (default: to the end).
         """
-        fd, info = self.space.open_regular(self.space.resolve(path), path)
-        with os.fdopen(fd, "rb") as handle:
+        target = self.space.resolve(path)
+        held = self._held(target, path)
+        if held is not None:
+            data = held.encode("utf-8", "replace")
+            source: BinaryIO = io.BytesIO(data)
+            size = len(data)
+        else:
+            fd, info = self.space.open_regular(target, path)
+            source, size = os.fdopen(fd, "rb"), info.st_size
+        with source as handle:
             if _is_binary(handle):
-                return f"'{path}' is a binary file ({info.st_size:,} bytes); it is not shown."
+                return f"'{path}' is a binary file ({size:,} bytes); it is not shown."
             shown: list[str] = []
             size = number = scanned = 0
             while True:
@@ -257,8 +312,7 @@ class WorkspaceFiles:
                 "(write_file replaces the whole file). To add code, call edit_file with old_text empty: it adds "
                 "new_text at the end. To change code, edit_file the lines that change."
             )
-        with os.fdopen(self.space.open_for_writing(target, path), "wb") as handle:
-            handle.write(content.encode("utf-8"))
+        self._write(target, path, content)
         lines = len(content.splitlines())
         done = f"Wrote {self.space.relative(target)} ({lines} line{'' if lines == 1 else 's'})"
         _check_python(target, content, done)
@@ -275,14 +329,20 @@ class WorkspaceFiles:
         target = self.space.resolve(path)
         text = self._editable_text(target, path)
         edited, done = _edited(text, target, path, self.space.relative(target), old_text, new_text, replace_all)
-        with os.fdopen(self.space.open_for_writing(target, path), "wb") as handle:
-            handle.write(edited.encode("utf-8"))
+        self._write(target, path, edited)
         if _parses(target, text):  # a file that was broken before is not this edit's fault
             _check_python(target, edited, done)
         return done + "." + still_named(self.space, target, old_text, new_text)
 
     def _editable_text(self, target: Path, path: str) -> str:
         """The text of the file ``edit_file`` edits (a regular file inside the workspace, UTF-8, not too big)."""
+        held = self._held(target, path)
+        if held is not None:
+            if len(held) > MAX_EDIT_BYTES:
+                raise ToolError(
+                    f"'{path}' is {len(held):,} characters; edit_file edits files up to {MAX_EDIT_BYTES:,}."
+                )
+            return held
         fd, info = self.space.open_regular(target, path)
         with os.fdopen(fd, "rb") as handle:
             if info.st_size > MAX_EDIT_BYTES:
