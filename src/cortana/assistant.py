@@ -40,7 +40,7 @@ from cortana.config import (
     memory_dsn,
     user_config_path,
 )
-from cortana.errors import ConfigError, CortanaError
+from cortana.errors import ConfigError, CortanaError, UserError
 from cortana.messages import Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
 from cortana.sandbox.policy import Sandbox
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from cortana.repair.testrun import TestCommand
     from cortana.repair.workflow import RepairWorkflow
     from cortana.tools import Tool
-    from cortana.tools.builtin import Workspace
+    from cortana.tools.builtin import EditorBuffers, Workspace
     from cortana.tools.builtin.commands import Finished
     from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
 
@@ -94,6 +94,10 @@ SHELL_TIMEOUT = 3600.0
 """How long a ``!`` command of the user's may run."""
 RESOURCE_ID = "cli"
 """The resource the assistant's threads belong to (the terminal's; ``/threads`` lists them)."""
+ACP_RESOURCE_ID = "acp"
+"""The label of the conversations an editor holds over the Agent Client Protocol (``cortana acp``)."""
+THREAD_LABELS = (RESOURCE_ID, ACP_RESOURCE_ID)
+"""The labels of the conversations a user continues by id: the terminal's (and ``-p``'s) and the editors'."""
 
 
 class Assistant:
@@ -118,6 +122,7 @@ class Assistant:
         logger: the live turn log (the terminal's); None: quiet.
         voice: speak answers (None: as cortana.yml says).
         heartbeat: let the assistant check in (as cortana.yml's ``heartbeat:`` says); False: never.
+        buffers: the user's editor, whose buffers the file tools read and write (``cortana acp``); None: the disk.
     """
 
     def __init__(
@@ -135,6 +140,7 @@ class Assistant:
         logger: AgentLogger | None = None,
         voice: bool | None = None,
         heartbeat: bool = True,
+        buffers: EditorBuffers | None = None,
     ) -> None:
         from cortana.companion.companion import LocalTime
         from cortana.companion.voice import Voice
@@ -147,6 +153,7 @@ class Assistant:
         self.context_window = context_window
         self.extra_tools = list(tools)
         self.logger = logger
+        self.buffers = buffers
         self.thread = ThreadRef(resource_id=RESOURCE_ID, thread_id=uuid.uuid4().hex)
         """The conversation :meth:`ask` and :meth:`run_stream` continue (``new_thread`` starts another)."""
         self._stack = contextlib.AsyncExitStack()
@@ -300,7 +307,12 @@ class Assistant:
             name="cortana",
             instructions="\n\n".join(part for part in instructions if part),
             tools=[
-                *builtin_tools(space, command_timeout=settings.tools.command_timeout, trusted_git=settings.trusted),
+                *builtin_tools(
+                    space,
+                    command_timeout=settings.tools.command_timeout,
+                    trusted_git=settings.trusted,
+                    buffers=self.buffers,
+                ),
                 *(skills.tools() if skills else ()),
                 *self.extra_tools,
                 *self.servers.groups(),
@@ -499,6 +511,28 @@ class Assistant:
         """Start another conversation (memory keeps the old one); :meth:`ask` continues this one from now on."""
         self.thread = ThreadRef(resource_id=RESOURCE_ID, thread_id=uuid.uuid4().hex)
         return self.thread
+
+    async def find_thread(self, key: str, resources: Sequence[str] = THREAD_LABELS) -> ThreadRef:
+        """The stored conversation ``key`` names: a thread id, its first characters (four or more), or ``last``
+        (the latest), among the threads of ``resources``; a :class:`~cortana.errors.UserError` names the fix when
+        there is none, or more than one."""
+        key = key.strip()
+        found = [item for resource in resources for item in await self.memory.threads(resource)]
+        if not found:
+            raise UserError(f"no conversation to resume in {self.workspace}: this folder's memory has none yet")
+        if key == "last":
+            return max(found, key=lambda item: item[1])[0]
+        exact = [thread for thread, _ in found if thread.thread_id == key]
+        matches = exact or [thread for thread, _ in found if len(key) >= 4 and thread.thread_id.startswith(key)]
+        if len(matches) == 1:
+            return matches[0]
+        latest = max(found, key=lambda item: item[1])[0].thread_id
+        if matches:
+            raise UserError(f"{len(matches)} conversations start with {key!r}: give more of the thread id")
+        raise UserError(
+            f"no conversation {key!r} in {self.workspace}'s memory (the latest is {latest}; `--resume last` "
+            "continues it, and json output prints each answer's thread id)"
+        )
 
     async def ask(self, prompt: str, *, thread: ThreadRef | None = None) -> RunResult:
         """One turn: ``prompt`` answered on ``thread`` (default: the assistant's conversation)."""

@@ -48,7 +48,7 @@ def installs(tmp_path: Path) -> list[str]:
 def test_start_installs_once_then_only_when_pyproject_changes(tmp_path: Path) -> None:
     root = project(tmp_path)
     assert start(root, "--help").strip() == "cortana --help"
-    assert len(installs(tmp_path)) == 1 and installs(tmp_path)[0].endswith("[local,graph,serve,models]")
+    assert len(installs(tmp_path)) == 1 and installs(tmp_path)[0].endswith("[local,graph,serve,models,acp]")
     assert start(root, "what is here?").strip() == "cortana what is here?"
     assert len(installs(tmp_path)) == 1, "nothing changed: no second install"
     with (root / "pyproject.toml").open("a") as pyproject:

@@ -9,12 +9,15 @@ cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow
 cortana fix [what]           fix what the failing tests show (or `what`): patches tried in a scratch copy
 cortana serve                the assistant over an OpenAI-compatible HTTP API (loopback, with a key)
 cortana mcp-serve            the assistant as an MCP server on stdio (tools: ask, search_memory)
+cortana acp                  the assistant as an editor's agent (Agent Client Protocol on stdio: Zed, Neovim)
+cortana -p "question" --output-format json|stream-json   one answer for a script (docs/headless.md)
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import traceback
 
 from cortana import __version__
@@ -39,8 +42,29 @@ def _address(text: str) -> str:
     return text
 
 
-COMMANDS = ("doctor", "models", "trust", "fix", "serve", "mcp-serve")
-"""Words that, first on the command line, name a command rather than begin a question."""
+COMMANDS = {
+    "doctor": "what was found: engine, model, window, embedder, sandbox, and what is missing",
+    "models": "installed models, what fits and how fast; measure, pull, rm, use NAME",
+    "trust": "trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)",
+    "fix": "fix what the failing tests show (or what you ask), patches tried in a scratch copy",
+    "serve": "the assistant over an OpenAI-compatible HTTP API (loopback, with a key)",
+    "mcp-serve": "the assistant as an MCP server on stdio (tools: ask, search_memory)",
+    "acp": "the assistant as an editor's agent over the Agent Client Protocol (Zed, Neovim)",
+}
+"""Words that, first on the command line, name a command rather than begin a question; with what each does."""
+
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+"""``--output-format``'s choices (docs/headless.md)."""
+
+
+def _commands_help() -> str:
+    width = max(map(len, COMMANDS)) + 2
+    lines = [f"  {name:<{width}}{line}" for name, line in COMMANDS.items()]
+    usage = (
+        "`cortana COMMAND --help` shows a command's options. With no command, `cortana` converses in this folder, "
+        '`cortana "question"` answers once, and `cortana -p "question" --output-format json` answers for a script.'
+    )
+    return "commands:\n" + "\n".join(lines) + "\n\n" + textwrap.fill(usage, 100)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -48,10 +72,34 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog=f"cortana {command}" if command else "cortana",
-        description="Cortana: a local-first assistant. With no engine running it starts its own "
+        usage=None if command else "cortana [options] [prompt ...]\n       cortana COMMAND [options]",
+        description=(COMMANDS[command][0].upper() + COMMANDS[command][1:] + ".")
+        if command
+        else "Cortana: a local-first assistant. With no engine running it starts its own "
         "(llama.cpp on a bundled model).",
+        epilog=None if command else _commands_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("prompt", nargs="*", help="answer this once and exit (otherwise: interactive)")
+    if command in (None, "fix"):
+        parser.add_argument(
+            "-p",
+            "--print",
+            action="store_true",
+            help="answer once for a script: no questions asked (what needs approval is refused unless --yes), "
+            "the answer on stdout",
+        )
+        parser.add_argument(
+            "--output-format",
+            choices=OUTPUT_FORMATS,
+            help="with -p: text (the answer), json (one object at the end) or stream-json (one event per line "
+            "as the turn happens); implies -p",
+        )
+        parser.add_argument(
+            "--resume",
+            metavar="THREAD",
+            help="continue a conversation: a thread id (or its first characters) that json output printed, or 'last'",
+        )
     parser.add_argument(
         "--engine",
         type=_engine,
@@ -99,9 +147,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _standard_streams()
     command = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(command).parse_args(argv[1:] if command else argv)
-    if command in ("serve", "mcp-serve") and args.prompt:
+    if command in ("serve", "mcp-serve", "acp") and args.prompt:
         print(
             f"cortana {command}: takes no question (clients send them); got {' '.join(args.prompt)!r}", file=sys.stderr
         )
@@ -129,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         gc.enable()
 
     try:
+        if command in (None, "fix") and (args.print or args.output_format):
+            from cortana.cli.headless import HeadlessOutput, run_print
+
+            output = HeadlessOutput(args.output_format or "text")
+            return asyncio.run(run_print(args, prompt, output, fix=command == "fix"))
         if command == "trust":
             return trust_folder(args)
         if command == "fix":
@@ -137,10 +191,11 @@ def main(argv: list[str] | None = None) -> int:
             from cortana.cli.models import run_models
 
             return asyncio.run(run_models(args))
-        if command in ("serve", "mcp-serve"):
-            from cortana.cli.serve import run_mcp_serve, run_serve
+        if command in ("serve", "mcp-serve", "acp"):
+            from cortana.cli.serve import run_acp, run_mcp_serve, run_serve
 
-            return asyncio.run(run_serve(args) if command == "serve" else run_mcp_serve(args))
+            runs = {"serve": run_serve, "mcp-serve": run_mcp_serve, "acp": run_acp}
+            return asyncio.run(runs[command](args))
         if command is not None:
             from cortana.cli.doctor import run_command
 
@@ -158,6 +213,22 @@ def main(argv: list[str] | None = None) -> int:
         report = _save_traceback()
         print(f"cortana: unexpected {type(exc).__name__}: {exc} (details: {report})", file=sys.stderr)
         return 1
+
+
+def _standard_streams() -> None:
+    """Open ``/dev/null`` where stdin, stdout or stderr is closed (``cortana -p ... <&-`` in a script): a file the
+    assistant opens later would otherwise take descriptor 0, 1 or 2 and be read or written as if it were one."""
+    import os
+
+    for descriptor, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != descriptor:
+                os.dup2(null, descriptor)
+                os.close(null)
+            setattr(sys, name, open(descriptor, mode, encoding="utf-8", errors="replace", closefd=False))  # noqa: SIM115
 
 
 PIPED_LIMIT = 2 << 20

@@ -3,8 +3,9 @@
 ``serve`` listens on loopback (another address only with ``--allow-remote``),
 waits for the engine, prints where it listens and, the first time, the key;
 Ctrl-C or SIGTERM stops it, closing the assistant (memory, the engine).
-``mcp-serve`` speaks MCP over stdin/stdout, so nothing else may be printed
-there: the engine's messages go to stderr.
+``mcp-serve`` speaks MCP over stdin/stdout, and ``acp`` the Agent Client
+Protocol, so nothing else may be printed there: the engine's messages go to
+stderr.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rich.text import Text
 
 from cortana.assistant import Assistant
 from cortana.cli.session import settings_for, start_engine
+from cortana.config import Settings
 from cortana.display import printable
 from cortana.errors import UserError
 from cortana.serve.keys import serve_key
@@ -32,9 +34,10 @@ from cortana.serve.service import ChatService, refuse_over_api
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["is_loopback_host", "run_mcp_serve", "run_serve"]
+__all__ = ["is_loopback_host", "run_acp", "run_mcp_serve", "run_serve"]
 
 INSTALL_HINT = "pip install 'cortana[serve]'"
+ACP_INSTALL_HINT = "pip install 'cortana[acp]'"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 """The names a client on this machine reaches a loopback server by: any other Host header is a page in a browser
 whose own name now points here (DNS rebinding)."""
@@ -192,3 +195,29 @@ async def run_mcp_serve(args: argparse.Namespace) -> int:
     finally:
         service.close()
         await assistant.aclose()
+
+
+async def run_acp(args: argparse.Namespace) -> int:
+    """``cortana acp``: the assistant as an editor's agent over the Agent Client Protocol on stdio."""
+    try:
+        from cortana.serve.acp import CortanaAgent, serve_acp
+    except ImportError:
+        raise UserError(f"cortana acp needs the Agent Client Protocol package: {ACP_INSTALL_HINT}") from None
+    from cortana.config import load_settings, trust_store
+
+    workspace = Path.cwd()
+    console = Console(stderr=True)  # stdout carries the protocol: nothing else may be written there
+    settings = settings_for(workspace, console)
+    # The editor waits for its `initialize` answer: the engine loads meanwhile, and the first prompt waits for it.
+    client = asyncio.ensure_future(
+        start_engine(args, settings, console, spinner=False, prompt_cache=str(workspace.resolve()))
+    )
+    store = trust_store()
+
+    def folder_settings(folder: Path) -> Settings:
+        # Nobody is on a terminal to ask: a folder's cortana.yml counts as far as `cortana trust` trusted it.
+        return settings if folder == workspace.resolve() else load_settings(folder, trust=store.is_trusted)
+
+    agent = CortanaAgent(client, folder_settings, allow_all=args.yes, context_window=args.context_window)
+    await serve_acp(agent)
+    return 0

@@ -196,6 +196,8 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
         heartbeat=not args.no_heartbeat,
     )
     try:
+        if args.resume:
+            assistant.thread = await assistant.find_thread(args.resume)
         if assistant.graph_missing and prompt is None:
             console.print(f"code graph: off (graphify is not installed: {INSTALL_HINT})", style="dim", markup=False)
         if (settings.voice.enabled or args.voice) and not assistant.voice.available:

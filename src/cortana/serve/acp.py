@@ -1,0 +1,662 @@
+"""``cortana acp``: the assistant as an editor's agent over the Agent Client Protocol (JSON-RPC on stdio).
+
+Zed, JetBrains IDEs and Neovim (CodeCompanion, avante.nvim) start ``cortana acp`` and talk to it on its stdin and
+stdout, through the ``agent-client-protocol`` package. What the editor sees:
+
+- a **session** per conversation: ``session/new`` starts a Cortana thread (labelled ``acp``), ``session/load``
+  continues a stored one (the terminal's too) and shows it again, ``session/list`` lists them;
+- a **prompt turn** streamed as session updates: the answer's text as it comes, each tool call with its kind,
+  status and result, a diff for every file a turn wrote, and the fix workflow (a change asked for in a project
+  with tests) as a plan of its steps and one tool call that shows its progress and its diff;
+- the gate's questions as the editor's **permission requests**: allow once, always (for the scope Cortana would
+  remember, named in the option), reject, reject always;
+- **cancel** stops the turn; files the turn wrote are put back as they were (the fix workflow writes only at its
+  end, from a scratch copy);
+- **files through the editor** when it offers that (``fs.readTextFile``/``writeTextFile``): the file tools read
+  the editor's buffers, saved or not, and write through it, after the workspace's own checks of the path.
+
+Each session's folder (its ``cwd``) is a workspace with its own assistant (settings, memory, gate); they share the
+engine started at launch. A folder's cortana.yml counts only as far as the user trusted it (``cortana trust``):
+nobody is on a terminal to ask. docs/editors.md has Zed's and CodeCompanion's settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import acp
+from acp import schema
+
+from cortana import __version__
+from cortana.assistant import ACP_RESOURCE_ID, THREAD_LABELS, Assistant
+from cortana.display import valid_text
+from cortana.errors import CortanaError
+from cortana.messages import Message, ThreadRef, ToolCall, is_users_own
+from cortana.tools.permissions import PermissionDecision
+
+if TYPE_CHECKING:
+    from cortana.agent.events import RunEvent
+    from cortana.config import Settings
+    from cortana.models.base import ModelClient
+    from cortana.tools import Tool
+    from cortana.tools.permissions import Scope
+
+__all__ = ["CortanaAgent", "serve_acp"]
+
+log = logging.getLogger(__name__)
+
+TITLE_CHARS = 120
+"""The most characters of a tool call's title (its name and main argument)."""
+EMBEDDED_CHARS = 200_000
+"""The most characters of one file the editor attaches to a prompt (the turn's window is fitted after)."""
+CLIENT_TIMEOUT = 60.0
+"""How long a file tool waits for the editor to read or write a buffer."""
+KINDS: dict[str, schema.ToolKind] = {
+    "read_file": "read",
+    "list_files": "search",
+    "grep_files": "search",
+    "write_file": "edit",
+    "edit_file": "edit",
+    "run_command": "execute",
+    "fix_with_tests": "edit",
+    "search_code": "search",
+    "search_memory": "search",
+}
+WRITES = ("write_file", "edit_file")
+"""The tools whose writes a turn shows as diffs and puts back when it is cancelled."""
+
+McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
+"""An MCP server the editor offers a session (Cortana uses the servers its cortana.yml names, not these)."""
+ContentBlock = (
+    schema.TextContentBlock
+    | schema.ImageContentBlock
+    | schema.AudioContentBlock
+    | schema.ResourceContentBlock
+    | schema.EmbeddedResourceContentBlock
+)
+
+INVALID_REQUEST, INVALID_PARAMS, INTERNAL_ERROR, NOT_FOUND = -32600, -32602, -32603, -32002
+"""JSON-RPC's error codes (and ACP's for a resource not found): each error carries Cortana's own message."""
+
+_SESSION: contextvars.ContextVar[Session] = contextvars.ContextVar("cortana_acp_session")
+"""The session whose turn runs in this context (the file tools' threads and the gate's questions read it)."""
+
+
+@dataclass
+class Session:
+    """One editor conversation: its thread, its folder's assistant, the running turn, and what the turn wrote."""
+
+    id: str
+    thread: ThreadRef
+    assistant: Assistant
+    turn: asyncio.Task[schema.StopReason] | None = None
+    before: dict[Path, str | None] = field(default_factory=dict)
+    """Each file this turn wrote, as it was before (None: it did not exist)."""
+
+
+class EditorFiles:
+    """The file tools' :class:`~cortana.tools.builtin.EditorBuffers` over ACP: the editor's buffers when it offers
+    them (called from a tool's thread; the request goes through the event loop), and the turn's record of what each
+    file held before it was written."""
+
+    def __init__(self, agent: CortanaAgent, loop: asyncio.AbstractEventLoop) -> None:
+        self.agent = agent
+        self.loop = loop
+
+    def _ask(self, request: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(request, self.loop).result(timeout=CLIENT_TIMEOUT)
+
+    def read_text(self, path: Path) -> str | None:
+        session, conn = _SESSION.get(None), self.agent.conn
+        if session is None or conn is None or not self.agent.can_read:
+            return None
+        response = self._ask(conn.read_text_file(session_id=session.id, path=str(path)))
+        return valid_text(response.content)
+
+    def write_text(self, path: Path, text: str) -> bool:
+        session, conn = _SESSION.get(None), self.agent.conn
+        if session is None:
+            return False
+        if path not in session.before:
+            session.before[path] = self._current(path)
+        if conn is None or not self.agent.can_write:
+            return False
+        self._ask(conn.write_text_file(session_id=session.id, path=str(path), content=text))
+        return True
+
+    def _current(self, path: Path) -> str | None:
+        """What ``path`` holds before this turn writes it: the editor's buffer, else the disk; None: no such file."""
+        if not path.exists():
+            return None
+        with contextlib.suppress(Exception):  # an editor that cannot say: the disk has the last word
+            held = self.read_text(path)
+            if held is not None:
+                return held
+        return _text_of(path)
+
+
+def prompt_text(blocks: list[Any]) -> str:
+    """The user's message from a prompt's content blocks: text as it is, a file the editor attached as a fenced
+    block under its path (bounded), a link to one as its path; images and audio are named and left out."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, schema.TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, schema.EmbeddedResourceContentBlock):
+            resource = block.resource
+            if isinstance(resource, schema.TextResourceContents):
+                text = resource.text
+                if len(text) > EMBEDDED_CHARS:
+                    text = text[:EMBEDDED_CHARS] + f"\n[... {len(resource.text) - EMBEDDED_CHARS:,} characters cut]"
+                parts.append(f"{_path_of(resource.uri)}:\n```\n{text}\n```")
+            else:
+                parts.append(f"[attached: {_path_of(resource.uri)} (binary, not shown)]")
+        elif isinstance(block, schema.ResourceContentBlock):
+            parts.append(f"[file: {_path_of(block.uri)}]")
+        else:
+            parts.append(f"[{getattr(block, 'type', 'content')} attached: Cortana reads text only]")
+    return valid_text("\n\n".join(part for part in parts if part))
+
+
+def _path_of(uri: str) -> str:
+    return uri.removeprefix("file://")
+
+
+def call_title(call: ToolCall) -> str:
+    """A tool call as the editor's list shows it: the tool and its main argument (a path, a command, a pattern)."""
+    arguments = call.arguments
+    main = next((arguments[key] for key in ("path", "command", "pattern", "request", "query") if key in arguments), "")
+    title = f"{call.name} {main}".strip() if isinstance(main, str) else call.name
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+
+
+def _locations(call: ToolCall, root: Path) -> list[schema.ToolCallLocation] | None:
+    path = call.arguments.get("path")
+    if not isinstance(path, str) or not path:
+        return None
+    line = call.arguments.get("start_line")
+    return [schema.ToolCallLocation(path=str(root / path), line=line if isinstance(line, int) else None)]
+
+
+class CortanaAgent:
+    """The ACP agent (the package's ``acp.Agent`` protocol): sessions onto Cortana's threads, one assistant per
+    folder, all on one engine. See the module docstring.
+
+    Args:
+        client: the engine, started or starting (the editor gets its answers to ``initialize`` at once, while the
+            engine loads), shared by every folder's assistant; closed by :meth:`aclose`.
+        settings_for: a folder's settings (cortana.yml as far as it is trusted, and the environment).
+        allow_all: allow every tool call without asking (``--yes``), protected paths aside.
+        context_window: the window the loop assumes (``--context-window``).
+    """
+
+    def __init__(
+        self,
+        client: ModelClient | Awaitable[ModelClient],
+        settings_for: Callable[[Path], Settings],
+        *,
+        allow_all: bool = False,
+        context_window: int | None = None,
+    ) -> None:
+        self.client: asyncio.Future[ModelClient] = _future(client)
+        self.settings_for = settings_for
+        self.allow_all = allow_all
+        self.context_window = context_window
+        self.conn: acp.Client | None = None
+        self.can_read = False
+        self.can_write = False
+        self._assistants: dict[Path, Assistant] = {}
+        self._sessions: dict[str, Session] = {}
+
+    # -- the connection -----------------------------------------------------------------------------------------
+
+    def on_connect(self, conn: acp.Client) -> None:
+        self.conn = conn
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: schema.ClientCapabilities | None = None,
+        client_info: schema.Implementation | None = None,
+        **kwargs: Any,
+    ) -> schema.InitializeResponse:
+        fs = client_capabilities.fs if client_capabilities is not None else None
+        self.can_read = bool(fs and fs.read_text_file)
+        self.can_write = bool(fs and fs.write_text_file)
+        return schema.InitializeResponse(
+            protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=schema.PromptCapabilities(image=False, audio=False, embedded_context=True),
+                session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities()),
+            ),
+            agent_info=schema.Implementation(name="cortana", title="Cortana", version=__version__),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> schema.AuthenticateResponse | None:
+        return schema.AuthenticateResponse()  # a local engine: nothing to sign in to
+
+    # -- sessions -------------------------------------------------------------------------------------------------
+
+    def _assistant(self, cwd: str) -> Assistant:
+        folder = Path(cwd)
+        if not folder.is_absolute() or not folder.is_dir():
+            raise acp.RequestError(INVALID_PARAMS, f"cwd {cwd!r} is not an absolute path to a folder")
+        folder = folder.resolve()
+        assistant = self._assistants.get(folder)
+        if assistant is None:
+            assistant = Assistant(
+                folder,
+                self.settings_for(folder),
+                client=self.client,
+                keep_client=True,
+                approve=self._approve,
+                allow_all=self.allow_all,
+                context_window=self.context_window,
+                voice=False,
+                heartbeat=False,
+                buffers=EditorFiles(self, asyncio.get_running_loop()),
+            )
+            self._assistants[folder] = assistant
+        return assistant
+
+    def _session(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise acp.RequestError(INVALID_PARAMS, f"no session {session_id!r}: start one (session/new) or load it")
+        return session
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> schema.NewSessionResponse:
+        assistant = self._assistant(cwd)
+        thread = ThreadRef(resource_id=ACP_RESOURCE_ID, thread_id=uuid.uuid4().hex)
+        self._sessions[thread.thread_id] = Session(thread.thread_id, thread, assistant)
+        return schema.NewSessionResponse(session_id=thread.thread_id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> schema.LoadSessionResponse | None:
+        assistant = self._assistant(cwd)
+        try:
+            thread = await assistant.find_thread(session_id, THREAD_LABELS)
+        except CortanaError as error:
+            raise acp.RequestError(NOT_FOUND, str(error)) from None
+        session = Session(session_id, thread, assistant)
+        self._sessions[session_id] = session
+        await self._replay(session)
+        return schema.LoadSessionResponse()
+
+    async def _replay(self, session: Session) -> None:
+        """The stored conversation, sent again as the updates the editor would have seen."""
+        from cortana.agent.run import typed_words
+
+        stored = await session.assistant.memory.messages(session.thread)
+        calls: dict[str, ToolCall] = {}
+        for row in stored:
+            message: Message = row.message
+            if message.role == "user" and is_users_own(message):
+                await self._send(session, acp.update_user_message_text(typed_words(message.content)))
+            elif message.role == "assistant":
+                if message.content:
+                    await self._send(session, acp.update_agent_message_text(message.content))
+                for call in message.tool_calls:
+                    calls[call.id] = call
+            elif message.role == "tool" and message.tool_call_id in calls:
+                call = calls[message.tool_call_id]
+                await self._send(
+                    session, self._call_started(call, session, "failed" if message.is_error else "completed")
+                )
+                shown = [acp.tool_content(acp.text_block(message.content))]
+                await self._send(session, acp.update_tool_call(call.id, raw_output=message.content, content=shown))
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> schema.ListSessionsResponse:
+        if cwd is None:
+            return schema.ListSessionsResponse(sessions=[])
+        assistant = self._assistant(cwd)
+        found = [item for label in THREAD_LABELS for item in await assistant.memory.threads(label)]
+        found.sort(key=lambda item: item[1], reverse=True)
+        return schema.ListSessionsResponse(
+            sessions=[
+                schema.SessionInfo(
+                    session_id=thread.thread_id,
+                    cwd=str(assistant.workspace),
+                    updated_at=datetime.fromtimestamp(updated, UTC).isoformat(),
+                )
+                for thread, updated in found
+            ]
+        )
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> schema.ResumeSessionResponse:
+        assistant = self._assistant(cwd)
+        try:
+            thread = await assistant.find_thread(session_id, THREAD_LABELS)
+        except CortanaError as error:
+            raise acp.RequestError(NOT_FOUND, str(error)) from None
+        self._sessions[session_id] = Session(session_id, thread, assistant)
+        return schema.ResumeSessionResponse()
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse | None:
+        session = self._sessions.pop(session_id, None)
+        if session is not None and session.turn is not None and not session.turn.done():
+            session.turn.cancel()
+        return schema.CloseSessionResponse()
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> schema.ForkSessionResponse:
+        raise acp.RequestError.method_not_found("session/fork")
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> schema.SetSessionConfigOptionResponse | None:
+        raise acp.RequestError.method_not_found("session/set_config_option")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise acp.RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse | None:
+        raise acp.RequestError.method_not_found("session/set_mode")
+
+    # -- a turn -------------------------------------------------------------------------------------------------
+
+    async def prompt(self, session_id: str, prompt: list[ContentBlock], **kwargs: Any) -> schema.PromptResponse:
+        session = self._session(session_id)
+        if session.turn is not None and not session.turn.done():
+            raise acp.RequestError(INVALID_REQUEST, "a turn is running in this session: cancel it first")
+        text = prompt_text(prompt)
+        context = contextvars.copy_context()
+        context.run(_SESSION.set, session)
+        session.before = {}
+        session.turn = asyncio.get_running_loop().create_task(self._turn(session, text), context=context)
+        try:
+            await asyncio.wait({session.turn})
+        except asyncio.CancelledError:  # the connection closes
+            session.turn.cancel()
+            raise
+        if session.turn.cancelled():
+            return schema.PromptResponse(stop_reason="cancelled")
+        error = session.turn.exception()
+        if isinstance(error, CortanaError):
+            raise acp.RequestError(INTERNAL_ERROR, str(error))
+        return schema.PromptResponse(stop_reason=session.turn.result())
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None and session.turn is not None and not session.turn.done():
+            session.turn.cancel()
+
+    async def _turn(self, session: Session, text: str) -> schema.StopReason:
+        assistant = session.assistant
+        try:
+            if not text.strip():
+                return "end_turn"
+            if assistant.wants_fix(text):
+                return await self._fix(session, text)
+            from cortana.agent.events import RunFinished, ToolCallFinished
+            from cortana.agent.fitting import fit_prompt
+            from cortana.config import effective_context_window
+
+            agent = await assistant.agent()
+            engine = await assistant.client()
+            window = effective_context_window(agent.context_window, engine.context_window)
+            text, cut = await fit_prompt(text, engine, window)
+            if cut is not None:
+                await self._send(session, acp.update_agent_thought_text(cut))
+            stop: schema.StopReason = "end_turn"
+            async for event in agent.run_stream(text, thread=session.thread):
+                if isinstance(event, ToolCallFinished):
+                    await self._tool_finished(session, event)
+                elif isinstance(event, RunFinished):
+                    stop = "max_tokens" if event.result.stop_reason == "length" else "end_turn"
+                else:
+                    await self._event(session, event)
+            return stop
+        except asyncio.CancelledError:
+            await self._put_back(session)
+            raise
+
+    async def _event(self, session: Session, event: RunEvent) -> None:
+        from cortana.agent.events import TextDelta, ThinkingDelta, ToolCallStarted
+
+        if isinstance(event, TextDelta) and event.text:
+            await self._send(session, acp.update_agent_message_text(event.text))
+        elif isinstance(event, ThinkingDelta) and event.text:
+            await self._send(session, acp.update_agent_thought_text(event.text))
+        elif isinstance(event, ToolCallStarted):
+            await self._send(session, self._call_started(event.call, session, "in_progress"))
+
+    def _call_started(self, call: ToolCall, session: Session, status: schema.ToolCallStatus) -> schema.ToolCallStart:
+        return acp.start_tool_call(
+            call.id,
+            call_title(call),
+            kind=KINDS.get(call.name, "other"),
+            status=status,
+            locations=_locations(call, session.assistant.workspace),
+            raw_input=call.arguments or call.raw_arguments,
+        )
+
+    async def _tool_finished(self, session: Session, event: Any) -> None:
+        call, result = event.call, event.result
+        content: list[Any] = [acp.tool_content(acp.text_block(result.content))]
+        path = call.arguments.get("path")
+        if call.name in WRITES and not result.is_error and isinstance(path, str):
+            target = (session.assistant.workspace / path).resolve()
+            if target in session.before:
+                new = await self._text_now(session, target)
+                if new is not None:
+                    content.insert(0, acp.tool_diff_content(str(target), new, session.before[target]))
+        await self._send(
+            session,
+            acp.update_tool_call(
+                call.id, status="failed" if result.is_error else "completed", content=content, raw_output=result.content
+            ),
+        )
+
+    async def _text_now(self, session: Session, path: Path) -> str | None:
+        """``path``'s text as the editor holds it (when it offers that), else on disk."""
+        if self.can_read and self.conn is not None:
+            with contextlib.suppress(Exception):  # a diff is worth showing, not worth failing the turn over
+                return (await self.conn.read_text_file(session_id=session.id, path=str(path))).content
+        return await asyncio.to_thread(_text_of, path)
+
+    async def _put_back(self, session: Session) -> None:
+        """Files the cancelled turn wrote, as they were before it (through the editor when it writes them)."""
+        for path, text in session.before.items():
+            try:
+                if text is None:
+                    path.unlink(missing_ok=True)
+                elif self.can_write and self.conn is not None:
+                    await self.conn.write_text_file(session_id=session.id, path=str(path), content=text)
+                else:
+                    await asyncio.to_thread(path.write_text, text, encoding="utf-8")
+            except Exception as error:  # one file that cannot be put back does not keep the others
+                log.warning("could not put %s back after a cancelled turn: %s", path, error)
+        session.before = {}
+
+    async def _fix(self, session: Session, request: str) -> schema.StopReason:
+        """The fix workflow as a plan of its steps and one tool call with its progress, its diff and its answer."""
+        assistant, call_id = session.assistant, f"fix-{uuid.uuid4().hex[:8]}"
+        steps = ["Run the tests", "Find where the failure comes from", "Try patches in a scratch copy", "Write the fix"]
+        stages = {
+            "tests": 0,
+            "localize": 1,
+            "sample": 2,
+            "validate": 2,
+            "climb": 2,
+            "escalate": 2,
+            "rename": 2,
+            "trim": 2,
+        }
+        reached = [0]
+        lines: list[str] = []
+
+        def plan(done: int, finished: bool = False) -> Any:
+            return acp.update_plan(
+                acp.plan_entry(
+                    step, status="completed" if i < done or finished else "in_progress" if i == done else "pending"
+                )
+                for i, step in enumerate(steps)
+            )
+
+        loop = asyncio.get_running_loop()
+        pending: set[asyncio.Task[None]] = set()
+
+        def progress(step: Any) -> None:
+            lines.append(f"{step.seconds:.0f}s: {step.message}")
+            reached[0] = max(reached[0], stages.get(str(step.stage), reached[0]))
+            updates = [
+                plan(reached[0]),
+                acp.update_tool_call(call_id, content=[acp.tool_content(acp.text_block("\n".join(lines[-20:])))]),
+            ]
+            for update in updates:
+                task = loop.create_task(self._send(session, update))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+
+        await self._send(session, plan(0))
+        started = acp.start_tool_call(
+            call_id, f"fix: {request[:100]}", kind="edit", status="in_progress", raw_input={"request": request}
+        )
+        await self._send(session, started)
+        outcome = await assistant.fix(request, thread=session.thread, on_progress=progress)
+        await asyncio.gather(*pending)
+        result = outcome.result
+        content: list[Any] = []
+        if result.patch is not None:
+            for path, text in result.patch.files.items():
+                content.append(acp.tool_diff_content(str(assistant.workspace / path), text, result.originals.get(path)))
+        content.append(acp.tool_content(acp.text_block(result.summary())))
+        ended = acp.update_tool_call(
+            call_id,
+            status="completed" if outcome.complete else "failed",
+            content=content,
+            raw_output={"status": str(result.status), "written": outcome.written},
+        )
+        await self._send(session, ended)
+        await self._send(session, plan(3, finished=outcome.complete))
+        await self._send(session, acp.update_agent_message_text(outcome.answer))
+        return "end_turn"
+
+    # -- the gate ---------------------------------------------------------------------------------------------
+
+    async def _approve(self, call: ToolCall, tool: Tool, reason: str | None, scope: Scope | None) -> PermissionDecision:
+        session, conn = _SESSION.get(None), self.conn
+        if session is None or conn is None:
+            return PermissionDecision.deny("nobody is connected to ask")
+        options = [schema.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once")]
+        if scope is not None:
+            options.append(
+                schema.PermissionOption(
+                    option_id="allow_always", name=f"Always allow {scope.label}", kind="allow_always"
+                )
+            )
+        options += [
+            schema.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+            schema.PermissionOption(option_id="reject_always", name="Reject for this session", kind="reject_always"),
+        ]
+        update = schema.ToolCallUpdate(
+            tool_call_id=call.id,
+            title=call_title(call) + (f" ({reason})" if reason else ""),
+            kind=KINDS.get(call.name, "other"),
+            status="pending",
+            raw_input=call.arguments or call.raw_arguments,
+            locations=_locations(call, session.assistant.workspace),
+        )
+        response = await conn.request_permission(session_id=session.id, tool_call=update, options=options)
+        outcome = response.outcome
+        if not isinstance(outcome, schema.AllowedOutcome):
+            return PermissionDecision.deny("the user cancelled the question")
+        if outcome.option_id == "allow_once":
+            return PermissionDecision.allow()
+        if outcome.option_id == "allow_always":
+            return PermissionDecision.allow(remember=scope is not None)
+        if outcome.option_id == "reject_always":
+            return PermissionDecision.deny("the user denies this for the session", remember=True)
+        return PermissionDecision.deny("the user declined")
+
+    # -- sending ----------------------------------------------------------------------------------------------
+
+    async def _send(self, session: Session, update: Any) -> None:
+        if self.conn is not None:
+            await self.conn.session_update(session_id=session.id, update=update)
+
+    async def aclose(self) -> None:
+        """Cancel running turns and close every folder's assistant, then the engine."""
+        for session in self._sessions.values():
+            if session.turn is not None and not session.turn.done():
+                session.turn.cancel()
+        turns = [s.turn for s in self._sessions.values() if s.turn is not None]
+        await asyncio.gather(*turns, return_exceptions=True)
+        try:
+            for assistant in self._assistants.values():
+                await assistant.aclose()
+        finally:
+            engine = self.client
+            if not engine.done():
+                engine.cancel()  # the editor left while the engine loaded: the embedded engine's process stops
+            await asyncio.gather(engine, return_exceptions=True)
+            if not engine.cancelled() and engine.exception() is None:
+                await engine.result().aclose()
+
+
+def _future(client: ModelClient | Awaitable[ModelClient]) -> asyncio.Future[ModelClient]:
+    if inspect.isawaitable(client):
+        return asyncio.ensure_future(client)
+    done: asyncio.Future[ModelClient] = asyncio.get_running_loop().create_future()
+    done.set_result(client)
+    return done
+
+
+def _text_of(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+async def serve_acp(agent: CortanaAgent) -> None:
+    """Serve ``agent`` on this process's stdin and stdout until the editor closes them."""
+    try:
+        await acp.run_agent(agent)
+    finally:
+        await agent.aclose()
