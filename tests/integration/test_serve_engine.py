@@ -102,3 +102,53 @@ async def test_mcp_serve_answers_an_agent_over_stdio(engine_url: str, engine_key
         assert names == ["ask", "search_memory"]
         result = await client.call_tool("ask", {"prompt": "What is the capital of France? Answer in one word."})
         assert not result.is_error and "paris" in result.content[0].text.lower()  # type: ignore[union-attr]
+
+
+async def test_acp_answers_an_editor_with_a_tool_call_on_the_real_model(
+    engine_url: str, engine_key: str, workspace: Path
+) -> None:
+    """``cortana acp`` as Zed runs it, driven by the ``agent-client-protocol`` package's client: the real model reads
+    the file through the editor's buffer (unsaved text the disk does not have) and answers from it."""
+    import acp
+    from acp import schema
+
+    from tests.unit.test_acp import Editor
+
+    notes = str(workspace / "notes.txt")
+    editor = Editor(buffers={notes: "The code word is quince.\n"})
+    command = ("-m", "cortana.cli.main", "acp", "--engine", "llamacpp", "--base-url", engine_url)
+    env = environment(workspace, engine_key)
+    async with acp.spawn_agent_process(editor, sys.executable, *command, cwd=workspace, env=env) as (conn, _):
+        fs = schema.FileSystemCapabilities(read_text_file=True, write_text_file=True)
+        await conn.initialize(
+            protocol_version=acp.PROTOCOL_VERSION, client_capabilities=schema.ClientCapabilities(fs=fs)
+        )
+        session = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        question = "Read notes.txt and tell me the code word."
+        done = await conn.prompt(session_id=session, prompt=[acp.text_block(question)])
+    assert done.stop_reason == "end_turn"
+    reads = [u for u in editor.of("tool_call") if u.kind == "read"]
+    assert reads and reads[0].locations[0].path == notes
+    assert "quince" in editor.text().lower(), editor.text()
+
+
+def test_print_stream_json_pipes_into_jq_on_the_real_model(engine_url: str, engine_key: str, workspace: Path) -> None:
+    """The documented pipe: ``cortana -p --output-format stream-json "..." | jq``, every line one event."""
+    import shutil
+
+    from tests.unit.test_headless import events
+
+    cortana = f"{sys.executable} -m cortana.cli.main --engine llamacpp --base-url {engine_url}"
+    done = subprocess.run(
+        f"{cortana} -p --output-format stream-json 'What is the capital of France? One word.' | "
+        "jq -c 'select(.type == \"turn.completed\" or .type == \"item.completed\")'",
+        shell=True, cwd=workspace, env=environment(workspace, engine_key), capture_output=True, text=True,
+        timeout=300, check=False,
+    )  # fmt: skip
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
+    assert done.returncode == 0, done.stderr
+    stream = events(done.stdout)
+    assert stream[-1]["type"] == "turn.completed" and stream[-1]["usage"]["input_tokens"] > 0
+    answer = next(e["item"]["text"] for e in stream if e["item"]["type"] == "agent_message")
+    assert "paris" in answer.lower()

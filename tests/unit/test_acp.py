@@ -41,7 +41,7 @@ class Editor:
         self, options: list[schema.PermissionOption], session_id: str, tool_call: schema.ToolCallUpdate, **kwargs: Any
     ) -> schema.RequestPermissionResponse:
         self.asked.append((tool_call, options))
-        answer = self.answers.pop(0)
+        answer = self.answers.pop(0) if self.answers else "reject_once"  # past the script: the user says no
         return schema.RequestPermissionResponse(outcome=schema.AllowedOutcome(outcome="selected", option_id=answer))
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:

@@ -602,7 +602,11 @@ class CortanaAgent:
             raw_input=call.arguments or call.raw_arguments,
             locations=_locations(call, session.assistant.workspace),
         )
-        response = await conn.request_permission(session_id=session.id, tool_call=update, options=options)
+        try:
+            response = await conn.request_permission(session_id=session.id, tool_call=update, options=options)
+        except acp.RequestError as error:  # an editor that cannot ask: refused, and the model told why
+            log.warning("the editor could not ask about %s: %s", call.name, error)
+            return PermissionDecision.deny(f"the editor could not ask the user ({error}); it was not done")
         outcome = response.outcome
         if not isinstance(outcome, schema.AllowedOutcome):
             return PermissionDecision.deny("the user cancelled the question")
