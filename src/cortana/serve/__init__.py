@@ -2,8 +2,9 @@
 (``cortana mcp-serve``), both over one :class:`~cortana.Assistant`.
 
 ``ChatService`` is the part that knows no protocol (histories onto threads, the
-queue, tool activity, check-ins); ``create_app`` is the HTTP API on Starlette;
-``mcp_server`` the MCP tools. Install with ``pip install 'cortana[serve]'``
+queue, tool activity, check-ins); ``openai_chat`` reads and writes OpenAI's chat
+completions; ``create_app`` is the HTTP API on Starlette around it;
+``mcp_server`` the MCP tools; ``acp`` the editors' agent. Install with ``pip install 'cortana[serve]'``
 (Starlette and uvicorn). See docs/serve.md.
 
 Names are imported on first use: Starlette and the MCP SDK load only when the
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from cortana.serve.conversations import ConversationMap, conversation_key
     from cortana.serve.http import create_app
     from cortana.serve.mcp_server import mcp_server
+    from cortana.serve.openai_chat import parse_messages
     from cortana.serve.queue import Busy, RunQueue
     from cortana.serve.service import (
         BadRequest,
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
         CheckIn,
         ToolActivity,
         TurnEnd,
-        parse_messages,
         refuse_over_api,
     )
 
@@ -62,7 +63,7 @@ _LAZY = {
     "conversation_key": "cortana.serve.conversations",
     "create_app": "cortana.serve.http",
     "mcp_server": "cortana.serve.mcp_server",
-    "parse_messages": "cortana.serve.service",
+    "parse_messages": "cortana.serve.openai_chat",
     "refuse_over_api": "cortana.serve.service",
 }
 

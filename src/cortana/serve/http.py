@@ -1,4 +1,6 @@
-"""The OpenAI-compatible HTTP API of ``cortana serve``, on Starlette.
+"""The OpenAI-compatible HTTP API of ``cortana serve``, on Starlette: routes, the key, limits, the turn's feed.
+
+What the requests and responses look like is ``cortana.serve.openai_chat``'s; this module is the HTTP around it.
 
 ``GET /v1/models`` lists the assistant as one model, ``cortana``;
 ``POST /v1/chat/completions`` answers, streamed (server-sent events ending in
@@ -38,18 +40,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from cortana.errors import ContextOverflow, CortanaError, ModelError
-from cortana.models.base import ModelSettings
 from cortana.serve.keys import keys_match
-from cortana.serve.service import (
-    BadRequest,
-    Busy,
-    ChatService,
-    Piece,
-    ToolActivity,
-    TurnEnd,
-    TurnStream,
-    parse_messages,
-)
+from cortana.serve.openai_chat import Chunks, completion, error_body, read_request
+from cortana.serve.service import BadRequest, Busy, ChatService, Piece, ToolActivity, TurnEnd, TurnStream
 
 __all__ = ["MODEL_NAME", "create_app", "serving"]
 
@@ -65,11 +58,6 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-
-def error_body(message: str, kind: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    """OpenAI's error object."""
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def error_response(
@@ -191,74 +179,6 @@ async def read_json(request: Request, limit: int) -> Any:
     return value
 
 
-def run_settings(service: ChatService, body: dict[str, Any]) -> ModelSettings | None:
-    """The agent's generation settings with the request's ``temperature``, ``max_tokens`` and ``seed``."""
-    changes: dict[str, Any] = {}
-    temperature = body.get("temperature")
-    if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
-            raise BadRequest("temperature must be a number from 0 to 2", "temperature")
-        changes["temperature"] = float(temperature)
-    for name in ("max_completion_tokens", "max_tokens"):
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BadRequest(f"{name} must be a positive integer", name)
-        configured = service.assistant.settings.max_tokens
-        changes["max_tokens"] = min(value, configured) if configured else value
-        break
-    seed = body.get("seed")
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise BadRequest("seed must be an integer", "seed")
-        changes["seed"] = seed
-    if not changes:
-        return None
-    agent = service.assistant.ready_agent
-    base = (agent.settings if agent is not None else None) or ModelSettings(
-        temperature=service.assistant.settings.temperature,
-        max_tokens=service.assistant.settings.max_tokens,
-        seed=service.assistant.settings.seed,
-    )
-    return dataclasses.replace(base, **changes)
-
-
-def check_request(body: Any) -> None:
-    """What the server does not do, refused clearly: more than one choice, client tools, structured output."""
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    if body.get("tools") or body.get("functions"):
-        raise BadRequest(
-            "tools run on the server here (the assistant's own, inside its permission gate); a client's tools are "
-            "not taken: leave out tools",
-            "tools" if body.get("tools") else "functions",
-        )
-    n = body.get("n")
-    if n is not None and n != 1:
-        raise BadRequest("only one choice is answered: n must be 1", "n")
-    response_format = body.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type") not in (None, "text"):
-        raise BadRequest("only text answers are served (response_format type 'text')", "response_format")
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise BadRequest("stream must be true or false", "stream")
-
-
-def usage_of(end: TurnEnd) -> dict[str, Any]:
-    """OpenAI's usage object from a run's metrics (every model call of the turn, tool rounds included)."""
-    metrics = end.result.metrics
-    return {
-        "prompt_tokens": metrics.prompt_tokens,
-        "completion_tokens": metrics.completion_tokens,
-        "total_tokens": metrics.prompt_tokens + metrics.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": metrics.cached_prompt_tokens},
-    }
-
-
-def finish_reason(end: TurnEnd) -> str:
-    return "length" if end.result.stop_reason == "length" else "stop"
-
-
 class ChatAPI:
     """The routes, over one :class:`ChatService`."""
 
@@ -297,16 +217,10 @@ class ChatAPI:
     async def chat_completions(self, request: Request) -> Response:
         try:
             body = await read_json(request, self.max_body)
-            check_request(body)
-            model = body.get("model")
-            if model is not None and model != self.model_name:
-                return self.unknown_model(model)
-            chat = parse_messages(body.get("messages"), max_messages=self.service.max_messages)
-            settings = run_settings(self.service, body)
-            name = request.headers.get("x-cortana-thread") or body.get("user") or None
-            if name is not None and not isinstance(name, str):
-                raise BadRequest("user must be a string", "user")
-            stream = self.service.begin(chat, thread_name=name, settings=settings)
+            chat = read_request(body, self.service, thread_header=request.headers.get("x-cortana-thread"))
+            if chat.model is not None and chat.model != self.model_name:
+                return self.unknown_model(chat.model)
+            stream = self.service.begin(chat.chat, thread_name=chat.thread_name, settings=chat.settings)
         except _TooLarge:
             return too_large(self.max_body)
         except BadRequest as error:
@@ -316,11 +230,9 @@ class ChatAPI:
                 429, str(busy), "rate_limit_error", code="rate_limit_exceeded", **{"Retry-After": str(busy.retry_after)}
             )
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        if body.get("stream"):
-            options = body.get("stream_options")
-            usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        if chat.stream:
             return StreamingResponse(
-                self.sse(stream, completion_id, usage),
+                self.sse(stream, Chunks(completion_id, self.model_name), chat.include_usage),
                 media_type="text/event-stream",
                 headers={
                     "Cache-Control": "no-cache",
@@ -346,24 +258,8 @@ class ChatAPI:
                 if isinstance(piece, ToolActivity):
                     tools.append(piece.as_json())
                 elif isinstance(piece, TurnEnd):
-                    return JSONResponse(
-                        {
-                            "id": completion_id,
-                            "object": "chat.completion",
-                            "created": int(time.time()),
-                            "model": self.model_name,
-                            "choices": [
-                                {
-                                    "index": 0,
-                                    "message": {"role": "assistant", "content": piece.shown},
-                                    "finish_reason": finish_reason(piece),
-                                }
-                            ],
-                            "usage": usage_of(piece),
-                            "cortana": {"thread": piece.thread.thread_id, "tools": tools},
-                        },
-                        headers={"X-Cortana-Thread": piece.thread.thread_id},
-                    )
+                    answer = completion(piece, completion_id=completion_id, model=self.model_name, tools=tools)
+                    return JSONResponse(answer, headers={"X-Cortana-Thread": piece.thread.thread_id})
                 elif isinstance(piece, Failure):
                     return piece.response()
         except ClientGone:
@@ -372,41 +268,25 @@ class ChatAPI:
             gone.cancel()
             await pieces.stop()
 
-    async def sse(self, stream: TurnStream, completion_id: str, include_usage: bool) -> AsyncIterator[str]:
+    async def sse(self, stream: TurnStream, chunks: Chunks, include_usage: bool) -> AsyncIterator[str]:
         """The answer as chat-completion chunks; a failure after the start is an error event, then the end."""
-        created = int(time.time())
-
-        def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
-            """One event; ``delta=None``: no choice at all (the usage chunk)."""
-            choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-            data = {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": self.model_name,
-                "choices": choices,
-                **extra,
-            }
-            return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
-
         pieces = Feed(stream)
         try:
-            yield chunk({"role": "assistant", "content": ""})
+            yield chunks.start()
             while True:
                 piece = await pieces.get()
                 if isinstance(piece, str):
-                    yield chunk({"content": piece})
+                    yield chunks.text(piece)
                 elif isinstance(piece, ToolActivity):
-                    yield chunk({}, cortana=piece.as_json())
+                    yield chunks.activity(piece)
                 elif isinstance(piece, TurnEnd):
-                    yield chunk({}, finish_reason(piece), cortana={"type": "end", "thread": piece.thread.thread_id})
-                    if include_usage:
-                        yield chunk(None, usage=usage_of(piece))
+                    for event in chunks.end(piece, include_usage=include_usage):
+                        yield event
                     break
                 else:
-                    yield f"data: {json.dumps(piece.body())}\n\n"
+                    for event in Chunks.error(piece.body()):
+                        yield event
                     break
-            yield "data: [DONE]\n\n"
         finally:
             await pieces.stop()  # the client went away (cancelled here) or the answer is complete
 

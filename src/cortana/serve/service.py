@@ -1,9 +1,10 @@
 """The assistant behind ``cortana serve``: chat histories onto threads, turns through the queue, check-ins out.
 
-Nothing here knows HTTP: :class:`ChatService` takes a client's messages and
-yields the turn as pieces (text, tool activity, the end), and the HTTP layer
-(``cortana.serve.http``) and the MCP server (``cortana.serve.mcp_server``)
-turn those into their own formats. One :class:`~cortana.Assistant` serves
+Nothing here knows a protocol: :class:`ChatService` takes a client's messages
+(:class:`ChatInput`) and yields the turn as pieces (text, tool activity, the
+end); ``cortana.serve.openai_chat`` reads OpenAI's messages into it and writes
+the pieces as OpenAI's responses (``cortana.serve.http`` serves them), and the
+MCP server (``cortana.serve.mcp_server``) has its own tools. One :class:`~cortana.Assistant` serves
 every client: its memory, recall, code graph, tools and learning.
 
 Tools run on the server, inside the assistant's permission gate. Nobody can
@@ -47,7 +48,6 @@ __all__ = [
     "ToolActivity",
     "TurnEnd",
     "TurnStream",
-    "parse_messages",
     "refuse_over_api",
 ]
 
@@ -93,72 +93,6 @@ class ChatInput:
     prompt: str
     dialogue: tuple[Turn, ...] = ()
     instructions: str = ""
-
-
-def _text(content: Any, where: str) -> str:
-    """A message's content as text: a string, or a list of text parts; anything else is a clear 400."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = []
-        for index, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind == "text" and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            else:
-                raise BadRequest(
-                    f"{where}.content[{index}] is a {kind or type(part).__name__} part; only text parts are "
-                    "understood (the assistant's models read text)",
-                    f"{where}.content",
-                )
-        return "\n".join(texts)
-    raise BadRequest(f"{where}.content must be a string or a list of text parts", f"{where}.content")
-
-
-def parse_messages(messages: Any, *, max_messages: int) -> ChatInput:
-    """A chat-completions ``messages`` list as :class:`ChatInput`; :class:`BadRequest` names what is wrong."""
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("messages must be a non-empty list of {role, content} objects", "messages")
-    if len(messages) > max_messages:
-        raise BadRequest(
-            f"messages holds {len(messages)} messages, more than this server takes ({max_messages}); the assistant "
-            "keeps the conversation itself, so send the newest messages, or raise serve.max_messages in cortana.yml",
-            "messages",
-        )
-    system: list[str] = []
-    dialogue: list[Turn] = []
-    for index, message in enumerate(messages):
-        where = f"messages[{index}]"
-        if not isinstance(message, dict):
-            raise BadRequest(f"{where} must be an object with role and content", where)
-        role = message.get("role")
-        if role in ("system", "developer"):
-            system.append(_text(message.get("content"), where))
-        elif role in ("user", "assistant"):
-            if role == "assistant" and message.get("tool_calls"):
-                raise BadRequest(
-                    f"{where} has tool_calls: tools run on the server here, so a client's own tool calls are not "
-                    "taken; send the conversation's text",
-                    f"{where}.tool_calls",
-                )
-            dialogue.append((role, _text(message.get("content"), where)))
-        elif role in ("tool", "function"):
-            raise BadRequest(
-                f"{where} is a {role} result: tools run on the server here, so a client's own tools are not taken",
-                f"{where}.role",
-            )
-        else:
-            raise BadRequest(
-                f"{where}.role must be system, developer, user or assistant, not {role!r}", f"{where}.role"
-            )
-    if not dialogue or dialogue[-1][0] != "user":
-        raise BadRequest("the last message must be the user's (the assistant answers it)", "messages")
-    prompt = dialogue.pop()[1]
-    if not prompt.strip():
-        raise BadRequest("the last user message is empty", f"messages[{len(messages) - 1}].content")
-    return ChatInput(prompt, tuple(dialogue), "\n\n".join(text for text in system if text.strip()))
 
 
 @dataclass(frozen=True)
