@@ -93,11 +93,9 @@ __all__ = [
 SHELL_TIMEOUT = 3600.0
 """How long a ``!`` command of the user's may run."""
 RESOURCE_ID = "cli"
-"""The resource the assistant's threads belong to (the terminal's; ``/threads`` lists them)."""
-ACP_RESOURCE_ID = "acp"
-"""The label of the conversations an editor holds over the Agent Client Protocol (``cortana acp``)."""
-THREAD_LABELS = (RESOURCE_ID, ACP_RESOURCE_ID)
-"""The labels of the conversations a user continues by id: the terminal's (and ``-p``'s) and the editors'."""
+"""The resource every front end's threads belong to (one user: memory, recall and working memory are shared by the
+terminal, ``cortana serve``, ``mcp-serve`` and the editors); each thread is labelled with the client that started
+it (``StoredMemory.client``)."""
 
 
 class Assistant:
@@ -123,6 +121,7 @@ class Assistant:
         voice: speak answers (None: as cortana.yml says).
         heartbeat: let the assistant check in (as cortana.yml's ``heartbeat:`` says); False: never.
         buffers: the user's editor, whose buffers the file tools read and write (``cortana acp``); None: the disk.
+        client_label: the label of the threads this assistant starts (``cli``; ``serve``, ``mcp``, ``acp``).
     """
 
     def __init__(
@@ -141,6 +140,7 @@ class Assistant:
         voice: bool | None = None,
         heartbeat: bool = True,
         buffers: EditorBuffers | None = None,
+        client_label: str = "cli",
     ) -> None:
         from cortana.companion.companion import LocalTime
         from cortana.companion.voice import Voice
@@ -171,6 +171,7 @@ class Assistant:
         """What every process the assistant starts may touch (commands, tests, git, graphify, MCP servers)."""
         try:
             self.memory: StoredMemory = workspace_memory(self.workspace, settings)
+            self.memory.client = client_label
             self._stack.callback(self.memory.close)
             self.servers: MCPServers = MCPServers(settings.mcp.servers, sandbox=self.sandbox)
             self._stack.push_async_callback(self.servers.aclose)
@@ -512,12 +513,12 @@ class Assistant:
         self.thread = ThreadRef(resource_id=RESOURCE_ID, thread_id=uuid.uuid4().hex)
         return self.thread
 
-    async def find_thread(self, key: str, resources: Sequence[str] = THREAD_LABELS) -> ThreadRef:
+    async def find_thread(self, key: str) -> ThreadRef:
         """The stored conversation ``key`` names: a thread id, its first characters (four or more), or ``last``
-        (the latest), among the threads of ``resources``; a :class:`~cortana.errors.UserError` names the fix when
-        there is none, or more than one."""
+        (the latest), whichever client started it; a :class:`~cortana.errors.UserError` names the fix when there
+        is none, or more than one."""
         key = key.strip()
-        found = [item for resource in resources for item in await self.memory.threads(resource)]
+        found = await self.memory.threads(RESOURCE_ID)
         if not found:
             raise UserError(f"no conversation to resume in {self.workspace}: this folder's memory has none yet")
         if key == "last":

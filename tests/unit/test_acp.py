@@ -216,8 +216,9 @@ async def test_bad_requests_are_protocol_errors(scripted_engine, workspace: Path
 
     memory = SQLiteMemory(workspace / ".cortana" / "memory.db")
     try:
-        kept = await memory.history(ThreadRef(resource_id="acp", thread_id=session))
+        kept = await memory.history(ThreadRef(resource_id="cli", thread_id=session))
         assert any("Hello?" in row.message.content for row in kept), "the user's message is kept"
+        assert (await memory.thread_clients("cli"))[session] == "acp", "labelled by its client; memory is shared"
     finally:
         memory.close()
 

@@ -138,7 +138,7 @@ def test_processes_migrating_at_once_record_each_migration_once(dsn: str) -> Non
         return list(await asyncio.gather(*(open_and_list() for _ in range(6))))
 
     results = asyncio.run(both())
-    assert results == [["0001_threads_messages_working_memory"]] * 6
+    assert results == [["0001_threads_messages_working_memory", "0002_thread_client"]] * 6
 
 
 async def _names(connection: Any, sql: str) -> list[str]:
@@ -158,7 +158,7 @@ async def test_a_small_resource_in_a_large_table_is_still_recalled(dsn: str) -> 
     migrations = await memory.store.run(
         lambda c: _names(c, "SELECT name FROM cortana_migrations ORDER BY name")  # type: ignore[arg-type]
     )
-    assert migrations == ["0001_threads_messages_working_memory", "recall_0001_vectors_8"]
+    assert migrations == ["0001_threads_messages_working_memory", "0002_thread_client", "recall_0001_vectors_8"]
     await memory.aclose()
 
 

@@ -39,7 +39,7 @@ from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
 from cortana.tools import RunContext, Tool, ToolGroup, as_tools
 
-__all__ = ["EXTRA_MODEL_CALLS", "IterationBudget", "Run", "Screened", "TurnRequest", "Verdict", "typed_words"]
+__all__ = ["EXTRA_MODEL_CALLS", "IterationBudget", "Run", "Screened", "TurnRequest", "Verdict"]
 
 EXTRA_MODEL_CALLS = 6
 """Model calls a run may make besides one per round of tool calls: the answer, and at most once each the nudge,
@@ -519,16 +519,6 @@ def _with_context(prompt: str, blocks: list[str]) -> str:
     if not blocks:
         return prompt
     return prompt_text("turn_context").format(context="\n\n".join(as_data(block) for block in blocks), prompt=prompt)
-
-
-def typed_words(content: str) -> str:
-    """What the user typed, from a stored user message: the turn's ``<context>`` block (see ``_with_context``)
-    left out, for a front end that shows a conversation again."""
-    head, tail = prompt_text("turn_context").split("{context}", 1)
-    end = tail.split("{prompt}", 1)[0]
-    if not content.startswith(head) or end not in content:
-        return content
-    return content.split(end, 1)[1]  # every block is escaped (as_data): the first end is the block's own
 
 
 def _recent_start(transcript: list[Message], tools: list[ToolSpec], *, budget: int, floor: int) -> int:

@@ -497,13 +497,16 @@ class Repl:
 
     async def _threads(self, _: str) -> bool:
         self._listed = [thread for thread, _ in await self.memory.threads("cli")]
+        clients = await self.memory.thread_clients("cli")
         for number, thread in enumerate(self._listed, start=1):
             stored = await self.memory.messages(thread)
             first = next((s.message.content for s in stored if is_users_own(s.message)), "")
             current = " (current)" if thread == self.thread else ""
+            client = clients.get(thread.thread_id, "cli")
+            where = f" [{printable(client)}]" if client != "cli" else ""  # started in an editor or over serve
             shown = strip_turn_context(first).strip().splitlines()
             title = printable(shown[0][:70]) if shown else "(empty)"
-            self.out.print(Text(f"  {number:>2}. {title}{current}"), highlight=False)
+            self.out.print(Text(f"  {number:>2}. {title}{where}{current}"), highlight=False)
         if not self._listed:
             self.out.print("  no threads yet")
         return True

@@ -187,7 +187,7 @@ async def run_mcp_serve(args: argparse.Namespace) -> int:
         context_window=args.context_window,
         heartbeat=False,
     )
-    service = ChatService(assistant)
+    service = ChatService(assistant, client="mcp")
     try:
         await assistant.agent()
         await mcp_server(service).run_stdio_async()

@@ -55,6 +55,13 @@ MIGRATIONS: list[Migration] = [
         ALTER TABLE messages ADD COLUMN keep_from_id INTEGER;
         """,
     ),
+    (
+        "0003_thread_client",
+        """
+        -- the client that started the thread: cli, serve, mcp, acp (NULL: started before labels)
+        ALTER TABLE threads ADD COLUMN client TEXT;
+        """,
+    ),
 ]
 
 

@@ -71,6 +71,13 @@ POSTGRES_MIGRATIONS: list[Migration] = [
         );
         """,
     ),
+    (
+        "0002_thread_client",
+        """
+        -- the client that started the thread: cli, serve, mcp, acp (NULL: started before labels)
+        ALTER TABLE cortana_threads ADD COLUMN client TEXT;
+        """,
+    ),
 ]
 """The core schema. Never edit or reorder a shipped migration: add a new one."""
 
@@ -423,6 +430,18 @@ class PostgresMemory(StoredMemory):
 
     # -- SQL ----------------------------------------------------------------------------------
 
+    async def thread_clients(self, resource_id: str) -> dict[str, str]:
+        """Each of the resource's threads that has a label -> the client that started it."""
+
+        async def read(c: AsyncConnection[Any]) -> dict[str, str]:
+            cursor = await c.execute(
+                "SELECT thread_id, client FROM cortana_threads WHERE resource_id = %s AND client IS NOT NULL",
+                (resource_id,),
+            )
+            return {row[0]: row[1] for row in await cursor.fetchall()}
+
+        return await self.store.run(read)
+
     async def _insert(
         self,
         c: AsyncConnection[Any],
@@ -433,9 +452,10 @@ class PostgresMemory(StoredMemory):
     ) -> list[int]:
         now = time.time()
         await c.execute(
-            "INSERT INTO cortana_threads (resource_id, thread_id, created_at, updated_at) VALUES (%s, %s, %s, %s) "
+            "INSERT INTO cortana_threads (resource_id, thread_id, created_at, updated_at, client) "
+            "VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (resource_id, thread_id) DO UPDATE SET updated_at = EXCLUDED.updated_at",
-            (thread.resource_id, thread.thread_id, now, now),
+            (thread.resource_id, thread.thread_id, now, now, self.client or None),
         )
         if not messages:
             return []

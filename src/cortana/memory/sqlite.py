@@ -165,6 +165,15 @@ class SQLiteMemory(StoredMemory):
         )
         return [(ThreadRef(resource_id=resource_id, thread_id=row[0]), row[1]) for row in rows]
 
+    async def thread_clients(self, resource_id: str) -> dict[str, str]:
+        """Each of the resource's threads that has a label -> the client that started it."""
+        rows = await self.store.read(
+            lambda c: c.execute(
+                "SELECT thread_id, client FROM threads WHERE resource_id = ? AND client IS NOT NULL", (resource_id,)
+            ).fetchall()
+        )
+        return {row[0]: row[1] for row in rows}
+
     async def last_user_message_at(
         self, resource_id: str, *, skip_names: Sequence[str] = STAND_IN_NAMES
     ) -> float | None:
@@ -216,9 +225,9 @@ class SQLiteMemory(StoredMemory):
     ) -> list[int]:
         now = time.time()
         connection.execute(
-            "INSERT INTO threads (resource_id, thread_id, created_at, updated_at) VALUES (?, ?, ?, ?) "
+            "INSERT INTO threads (resource_id, thread_id, created_at, updated_at, client) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (resource_id, thread_id) DO UPDATE SET updated_at = excluded.updated_at",
-            (thread.resource_id, thread.thread_id, now, now),
+            (thread.resource_id, thread.thread_id, now, now, self.client or None),
         )
         ids = []
         for message in messages:

@@ -81,6 +81,10 @@ class StoredMemory(ABC):
         recall: semantic recall (``Recall(embedder)``), or None for off.
     """
 
+    client: str = ""
+    """The client the threads this memory starts are labelled with (``cli``, ``serve``, ``mcp``, ``acp``; a front
+    end sets it): a thread keeps the label of the client that started it, and :meth:`thread_clients` reads them."""
+
     def __init__(
         self,
         *,
@@ -118,6 +122,10 @@ class StoredMemory(ABC):
     @abstractmethod
     async def threads(self, resource_id: str) -> list[tuple[ThreadRef, float]]:
         """The resource's threads, most recently updated first, with their update time."""
+
+    @abstractmethod
+    async def thread_clients(self, resource_id: str) -> dict[str, str]:
+        """Each of the resource's threads that has a label -> the client that started it."""
 
     @abstractmethod
     async def last_user_message_at(

@@ -3,8 +3,9 @@
 Zed, JetBrains IDEs and Neovim (CodeCompanion, avante.nvim) start ``cortana acp`` and talk to it on its stdin and
 stdout, through the ``agent-client-protocol`` package. What the editor sees:
 
-- a **session** per conversation: ``session/new`` starts a Cortana thread (labelled ``acp``), ``session/load``
-  continues a stored one (the terminal's too) and shows it again, ``session/list`` lists them;
+- a **session** per conversation: ``session/new`` starts a Cortana thread (labelled ``acp``; memory and recall
+  are the terminal's), ``session/load`` continues a stored one (the terminal's too) and shows it again,
+  ``session/list`` lists them;
 - a **prompt turn** streamed as session updates: the answer's text as it comes, each tool call with its kind,
   status and result, a diff for every file a turn wrote, and the fix workflow (a change asked for in a project
   with tests) as a plan of its steps and one tool call that shows its progress and its diff;
@@ -38,10 +39,11 @@ import acp
 from acp import schema
 
 from cortana import __version__
-from cortana.assistant import ACP_RESOURCE_ID, THREAD_LABELS, Assistant
+from cortana.assistant import RESOURCE_ID, Assistant
 from cortana.display import valid_text
 from cortana.errors import CortanaError
 from cortana.messages import Message, ThreadRef, ToolCall, is_users_own
+from cortana.prompts import strip_turn_context
 from cortana.tools.permissions import PermissionDecision
 
 if TYPE_CHECKING:
@@ -267,6 +269,7 @@ class CortanaAgent:
                 voice=False,
                 heartbeat=False,
                 buffers=EditorFiles(self, asyncio.get_running_loop()),
+                client_label="acp",
             )
             self._assistants[folder] = assistant
         return assistant
@@ -285,7 +288,7 @@ class CortanaAgent:
         **kwargs: Any,
     ) -> schema.NewSessionResponse:
         assistant = self._assistant(cwd)
-        thread = ThreadRef(resource_id=ACP_RESOURCE_ID, thread_id=uuid.uuid4().hex)
+        thread = ThreadRef(resource_id=RESOURCE_ID, thread_id=uuid.uuid4().hex)
         self._sessions[thread.thread_id] = Session(thread.thread_id, thread, assistant)
         return schema.NewSessionResponse(session_id=thread.thread_id)
 
@@ -299,7 +302,7 @@ class CortanaAgent:
     ) -> schema.LoadSessionResponse | None:
         assistant = self._assistant(cwd)
         try:
-            thread = await assistant.find_thread(session_id, THREAD_LABELS)
+            thread = await assistant.find_thread(session_id)
         except CortanaError as error:
             raise acp.RequestError(NOT_FOUND, str(error)) from None
         session = Session(session_id, thread, assistant)
@@ -309,14 +312,12 @@ class CortanaAgent:
 
     async def _replay(self, session: Session) -> None:
         """The stored conversation, sent again as the updates the editor would have seen."""
-        from cortana.agent.run import typed_words
-
         stored = await session.assistant.memory.messages(session.thread)
         calls: dict[str, ToolCall] = {}
         for row in stored:
             message: Message = row.message
             if message.role == "user" and is_users_own(message):
-                await self._send(session, acp.update_user_message_text(typed_words(message.content)))
+                await self._send(session, acp.update_user_message_text(strip_turn_context(message.content)))
             elif message.role == "assistant":
                 if message.content:
                     await self._send(session, acp.update_agent_message_text(message.content))
@@ -336,8 +337,7 @@ class CortanaAgent:
         if cwd is None:
             return schema.ListSessionsResponse(sessions=[])
         assistant = self._assistant(cwd)
-        found = [item for label in THREAD_LABELS for item in await assistant.memory.threads(label)]
-        found.sort(key=lambda item: item[1], reverse=True)
+        found = await assistant.memory.threads(RESOURCE_ID)
         return schema.ListSessionsResponse(
             sessions=[
                 schema.SessionInfo(
@@ -359,7 +359,7 @@ class CortanaAgent:
     ) -> schema.ResumeSessionResponse:
         assistant = self._assistant(cwd)
         try:
-            thread = await assistant.find_thread(session_id, THREAD_LABELS)
+            thread = await assistant.find_thread(session_id)
         except CortanaError as error:
             raise acp.RequestError(NOT_FOUND, str(error)) from None
         self._sessions[session_id] = Session(session_id, thread, assistant)

@@ -10,8 +10,9 @@ begun elsewhere, or edited by the user) starts a new thread, seeded once with
 the client's earlier messages. A history whose thread has moved on since (the
 client regenerated an answer, or branched) is a new branch: a new thread too.
 
-The map lives in the workspace's ``.cortana/serve.db`` (SQLite), so a client's
-conversation continues after the server restarts.
+The map lives in the workspace's ``.cortana/serve.db`` (SQLite, its schema made
+and changed by ``SERVE_MIGRATIONS``), so a client's conversation continues after
+the server restarts.
 """
 
 from __future__ import annotations
@@ -24,9 +25,30 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from cortana.memory.migrations import Migration, apply_migrations
 from cortana.memory.store import private_folder
 
-__all__ = ["ConversationMap", "conversation_key"]
+__all__ = ["SERVE_MIGRATIONS", "ConversationMap", "conversation_key"]
+
+SERVE_MIGRATIONS: list[Migration] = [
+    (
+        "serve_0001_histories_heads",
+        """
+        -- IF NOT EXISTS: a serve.db made before migrations (the same two tables) takes this one as applied
+        CREATE TABLE IF NOT EXISTS histories (key TEXT PRIMARY KEY, thread TEXT NOT NULL, used REAL NOT NULL);
+        CREATE TABLE IF NOT EXISTS heads (thread TEXT PRIMARY KEY, key TEXT NOT NULL);
+        """,
+    ),
+    (
+        "serve_0002_histories_by_use",
+        """
+        -- the daily forgetting of unused digests reads them by age
+        CREATE INDEX IF NOT EXISTS histories_by_use ON histories (used);
+        """,
+    ),
+]
+"""The schema of ``serve.db``, applied as it opens like every other store's (``cortana.memory.migrations``): never
+edit or reorder a shipped migration, add one."""
 
 Turn = tuple[str, str]
 """One message of a client's history as the map sees it: (role, text), role ``user`` or ``assistant``."""
@@ -51,13 +73,9 @@ class ConversationMap:
             private_folder(Path(path).parent)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.executescript(
-            """
-            PRAGMA journal_mode=WAL;
-            CREATE TABLE IF NOT EXISTS histories (key TEXT PRIMARY KEY, thread TEXT NOT NULL, used REAL NOT NULL);
-            CREATE TABLE IF NOT EXISTS heads (thread TEXT PRIMARY KEY, key TEXT NOT NULL);
-            """
-        )
+        self._db.execute("PRAGMA busy_timeout = 30000")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        apply_migrations(self._db, SERVE_MIGRATIONS)
         cutoff = time.time() - keep_days * 86400
         with self._lock:
             self._db.execute("DELETE FROM histories WHERE used < ?", (cutoff,))

@@ -291,13 +291,15 @@ class ChatAPI:
             await pieces.stop()  # the client went away (cancelled here) or the answer is complete
 
     async def events(self, request: Request) -> Response:
-        """The assistant's check-ins as server-sent events (``id:`` numbered; ``Last-Event-ID`` resumes)."""
+        """The assistant's check-ins as server-sent events (``id:`` numbered; ``Last-Event-ID`` resumes); with
+        ``?thread=ID``, only the check-ins that belong to that thread."""
         after_text = request.headers.get("last-event-id", "0")
         after = int(after_text) if after_text.isdigit() else 0
+        thread = request.query_params.get("thread") or None
 
         async def stream() -> AsyncIterator[str]:
             yield ": cortana check-ins\n\n"
-            check_ins = self.service.check_ins(after)
+            check_ins = self.service.check_ins(after, thread=thread)
             try:
                 waiting: asyncio.Future[Any] | None = None
                 while True:

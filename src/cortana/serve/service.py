@@ -200,6 +200,7 @@ class ChatService:
         assistant: the assistant (built with ``approve=refuse_over_api``, so no call waits for an approval).
         conversations: where histories map onto threads (default: the workspace's ``.cortana/serve.db``).
         queue: the turns waiting for the engine (default: the engine's parallel slots, cortana.yml's bound).
+        client: the label of the threads it starts (``serve`` over HTTP, ``mcp`` for ``cortana mcp-serve``).
     """
 
     def __init__(
@@ -208,13 +209,16 @@ class ChatService:
         *,
         conversations: ConversationMap | None = None,
         queue: RunQueue | None = None,
+        client: str = "serve",
     ) -> None:
         settings = assistant.settings
         self.assistant = assistant
+        assistant.memory.client = client
         self.conversations = conversations or ConversationMap(assistant.workspace / ".cortana" / "serve.db")
         self.queue = queue or RunQueue(settings.parallel, settings.serve.max_waiting)
         self.max_messages = settings.serve.max_messages
         self.last_thread: ThreadRef = assistant.thread
+        self._beat_thread: ThreadRef | None = None
         self._claimed: set[str] = set()
         self._subscribers = _Subscribers()
         self._ids = itertools.count(1)
@@ -371,16 +375,24 @@ class ChatService:
     # -- check-ins ---------------------------------------------------------------------------------------------
 
     async def start_heartbeat(self) -> bool:
-        """Let the assistant check in, as cortana.yml's ``heartbeat:`` says; check-ins go to :meth:`check_ins`
-        listeners and join the most recently used thread. False when the heartbeat is off."""
+        """Let the assistant check in, as cortana.yml's ``heartbeat:`` says: each check-in is written on the most
+        recently used thread, joins that thread's memory, and goes to :meth:`check_ins` listeners marked with that
+        thread (a request on another thread meanwhile does not move it). False when the heartbeat is off."""
+
+        def beat_thread() -> ThreadRef:
+            self._beat_thread = self.last_thread  # the thread this beat runs on, and so the one it belongs to
+            return self._beat_thread
+
         heartbeat = await self.assistant.start_heartbeat(
-            on_message=self.publish, is_busy=lambda: self.queue.running > 0, thread=lambda: self.last_thread
+            on_message=self.publish, is_busy=lambda: self.queue.running > 0, thread=beat_thread
         )
         return heartbeat is not None
 
-    def publish(self, text: str) -> CheckIn:
-        """Send a check-in to every listener (a slow listener's oldest unread ones are dropped)."""
-        check_in = CheckIn(next(self._ids), text, self.last_thread.thread_id, time.time())
+    def publish(self, text: str, thread: ThreadRef | None = None) -> CheckIn:
+        """Send a check-in to every listener (a slow listener's oldest unread ones are dropped), marked with
+        ``thread`` (default: the thread the last beat ran on)."""
+        thread = thread or self._beat_thread or self.last_thread
+        check_in = CheckIn(next(self._ids), text, thread.thread_id, time.time())
         self._subscribers.recent.append(check_in)
         for queue in self._subscribers.queues:
             if queue.full():
@@ -388,19 +400,20 @@ class ChatService:
             queue.put_nowait(check_in)
         return check_in
 
-    async def check_ins(self, after: int = 0) -> AsyncGenerator[CheckIn, None]:
-        """Check-ins as they come, after those newer than ``after`` (a reconnecting client's ``Last-Event-ID``)."""
+    async def check_ins(self, after: int = 0, *, thread: str | None = None) -> AsyncGenerator[CheckIn, None]:
+        """Check-ins as they come, after those newer than ``after`` (a reconnecting client's ``Last-Event-ID``);
+        with ``thread``, only those that belong to that thread."""
         queue: asyncio.Queue[CheckIn] = asyncio.Queue(maxsize=100)
         self._subscribers.queues.add(queue)
         last = after
         try:
             for check_in in list(self._subscribers.recent):
-                if check_in.id > last:
+                if check_in.id > last and thread in (None, check_in.thread):
                     last = check_in.id
                     yield check_in
             while True:
                 check_in = await queue.get()
-                if check_in.id > last:
+                if check_in.id > last and thread in (None, check_in.thread):
                     last = check_in.id
                     yield check_in
         finally:
