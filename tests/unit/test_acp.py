@@ -247,3 +247,48 @@ async def test_a_fix_shows_its_plan_progress_and_diff(scripted_engine, tmp_path:
     assert "int(cents * 0.2)" in diff.old_text
     assert "round(cents * 0.2)" in (root / "shop" / "money.py").read_text()
     assert "test_total_rounds_the_vat now passes" in editor.text()
+
+
+class FussyEditor(Editor):
+    """An editor that reads only the buffers it holds and refuses to write one file."""
+
+    async def read_text_file(
+        self, path: str, session_id: str, limit: int | None = None, line: int | None = None, **kwargs: Any
+    ) -> schema.ReadTextFileResponse:
+        if path not in self.buffers:
+            raise acp.RequestError(-32002, f"no buffer for {path}")
+        return schema.ReadTextFileResponse(content=self.buffers[path])
+
+    async def write_text_file(
+        self, content: str, path: str, session_id: str, **kwargs: Any
+    ) -> schema.WriteTextFileResponse | None:
+        raise acp.RequestError(-32603, "the buffer is read-only")
+
+
+async def test_an_editor_that_cannot_read_or_write_a_file(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    scripted_engine.add(
+        "POST",
+        CHAT,
+        tool_reply("read_file", '{"path": "notes.txt"}'),
+        tool_reply("write_file", '{"path": "notes.txt", "content": "x"}'),
+        text_reply(["Done."]),
+    )
+    editor = FussyEditor()
+    async with cortana_acp(scripted_engine.url, workspace, editor, "--yes") as conn:
+        await initialized(conn)
+        session = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
+        await conn.prompt(session_id=session, prompt=said("Read and rewrite the notes."))
+    read, write = editor.of("tool_call_update")
+    assert read.status == "completed" and "On disk: the launch is on Monday." in read.raw_output, "the disk's text"
+    assert write.status == "failed" and "The editor did not write 'notes.txt'" in write.raw_output
+    assert (workspace / "notes.txt").read_text() == "On disk: the launch is on Monday.\n"
+
+
+def test_an_attached_file_is_fenced_so_its_own_backticks_cannot_close_it() -> None:
+    from cortana.serve.acp import prompt_text
+
+    resource = schema.TextResourceContents(uri="file:///p/README.md", text="intro\n```\ncode\n```\nend")
+    text = prompt_text(
+        [acp.text_block("Summarize"), schema.EmbeddedResourceContentBlock(type="resource", resource=resource)]
+    )
+    assert text.startswith("Summarize\n\n/p/README.md:\n````\nintro") and text.endswith("end\n````")

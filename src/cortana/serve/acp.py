@@ -28,6 +28,7 @@ import contextlib
 import contextvars
 import inspect
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from acp import schema
 from cortana import __version__
 from cortana.assistant import RESOURCE_ID, Assistant
 from cortana.display import valid_text
-from cortana.errors import CortanaError
+from cortana.errors import CortanaError, ToolError
 from cortana.messages import Message, ThreadRef, ToolCall, is_users_own
 from cortana.prompts import strip_turn_context
 from cortana.tools.permissions import PermissionDecision
@@ -122,7 +123,11 @@ class EditorFiles:
         session, conn = _SESSION.get(None), self.agent.conn
         if session is None or conn is None or not self.agent.can_read:
             return None
-        response = self._ask(conn.read_text_file(session_id=session.id, path=str(path)))
+        try:
+            response = self._ask(conn.read_text_file(session_id=session.id, path=str(path)))
+        except Exception as error:  # an editor that cannot read it (a file it does not hold): the disk's text
+            log.info("the editor did not read %s (%s); reading the disk", path, error)
+            return None
         return valid_text(response.content)
 
     def write_text(self, path: Path, text: str) -> bool:
@@ -133,18 +138,18 @@ class EditorFiles:
             session.before[path] = self._current(path)
         if conn is None or not self.agent.can_write:
             return False
-        self._ask(conn.write_text_file(session_id=session.id, path=str(path), content=text))
+        try:
+            self._ask(conn.write_text_file(session_id=session.id, path=str(path), content=text))
+        except Exception as error:  # said to the model as the tool's error: nothing was written
+            raise ToolError(f"The editor did not write '{path.name}': {error or type(error).__name__}.") from None
         return True
 
     def _current(self, path: Path) -> str | None:
         """What ``path`` holds before this turn writes it: the editor's buffer, else the disk; None: no such file."""
         if not path.exists():
             return None
-        with contextlib.suppress(Exception):  # an editor that cannot say: the disk has the last word
-            held = self.read_text(path)
-            if held is not None:
-                return held
-        return _text_of(path)
+        held = self.read_text(path)
+        return held if held is not None else _text_of(path)
 
 
 def prompt_text(blocks: list[Any]) -> str:
@@ -160,7 +165,8 @@ def prompt_text(blocks: list[Any]) -> str:
                 text = resource.text
                 if len(text) > EMBEDDED_CHARS:
                     text = text[:EMBEDDED_CHARS] + f"\n[... {len(resource.text) - EMBEDDED_CHARS:,} characters cut]"
-                parts.append(f"{_path_of(resource.uri)}:\n```\n{text}\n```")
+                fence = "`" * max(3, _longest_run(text, "`") + 1)  # a fence the file's own backticks cannot close
+                parts.append(f"{_path_of(resource.uri)}:\n{fence}\n{text}\n{fence}")
             else:
                 parts.append(f"[attached: {_path_of(resource.uri)} (binary, not shown)]")
         elif isinstance(block, schema.ResourceContentBlock):
@@ -172,6 +178,11 @@ def prompt_text(blocks: list[Any]) -> str:
 
 def _path_of(uri: str) -> str:
     return uri.removeprefix("file://")
+
+
+def _longest_run(text: str, char: str) -> int:
+    """The longest run of ``char`` in ``text``."""
+    return max((len(run) for run in re.findall(f"{re.escape(char)}+", text)), default=0)
 
 
 def call_title(call: ToolCall) -> str:
