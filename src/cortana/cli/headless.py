@@ -18,14 +18,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 
 from cortana.agent.fitting import fit_prompt
 from cortana.assistant import Assistant
-from cortana.cli.session import import_turn_modules, settings_for, start_engine
+from cortana.cli.session import import_turn_modules, workspace_assistant
 from cortana.config import effective_context_window
 from cortana.display import printable
 from cortana.errors import CortanaError
@@ -288,21 +287,11 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
     if not prompt.strip() and not fix:
         output.failed("-p needs a question: give it as arguments, or pipe it in")
         return 2
-    workspace = Path.cwd()
     console = Console(stderr=True)
     assistant: Assistant | None = None
     try:
-        settings = settings_for(workspace, console)
-        client = await start_engine(args, settings, console, spinner=False, prompt_cache=str(workspace.resolve()))
-        assistant = Assistant(
-            workspace,
-            settings,
-            client=client,
-            allow_all=args.yes,
-            context_window=args.context_window,
-            voice=False,
-            heartbeat=False,
-        )
+        assistant = await workspace_assistant(args, console, allow_all=args.yes, voice=False, heartbeat=False)
+        settings = assistant.settings
         resumed = bool(args.resume)
         thread = await assistant.find_thread(args.resume) if args.resume else assistant.thread
         if not fix and not assistant.wants_fix(prompt):

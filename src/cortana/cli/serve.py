@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cortana.assistant import Assistant
-from cortana.cli.session import settings_for, start_engine
+from cortana.cli.session import settings_for, start_engine, workspace_assistant
 from cortana.config import Settings
 from cortana.display import printable
 from cortana.errors import UserError
@@ -175,18 +175,7 @@ async def run_mcp_serve(args: argparse.Namespace) -> int:
         from cortana.serve.mcp_server import mcp_server
     except ImportError:
         raise UserError("cortana mcp-serve needs the MCP SDK: pip install 'cortana[mcp]'") from None
-    workspace = Path.cwd()
-    console = Console(stderr=True)
-    settings = settings_for(workspace, console)
-    client = await start_engine(args, settings, console, spinner=False, prompt_cache=str(workspace.resolve()))
-    assistant = Assistant(
-        workspace,
-        settings,
-        client=client,
-        approve=refuse_over_api,
-        context_window=args.context_window,
-        heartbeat=False,
-    )
+    assistant = await workspace_assistant(args, Console(stderr=True), approve=refuse_over_api, heartbeat=False)
     service = ChatService(assistant, client="mcp")
     try:
         await assistant.agent()

@@ -53,7 +53,7 @@ else:
         return await factory.create_model_client(*args, **options)
 
 
-__all__ = ["run_session", "settings_for", "start_engine", "trust_folder"]
+__all__ = ["run_session", "settings_for", "start_engine", "trust_folder", "workspace_assistant"]
 
 
 CLI_KEEP_ALIVE = 300.0
@@ -121,6 +121,16 @@ def settings_for(workspace: Path, console: Console) -> Settings:
             soft_wrap=True,
         )
     return settings
+
+
+async def workspace_assistant(args: argparse.Namespace, console: Console, **options: Any) -> Assistant:
+    """This folder's assistant for a front end without the interactive session (``-p``, ``mcp-serve``): its
+    settings, the engine the command line asks for (waited for, no spinner), the window from ``--context-window``,
+    and ``options`` for the rest of :class:`~cortana.Assistant`."""
+    workspace = Path.cwd()
+    settings = settings_for(workspace, console)
+    client = await start_engine(args, settings, console, spinner=False, prompt_cache=str(workspace.resolve()))
+    return Assistant(workspace, settings, client=client, context_window=args.context_window, **options)
 
 
 TURN_MODULES = (
