@@ -33,15 +33,21 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cortana.sandbox.policy import Sandbox, helper_python
 
-__all__ = ["ALWAYS", "NEUTRAL", "safe_git_environment"]
+__all__ = ["ALWAYS", "NEUTRAL", "exclude_from_git", "safe_git_environment"]
+
+EXCLUDE_HEADER = "# Cortana's own files (the code graph): kept out of git status"
+"""The line before the patterns :func:`exclude_from_git` adds to ``.git/info/exclude``."""
+MAX_EXCLUDE_BYTES = 1 << 20
+"""A ``.git/info/exclude`` larger than this is left alone (it is not one a person wrote)."""
 
 NEUTRAL: dict[str, str] = {
     "core.fsmonitor": "false",
@@ -343,3 +349,42 @@ def _entries(output: bytes) -> list[tuple[str, str, str]]:
         if key:
             entries.append((scope, key, value))
     return entries
+
+
+def exclude_from_git(root: Path, names: Sequence[str]) -> list[str]:
+    """Keep Cortana's own files at the top of ``root`` (``graphify-out/``, ``.graphifyignore``) out of ``git status``:
+    the ``names`` not yet there are added to the repository's ``.git/info/exclude``, which only this clone reads
+    (nothing is committed, and the user's ``.gitignore`` is not touched). Returns the patterns added.
+
+    Only a plain ``.git`` folder at ``root`` is written, and only a regular ``info/exclude`` file in it (or a new
+    one), opened without following links: a ``.git`` that is a file (a worktree, a submodule) or that links
+    elsewhere is left alone, as is a folder that is no repository.
+    """
+    git = root / ".git"
+    if git.is_symlink() or not git.is_dir():
+        return []
+    info = git / "info"
+    try:
+        if info.is_symlink():
+            return []
+        info.mkdir(exist_ok=True)
+        path = info / "exclude"
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        descriptor = os.open(path, flags, 0o644)
+    except OSError:
+        return []
+    with os.fdopen(descriptor, "r+b") as handle:
+        info_stat = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info_stat.st_mode) or info_stat.st_size > MAX_EXCLUDE_BYTES:
+            return []
+        text = handle.read().decode("utf-8", "replace")
+        present = {line.strip() for line in text.splitlines()}
+        wanted = [f"/{name.strip('/')}" + ("/" if name.endswith("/") else "") for name in names]
+        missing = [pattern for pattern in wanted if pattern not in present]
+        if not missing:
+            return []
+        block = ([] if EXCLUDE_HEADER in present else [EXCLUDE_HEADER]) + missing
+        lead = "" if not text or text.endswith("\n") else "\n"
+        handle.seek(0, os.SEEK_END)
+        handle.write((lead + "\n".join(block) + "\n").encode("utf-8"))
+    return missing

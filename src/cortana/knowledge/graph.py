@@ -47,6 +47,7 @@ from cortana.knowledge.describe import (
     describe_resolution,
 )
 from cortana.knowledge.graphify import (
+    IGNORE_FILE,
     INSTALL_HINT,
     UpdateOutcome,
     check_patterns,
@@ -59,6 +60,7 @@ from cortana.knowledge.graphify import (
 from cortana.knowledge.index import GraphIndex, Node, Resolution
 from cortana.knowledge.names import Names, names_in
 from cortana.messages import RunResult, ThreadRef
+from cortana.safegit import exclude_from_git
 from cortana.sandbox.policy import Sandbox
 from cortana.tools import Tool, ToolGroup
 
@@ -412,6 +414,12 @@ class KnowledgeGraph(TurnExtension):
         rules = skip_rules(self.root)
         self._skipped = tuple(f"{rule}: {pattern}" for rule, pattern in rules)
         self._write_block([*self.exclude, *(pattern for _, pattern in rules)])
+        out = self.graph_file.parent
+        ours = [IGNORE_FILE, *([f"{out.name}/"] if out.parent == self.root else [])]
+        try:  # the graph and its ignore file are Cortana's, not the user's change: out of git status
+            exclude_from_git(self.root, ours)
+        except OSError as exc:
+            log.warning("could not add the code graph's files to %s/.git/info/exclude: %s", self.root, exc)
 
     def _write_block(self, patterns: list[str]) -> None:
         try:
