@@ -313,6 +313,7 @@ class Assistant:
                     command_timeout=settings.tools.command_timeout,
                     trusted_git=settings.trusted,
                     buffers=self.buffers,
+                    lint=settings.lint,
                 ),
                 *(skills.tools() if skills else ()),
                 *self.extra_tools,

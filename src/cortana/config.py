@@ -653,6 +653,10 @@ class Settings(_Section):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     test: str | None = Field(None, min_length=1, max_length=2000)
     """How the project runs its tests (``pytest -q``, ``npm test``...); default: found from its files."""
+    lint: dict[str, str] = Field(default_factory=dict)
+    """The check after each write of a file tool: a file-name glob -> a command, ``{file}`` its path
+    (``"*.js": "npx eslint {file}"``); an empty command turns the check off for those files. Python files get
+    the project's ruff unless a glob here matches them."""
     send_key_over_http: bool = False
     """Send ``api_key`` to an engine on another machine over plain ``http://`` (unencrypted); only your own
     cortana.yml (or a folder you trusted) can say so."""

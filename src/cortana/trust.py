@@ -60,6 +60,7 @@ SENSITIVE: dict[str, str] = {
     "serve.cors_origins": "let scripts of these web pages call `cortana serve`",
     "tracing.otlp_endpoint": "send traces of your conversations (timings, and content if asked) to another machine",
     "test": "run this command as the project's tests (the fix workflow runs it, unasked under --yes)",
+    "lint": "run these commands on each file the model writes",
     "sandbox.enabled": "run the commands the model asks for without the kernel's sandbox",
     "sandbox.writable": "let the model's commands write these folders outside the workspace",
 }
@@ -109,6 +110,9 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
         found["tracing.otlp_endpoint"] = endpoint
     if data.get("test"):
         found["test"] = data["test"]
+    lint = data.get("lint")
+    if lint and not (isinstance(lint, dict) and not any(str(command).strip() for command in lint.values())):
+        found["lint"] = lint  # turning checks off ("*.py": "") runs nothing: no trust needed for that
     sandbox = data.get("sandbox")
     if isinstance(sandbox, dict) and sandbox.get("enabled") is False:
         found["sandbox.enabled"] = False

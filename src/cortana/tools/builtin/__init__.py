@@ -20,13 +20,14 @@ ask. Outputs are bounded, with a note saying how to see more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cortana.tools import Tool
 from cortana.tools.builtin.commands import command_tool
 from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, EditorBuffers, file_tools
 from cortana.tools.builtin.gate import workspace_gate
+from cortana.tools.builtin.lint import Linter
 from cortana.tools.builtin.workspace import PROTECTED, Workspace
 
 __all__ = ["MAX_OUTPUT_CHARS", "PROTECTED", "EditorBuffers", "Workspace", "builtin_tools", "workspace_gate"]
@@ -39,6 +40,7 @@ def builtin_tools(
     forbidden: Sequence[Path] = (),
     trusted_git: bool = False,
     buffers: EditorBuffers | None = None,
+    lint: Mapping[str, str] | None = None,
 ) -> list[Tool]:
     """The six built-in tools, confined to ``workspace``.
 
@@ -49,6 +51,9 @@ def builtin_tools(
         trusted_git: let the git that commands run use the repository's hooks and configured programs
             (off by default: a folder's ``.git/config`` is the folder's text, not its user's).
         buffers: an editor whose buffers the file tools read and write (``cortana acp``), else the disk.
+        lint: cortana.yml's ``lint:`` (file-name glob -> command); None: no check after a write beyond Python's
+            syntax. ``{}``: the project's ruff for Python files (:mod:`cortana.tools.builtin.lint`).
     """
     space = workspace if isinstance(workspace, Workspace) else Workspace(workspace, forbidden=forbidden)
-    return [*file_tools(space, buffers), command_tool(space, command_timeout, trusted_git=trusted_git)]
+    linter = Linter(space, lint, trusted=trusted_git) if lint is not None else None
+    return [*file_tools(space, buffers, linter), command_tool(space, command_timeout, trusted_git=trusted_git)]

@@ -24,6 +24,7 @@ from pydantic import Field
 
 from cortana.errors import ToolError
 from cortana.tools import Tool
+from cortana.tools.builtin.lint import Linter
 from cortana.tools.builtin.workspace import Workspace
 
 __all__ = [
@@ -121,10 +122,11 @@ class EditorBuffers(Protocol):
         ...
 
 
-def file_tools(space: Workspace, buffers: EditorBuffers | None = None) -> list[Tool]:
+def file_tools(space: Workspace, buffers: EditorBuffers | None = None, linter: Linter | None = None) -> list[Tool]:
     """read_file, list_files, grep_files, write_file and edit_file, confined to ``space`` (:class:`WorkspaceFiles`);
-    with ``buffers``, files are read and written through the user's editor."""
-    files = WorkspaceFiles(space, buffers)
+    with ``buffers``, files are read and written through the user's editor; with ``linter``, a write's result
+    says what problems it brought in."""
+    files = WorkspaceFiles(space, buffers, linter)
     return [
         Tool(files.read_file, read_only=True),
         Tool(files.list_files, read_only=True),
@@ -143,9 +145,14 @@ class WorkspaceFiles:
     shorter ones made Qwen2.5-Coder 1.5B read the first 10 lines of a file it was asked to show.
     """
 
-    def __init__(self, space: Workspace, buffers: EditorBuffers | None = None) -> None:
+    def __init__(self, space: Workspace, buffers: EditorBuffers | None = None, linter: Linter | None = None) -> None:
         self.space = space
         self.buffers = buffers
+        self.linter = linter
+
+    def _checked(self, target: Path, before: str | None, after: str) -> str:
+        """The linter's word on a write that parses ("" without a linter, or when nothing new is wrong)."""
+        return self.linter.check(target, before, after) if self.linter is not None else ""
 
     def _held(self, target: Path, path: str) -> str | None:
         """The editor's text of ``target`` (checked on disk first: a regular file in the workspace), or None."""
@@ -312,11 +319,12 @@ class WorkspaceFiles:
                 "(write_file replaces the whole file). To add code, call edit_file with old_text empty: it adds "
                 "new_text at the end. To change code, edit_file the lines that change."
             )
+        before = self._before(target, path) if self.linter is not None else None
         self._write(target, path, content)
         lines = len(content.splitlines())
         done = f"Wrote {self.space.relative(target)} ({lines} line{'' if lines == 1 else 's'})"
         _check_python(target, content, done)
-        return done + "."
+        return done + "." + self._checked(target, before, content)
 
     def edit_file(self, path: str, old_text: str, new_text: str, replace_all: bool = False) -> str:
         """Replace text in a file, or add text at its end.
@@ -330,9 +338,20 @@ class WorkspaceFiles:
         text = self._editable_text(target, path)
         edited, done = _edited(text, target, path, self.space.relative(target), old_text, new_text, replace_all)
         self._write(target, path, edited)
+        checked = ""
         if _parses(target, text):  # a file that was broken before is not this edit's fault
             _check_python(target, edited, done)
-        return done + "." + still_named(self.space, target, old_text, new_text)
+            checked = self._checked(target, text, edited)
+        return done + "." + still_named(self.space, target, old_text, new_text) + checked
+
+    def _before(self, target: Path, path: str) -> str | None:
+        """The text ``write_file`` replaces (None: a new file, or one that is not UTF-8 text within the bound)."""
+        if not target.exists():
+            return None
+        try:
+            return self._editable_text(target, path)
+        except ToolError:
+            return None
 
     def _editable_text(self, target: Path, path: str) -> str:
         """The text of the file ``edit_file`` edits (a regular file inside the workspace, UTF-8, not too big)."""
