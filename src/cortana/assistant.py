@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from cortana.companion.heartbeat import Heartbeat
     from cortana.companion.voice import Voice
     from cortana.knowledge.graph import KnowledgeGraph
+    from cortana.knowledge.project_doc import ProjectDoc
     from cortana.learning.experience import Experience
     from cortana.learning.skills import SkillRegistry
     from cortana.mcp import MCPServers
@@ -84,6 +85,7 @@ __all__ = [
     "workspace_experience",
     "workspace_graph",
     "workspace_memory",
+    "workspace_project_doc",
     "workspace_sandbox",
     "workspace_skills",
     "workspace_space",
@@ -188,6 +190,8 @@ class Assistant:
                 if self.experience is not None:
                     self._stack.callback(self.experience.close)
             self.skills: SkillRegistry | None = workspace_skills(self.workspace, settings)  # a bad SKILL.md: logged
+            self.project_doc: ProjectDoc | None = workspace_project_doc(self.workspace, settings)
+            """The project's AGENTS.md (or CLAUDE.md) as it joins the instructions; None without one."""
             enabled = settings.voice.enabled if voice is None else voice
             self.voice: Voice = Voice(rate=settings.voice.rate, voice=settings.voice.voice, enabled=enabled)
             self._stack.push_async_callback(self.voice.aclose)
@@ -302,7 +306,11 @@ class Assistant:
 
         settings, skills = self.settings, self.skills
         space = workspace_space(self.workspace, settings, sandbox=self.sandbox)
-        instructions = [assistant_instructions(self.workspace), skills.instructions() if skills else ""]
+        instructions = [
+            assistant_instructions(self.workspace),
+            self.project_doc.instructions() if self.project_doc is not None else "",
+            skills.instructions() if skills else "",
+        ]
         return Agent(
             client,
             name="cortana",
@@ -547,6 +555,30 @@ class Assistant:
         async for event in agent.run_stream(prompt, thread=thread or self.thread):
             yield event
 
+    def context_rows(self) -> list[tuple[str, str]]:
+        """What the model is given besides the conversation, for ``/context``: the instructions' sources (the
+        personality, the project's AGENTS.md, skills) and what joins each turn."""
+        settings, workspace = self.settings, self.workspace
+        own = workspace / "personality" / "assistant.md"
+        doc = self.project_doc
+        looked = "none found (AGENTS.md or CLAUDE.md, from here up to the repository's root)"
+        skills = (", ".join(skill.name for skill in self.skills) or "none") if self.skills is not None else "off"
+        turn = [
+            f"files your message names (up to {settings.agent.named_files})" if settings.agent.named_files else "",
+            f"lines it points at (up to {settings.agent.prompt_search})" if settings.agent.prompt_search else "",
+            "working memory" if settings.memory.working_memory != "off" else "",
+            "recalled earlier messages" if self.memory.recall is not None else "",
+            "the code graph's places for names it mentions" if self.graph is not None else "",
+            "recipes learned from similar requests" if self.experience is not None else "",
+            "the local time" if self.local_time is not None else "",
+        ]
+        return [
+            ("instructions", str(own) if own.is_file() else "Cortana's own"),
+            ("project", doc.describe() if doc is not None else (looked if settings.agent.agents_md else "off")),
+            ("skills", skills),
+            ("each turn", ", ".join(part for part in turn if part) or "nothing besides the conversation"),
+        ]
+
     # -- the heartbeat --------------------------------------------------------------------------------------------
 
     async def start_heartbeat(
@@ -715,6 +747,16 @@ def workspace_tool_judge(settings: Settings, memory: StoredMemory | None = None)
         return None
     embedder = memory.recall.embedder if memory is not None and memory.recall is not None else None
     return ToolJudge(embedder if embedder is not None and embedder.name == ToolJudge.EMBEDDER else None)
+
+
+def workspace_project_doc(workspace: Path, settings: Settings) -> ProjectDoc | None:
+    """The nearest AGENTS.md (else CLAUDE.md) from the workspace up to its repository's root, as cortana.yml's
+    ``agent.agents_md`` says: instructions in a trusted folder, the folder's text in any other."""
+    from cortana.knowledge.project_doc import find_project_doc
+
+    if not settings.agent.agents_md:
+        return None
+    return find_project_doc(workspace, trusted=settings.trusted)
 
 
 def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | None:

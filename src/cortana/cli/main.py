@@ -6,6 +6,7 @@ git diff | cortana "review"  piped text is added to the question
 cortana doctor               what was found: engine, model, window, embedder, missing parts
 cortana models [ACTION NAME] installed models, what fits, how fast; measure, pull, rm, use NAME
 cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)
+cortana init [--yes]         write a first AGENTS.md from what the code graph knows
 cortana fix [what]           fix what the failing tests show (or `what`): patches tried in a scratch copy
 cortana serve                the assistant over an OpenAI-compatible HTTP API (loopback, with a key)
 cortana mcp-serve            the assistant as an MCP server on stdio (tools: ask, search_memory)
@@ -47,6 +48,7 @@ COMMANDS = {
     "models": "installed models, what fits and how fast; measure, pull, rm, use NAME",
     "trust": "trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)",
     "fix": "fix what the failing tests show (or what you ask), patches tried in a scratch copy",
+    "init": "write a first AGENTS.md for this project from what the code graph knows (asked first)",
     "serve": "the assistant over an OpenAI-compatible HTTP API (loopback, with a key)",
     "mcp-serve": "the assistant as an MCP server on stdio (tools: ask, search_memory)",
     "acp": "the assistant as an editor's agent over the Agent Client Protocol (Zed, Neovim)",
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     _standard_streams()
     command = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(command).parse_args(argv[1:] if command else argv)
-    if command in ("serve", "mcp-serve", "acp") and args.prompt:
+    if command in ("serve", "mcp-serve", "acp", "init") and args.prompt:
         print(
             f"cortana {command}: takes no question (clients send them); got {' '.join(args.prompt)!r}", file=sys.stderr
         )
@@ -185,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(run_print(args, prompt, output, fix=command == "fix"))
         if command == "trust":
             return trust_folder(args)
+        if command == "init":
+            from cortana.cli.init import run_init
+
+            return asyncio.run(run_init(args))
         if command == "fix":
             return asyncio.run(run_session(args, prompt, fix=True))
         if command == "models":

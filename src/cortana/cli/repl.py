@@ -68,6 +68,7 @@ COMMANDS = {
     "/tools": "list the tools the assistant can use",
     "/permissions": "what runs without asking, and the answers remembered this session; /permissions forget N",
     "/memory": "show the working memory",
+    "/context": "what the model is given besides the conversation: instructions, the project's AGENTS.md, skills",
     "/graph": "show the code graph's state; /graph rebuild rebuilds it now",
     "/heartbeat": "show when the assistant checks in next, its active hours and unanswered check-ins",
     "/voice": "read replies aloud: /voice on, /voice off",
@@ -166,6 +167,7 @@ class Repl:
             "/tools": self._tools,
             "/permissions": self._permissions,
             "/memory": self._memory,
+            "/context": self._context,
             "/graph": self._graph,
             "/heartbeat": self._heartbeat,
             "/voice": self._voice,
@@ -592,6 +594,11 @@ class Repl:
             line = f"  {number:>2}. {decision.action:<5} {scope.label} ({scope.tool})"
             self.out.print(Text(printable(line)), highlight=False)
         self.out.print("/permissions forget NUMBER drops one.", highlight=False)
+        return True
+
+    async def _context(self, _: str) -> bool:
+        for part, line in self.assistant.context_rows():
+            self.out.print(Text(f"  {part}: {printable(line)}"), highlight=False, soft_wrap=True)
         return True
 
     async def _memory(self, _: str) -> bool:
