@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from cortana.learning.experience import Experience
     from cortana.learning.skills import SkillRegistry
     from cortana.mcp import MCPServers
+    from cortana.memory.checkpoints import Checkpoints
     from cortana.memory.stored import StoredMemory
     from cortana.models.base import ModelClient
     from cortana.repair.run import FixOutcome, Progress, RepairResult, Stronger
@@ -147,6 +148,7 @@ class Assistant:
         from cortana.companion.companion import LocalTime
         from cortana.companion.voice import Voice
         from cortana.mcp import MCPServers
+        from cortana.memory.checkpoints import Checkpoints
 
         self.workspace = Path(workspace).resolve()
         self.settings = settings if settings is not None else load_settings(self.workspace)
@@ -192,6 +194,9 @@ class Assistant:
             self.skills: SkillRegistry | None = workspace_skills(self.workspace, settings)  # a bad SKILL.md: logged
             self.project_doc: ProjectDoc | None = workspace_project_doc(self.workspace, settings)
             """The project's AGENTS.md (or CLAUDE.md) as it joins the instructions; None without one."""
+            self.checkpoints: Checkpoints = Checkpoints(self.workspace)
+            """What each turn's writes replaced, outside the workspace (``/undo``, ``/rewind``)."""
+            self._stack.callback(self.checkpoints.close)
             enabled = settings.voice.enabled if voice is None else voice
             self.voice: Voice = Voice(rate=settings.voice.rate, voice=settings.voice.voice, enabled=enabled)
             self._stack.push_async_callback(self.voice.aclose)
@@ -322,6 +327,7 @@ class Assistant:
                     trusted_git=settings.trusted,
                     buffers=self.buffers,
                     lint=settings.lint,
+                    write_log=self.checkpoints,
                 ),
                 *(skills.tools() if skills else ()),
                 *self.extra_tools,
@@ -329,7 +335,11 @@ class Assistant:
             ],
             memory=self.memory,
             knowledge_graph=self.graph,
-            extensions=[*workspace_context(self.workspace, settings), *([self.local_time] if self.local_time else [])],
+            extensions=[
+                self.checkpoints,
+                *workspace_context(self.workspace, settings),
+                *([self.local_time] if self.local_time else []),
+            ],
             experience=self.experience,
             context_window=self.context_window or settings.context_window,
             permissions=self.gate(space),
@@ -399,6 +409,7 @@ class Assistant:
 
         thread = thread or self.thread
         fix = FixRequest.parse(request)
+        self.checkpoints.begin(thread, f"fix: {fix.text}")  # what the fix writes can be undone as one turn
         workflow = await self.fix_workflow(thread, on_progress)
         result = await workflow.run(fix)
         written: list[str] = []
@@ -456,6 +467,7 @@ class Assistant:
             on_progress=on_progress,
             sandbox=self.sandbox,
             stronger=await self._stronger(client),
+            before_write=self.checkpoints.writing,
         )
 
     async def _stronger(self, client: ModelClient) -> Stronger | None:

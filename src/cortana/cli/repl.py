@@ -35,6 +35,7 @@ from rich.console import Console
 from rich.text import Text
 
 from cortana.agent.turnstats import TurnStats
+from cortana.cli.checkpoints import CheckpointCommands
 from cortana.cli.display import describe_client, fit_prompt
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.cli.terminal import input_waiting, until_ctrl_c
@@ -63,6 +64,8 @@ COMMANDS = {
     "/clear": "start a new thread",
     "/threads": "list this workspace's threads",
     "/resume": "continue a thread: /resume NUMBER (from /threads)",
+    "/undo": "put back the files the last turn changed (not what commands changed)",
+    "/rewind": "list recent turns; /rewind N [code|chat|both] goes back to before turn N",
     "/model": "show the engine and model; /model NAME switches (Ollama, Docker Model Runner)",
     "/fix": "fix what the failing tests show, or /fix WHAT: patches tried in a scratch copy, the tests choose",
     "/tools": "list the tools the assistant can use",
@@ -185,6 +188,12 @@ class Repl:
             self._ask,
         )
         self.handlers.update(self.learning.handlers())
+
+        def switch(thread: ThreadRef) -> None:
+            self.thread = thread
+
+        self.checkpoint_commands = CheckpointCommands(assistant, self.out, self._ask, lambda: self.thread, switch)
+        self.handlers.update(self.checkpoint_commands.handlers())
 
     @property
     def thread(self) -> ThreadRef:

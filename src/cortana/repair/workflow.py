@@ -122,6 +122,8 @@ class RepairWorkflow:
         sandbox: the workspace's sandbox: git and every test run are confined by it (the tests write only the
             scratch copy); default: the kernel's, where it can (``Sandbox(workspace, enabled=False)`` for none).
         stronger: a larger model for the last round (started only when the search gets there).
+        before_write: called with each file and its new text just before :meth:`apply` writes it (the assistant's
+            checkpoints keep what it held).
     """
 
     def __init__(
@@ -137,8 +139,10 @@ class RepairWorkflow:
         on_progress: Callable[[Progress], None] | None = None,
         sandbox: Sandbox | None = None,
         stronger: Stronger | None = None,
+        before_write: Callable[[Path, str], None] | None = None,
     ) -> None:
         self.client = client
+        self.before_write = before_write
         self.stronger = stronger
         self.sandbox = sandbox if sandbox is not None else Sandbox(workspace)
         self.workspace = workspace.resolve()
@@ -614,6 +618,8 @@ class RepairWorkflow:
                             arguments={"path": relative, "diff": unified_diff(result.originals, one)})  # fmt: skip
             if not await self._allowed(call, EDIT_TOOL):
                 break
+            if self.before_write is not None:
+                self.before_write(target, text)
             target.write_text(text, encoding="utf-8")
             written.append(relative)
         return written

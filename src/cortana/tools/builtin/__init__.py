@@ -25,12 +25,20 @@ from pathlib import Path
 
 from cortana.tools import Tool
 from cortana.tools.builtin.commands import command_tool
-from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, EditorBuffers, file_tools
+from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, EditorBuffers, WriteLog, file_tools
 from cortana.tools.builtin.gate import workspace_gate
 from cortana.tools.builtin.lint import Linter
 from cortana.tools.builtin.workspace import PROTECTED, Workspace
 
-__all__ = ["MAX_OUTPUT_CHARS", "PROTECTED", "EditorBuffers", "Workspace", "builtin_tools", "workspace_gate"]
+__all__ = [
+    "MAX_OUTPUT_CHARS",
+    "PROTECTED",
+    "EditorBuffers",
+    "Workspace",
+    "WriteLog",
+    "builtin_tools",
+    "workspace_gate",
+]
 
 
 def builtin_tools(
@@ -41,6 +49,7 @@ def builtin_tools(
     trusted_git: bool = False,
     buffers: EditorBuffers | None = None,
     lint: Mapping[str, str] | None = None,
+    write_log: WriteLog | None = None,
 ) -> list[Tool]:
     """The six built-in tools, confined to ``workspace``.
 
@@ -53,7 +62,11 @@ def builtin_tools(
         buffers: an editor whose buffers the file tools read and write (``cortana acp``), else the disk.
         lint: cortana.yml's ``lint:`` (file-name glob -> command); None: no check after a write beyond Python's
             syntax. ``{}``: the project's ruff for Python files (:mod:`cortana.tools.builtin.lint`).
+        write_log: told of each write of the file tools just before it (the assistant's checkpoints).
     """
     space = workspace if isinstance(workspace, Workspace) else Workspace(workspace, forbidden=forbidden)
     linter = Linter(space, lint, trusted=trusted_git) if lint is not None else None
-    return [*file_tools(space, buffers, linter), command_tool(space, command_timeout, trusted_git=trusted_git)]
+    return [
+        *file_tools(space, buffers, linter, write_log),
+        command_tool(space, command_timeout, trusted_git=trusted_git),
+    ]

@@ -30,6 +30,7 @@ from cortana.tools.builtin.workspace import Workspace
 __all__ = [
     "MAX_OUTPUT_CHARS",
     "EditorBuffers",
+    "WriteLog",
     "closest_text",
     "cut",
     "file_tools",
@@ -122,11 +123,25 @@ class EditorBuffers(Protocol):
         ...
 
 
-def file_tools(space: Workspace, buffers: EditorBuffers | None = None, linter: Linter | None = None) -> list[Tool]:
+class WriteLog(Protocol):
+    """Told of every write the file tools make, just before it (the file still holds its old content): the
+    assistant's checkpoints (``/undo``, ``/rewind``)."""
+
+    def writing(self, path: Path, text: str) -> None:
+        """``path`` (checked, inside the workspace) is about to hold ``text``."""
+        ...
+
+
+def file_tools(
+    space: Workspace,
+    buffers: EditorBuffers | None = None,
+    linter: Linter | None = None,
+    write_log: WriteLog | None = None,
+) -> list[Tool]:
     """read_file, list_files, grep_files, write_file and edit_file, confined to ``space`` (:class:`WorkspaceFiles`);
     with ``buffers``, files are read and written through the user's editor; with ``linter``, a write's result
-    says what problems it brought in."""
-    files = WorkspaceFiles(space, buffers, linter)
+    says what problems it brought in; ``write_log`` is told of each write before it is made."""
+    files = WorkspaceFiles(space, buffers, linter, write_log)
     return [
         Tool(files.read_file, read_only=True),
         Tool(files.list_files, read_only=True),
@@ -145,10 +160,17 @@ class WorkspaceFiles:
     shorter ones made Qwen2.5-Coder 1.5B read the first 10 lines of a file it was asked to show.
     """
 
-    def __init__(self, space: Workspace, buffers: EditorBuffers | None = None, linter: Linter | None = None) -> None:
+    def __init__(
+        self,
+        space: Workspace,
+        buffers: EditorBuffers | None = None,
+        linter: Linter | None = None,
+        write_log: WriteLog | None = None,
+    ) -> None:
         self.space = space
         self.buffers = buffers
         self.linter = linter
+        self.write_log = write_log
 
     def _checked(self, target: Path, before: str | None, after: str) -> str:
         """The linter's word on a write that parses ("" without a linter, or when nothing new is wrong)."""
@@ -163,6 +185,9 @@ class WorkspaceFiles:
 
     def _write(self, target: Path, path: str, text: str) -> None:
         """Write ``text`` to ``target``: through the editor when it takes it, else to the disk."""
+        self.space.check_writable(target, path)
+        if self.write_log is not None:
+            self.write_log.writing(target, text)
         if self.buffers is not None:
             self.space.check_writable(target, path)
             if target.exists():  # checked as the disk write would be: a regular file, reached by no symlink

@@ -1,0 +1,320 @@
+"""Checkpoints: what each turn's writes replaced, kept outside the workspace, for ``/undo`` and ``/rewind``.
+
+Before ``write_file`` or ``edit_file`` writes a file (and before the fix workflow applies a fix), the file's
+content as it was is kept, once per turn and file, with a digest of what the turn left there. A checkpoint
+begins with each turn (:class:`Checkpoints` is a turn extension) and notes when, so the conversation can be
+rewound too. They live in Cortana's cache folder, one SQLite file per workspace, independent of git: the last
+``KEEP_TURNS`` turns, within ``MAX_BYTES`` of kept content (the oldest are dropped first).
+
+Restoring puts each file the turns changed back as it was before the first of them (a file they created is
+removed), and refuses, file by file, one that changed since the turn wrote it (someone else's change), unless
+the caller says to overwrite it. What ``run_command`` changed is not covered: commands write files Cortana never
+sees, as in Claude Code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cortana.config import cache_dir
+from cortana.memory.migrations import Migration, apply_migrations
+from cortana.memory.store import private_file, private_folder
+from cortana.messages import Message, RunResult, ThreadRef
+
+if TYPE_CHECKING:
+    from cortana.memory.stored import StoredMemory
+    from cortana.models.base import ModelSettings
+    from cortana.tools import Tool, ToolGroup
+
+__all__ = ["KEEP_TURNS", "MAX_BYTES", "Checkpoint", "Checkpoints", "Restored"]
+
+KEEP_TURNS = 100
+"""How many turns' checkpoints are kept (the oldest go first)."""
+MAX_BYTES = 200 << 20
+"""The most kept content in all, in bytes (the oldest turns go first)."""
+MAX_FILE_BYTES = 16 << 20
+"""A file larger than this is not kept (restoring it is refused, with the reason)."""
+
+CHECKPOINT_MIGRATIONS: list[Migration] = [
+    (
+        "checkpoints_0001_turns_files",
+        """
+        CREATE TABLE turns (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            resource_id TEXT NOT NULL,
+            thread_id  TEXT NOT NULL,
+            prompt     TEXT NOT NULL,
+            started_at REAL NOT NULL
+        );
+        CREATE TABLE files (
+            turn_id    INTEGER NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+            path       TEXT NOT NULL,            -- relative to the workspace
+            existed    INTEGER NOT NULL,         -- 0: the turn created it
+            before     BLOB,                     -- its content before the turn (NULL: not kept, too large)
+            size       INTEGER NOT NULL,
+            after      TEXT NOT NULL,            -- sha256 of what the turn last wrote there
+            PRIMARY KEY (turn_id, path)
+        );
+        """,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One turn's checkpoint: when it began, on which thread, what was asked, and the files it changed."""
+
+    id: int
+    thread: ThreadRef
+    prompt: str
+    started_at: float
+    files: tuple[str, ...]
+
+
+@dataclass
+class Restored:
+    """What a restore did: the files put back, those it would not overwrite (changed since), and those it could
+    not (not kept: too large)."""
+
+    restored: list[str] = field(default_factory=list)
+    changed_since: list[str] = field(default_factory=list)
+    not_kept: list[str] = field(default_factory=list)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Checkpoints:
+    """The workspace's checkpoints (see the module docstring); a turn extension (``cortana.agent.TurnExtension``)
+    whose only part in a turn is to begin its checkpoint, and the file tools' ``WriteLog``.
+
+    Args:
+        workspace: the project folder (paths are kept relative to it).
+        path: the database (default: ``<cache>/checkpoints/<digest of the workspace>.db``).
+        keep_turns, max_bytes: the bounds.
+    """
+
+    def __init__(
+        self, workspace: Path, path: Path | None = None, *, keep_turns: int = KEEP_TURNS, max_bytes: int = MAX_BYTES
+    ) -> None:
+        self.workspace = workspace.resolve()
+        digest = hashlib.sha256(str(self.workspace).encode()).hexdigest()[:20]
+        self.path = path or cache_dir() / "checkpoints" / f"{digest}.db"
+        self.keep_turns = keep_turns
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._turn: int | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            private_folder(self.path.parent)
+            private_file(self.path)
+            db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA journal_mode = WAL")
+            apply_migrations(db, CHECKPOINT_MIGRATIONS)
+            self._db = db
+        return self._db
+
+    # -- recording ------------------------------------------------------------------------------------------------
+
+    def begin(self, thread: ThreadRef, prompt: str) -> int:
+        """Start the checkpoint of a turn on ``thread`` asking ``prompt``; the writes that follow belong to it."""
+        with self._lock:
+            db = self._connection()
+            cursor = db.execute(
+                "INSERT INTO turns (resource_id, thread_id, prompt, started_at) VALUES (?, ?, ?, ?)",
+                (thread.resource_id, thread.thread_id, prompt[:500], time.time()),
+            )
+            self._turn = int(cursor.lastrowid or 0)
+            self._prune(db)
+            return self._turn
+
+    name = "checkpoints"
+
+    async def context(self, thread: ThreadRef, prompt: str) -> str | None:
+        """Each turn of the agent begins a checkpoint (and adds nothing to its context)."""
+        self.begin(thread, prompt)
+        return None
+
+    def tools(self, thread: ThreadRef) -> Sequence[Tool | ToolGroup]:
+        return ()
+
+    def turn_settings(self, thread: ThreadRef, settings: ModelSettings) -> ModelSettings:
+        return settings
+
+    async def after_turn(self, result: RunResult) -> None:
+        return None
+
+    def writing(self, path: Path, text: str) -> None:
+        """``path`` is about to be written with ``text`` (its old content still there): keep what it held, the
+        first time this turn writes it, and what the turn leaves there."""
+        relative = self._relative(path)
+        if relative is None:
+            return
+        after = _digest(text.encode("utf-8"))
+        with self._lock:
+            if self._turn is None:
+                return  # a write outside any turn (a library call): nothing to undo it to
+            db = self._connection()
+            known = db.execute("SELECT 1 FROM files WHERE turn_id = ? AND path = ?", (self._turn, relative)).fetchone()
+            if known:
+                db.execute("UPDATE files SET after = ? WHERE turn_id = ? AND path = ?", (after, self._turn, relative))
+                return
+            before, size, existed = self._read(path)
+            db.execute(
+                "INSERT INTO files (turn_id, path, existed, before, size, after) VALUES (?, ?, ?, ?, ?, ?)",
+                (self._turn, relative, int(existed), before, size, after),
+            )
+            self._prune(db)
+
+    def _read(self, path: Path) -> tuple[bytes | None, int, bool]:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return None, 0, False
+        if size > MAX_FILE_BYTES:
+            return None, size, True
+        return path.read_bytes(), size, True
+
+    def _relative(self, path: Path) -> str | None:
+        try:
+            return str(path.resolve().relative_to(self.workspace))
+        except (ValueError, OSError):
+            return None
+
+    def _prune(self, db: sqlite3.Connection) -> None:
+        """Drop the oldest turns past ``keep_turns`` or ``max_bytes`` (the current one is always kept)."""
+        db.execute(
+            "DELETE FROM turns WHERE id NOT IN (SELECT id FROM turns ORDER BY id DESC LIMIT ?)", (self.keep_turns,)
+        )
+        while True:
+            total = db.execute("SELECT COALESCE(SUM(LENGTH(before)), 0) FROM files").fetchone()[0]
+            oldest = db.execute("SELECT MIN(id) FROM turns").fetchone()[0]
+            if total <= self.max_bytes or oldest is None or oldest == self._turn:
+                return
+            db.execute("DELETE FROM turns WHERE id = ?", (oldest,))
+
+    # -- reading and restoring --------------------------------------------------------------------------------------
+
+    def recent(self, limit: int = 20) -> list[Checkpoint]:
+        """The newest checkpoints first, with the files each changed."""
+        with self._lock:
+            if not self.path.exists():
+                return []
+            db = self._connection()
+            rows = db.execute(
+                "SELECT id, resource_id, thread_id, prompt, started_at FROM turns ORDER BY id DESC LIMIT ?", (limit,)
+            ).fetchall()
+            found = []
+            for turn_id, resource, thread, prompt, started in rows:
+                files = tuple(
+                    row[0] for row in db.execute("SELECT path FROM files WHERE turn_id = ? ORDER BY path", (turn_id,))
+                )
+                found.append(
+                    Checkpoint(turn_id, ThreadRef(resource_id=resource, thread_id=thread), prompt, started, files)
+                )
+            return found
+
+    def last_with_files(self) -> Checkpoint | None:
+        """The newest checkpoint that changed files (what ``/undo`` undoes)."""
+        return next((checkpoint for checkpoint in self.recent(KEEP_TURNS) if checkpoint.files), None)
+
+    def changed_since(self, turn_id: int) -> list[str]:
+        """The files the turns from ``turn_id`` on changed that someone else has changed since."""
+        return [path for path, plan in self._plan(turn_id).items() if plan[2]]
+
+    def restore(self, turn_id: int, *, overwrite: Sequence[str] = ()) -> Restored:
+        """Put every file the turns from ``turn_id`` on changed back as it was before them; a file changed since is
+        left as it is unless it is in ``overwrite``. The restored turns' checkpoints are dropped (a second ``/undo``
+        goes one turn further back); those with files left alone stay."""
+        outcome = Restored()
+        with self._lock:
+            plan = self._plan_locked(turn_id)
+            for relative, (before, existed, changed, kept) in sorted(plan.items()):
+                if changed and relative not in overwrite:
+                    outcome.changed_since.append(relative)
+                    continue
+                if existed and not kept:
+                    outcome.not_kept.append(relative)
+                    continue
+                target = self.workspace / relative
+                if existed and before is not None:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    _write_back(target, before)
+                else:
+                    target.unlink(missing_ok=True)  # the turns created it
+                outcome.restored.append(relative)
+            if not outcome.changed_since and not outcome.not_kept:
+                self._connection().execute("DELETE FROM turns WHERE id >= ?", (turn_id,))
+                if self._turn is not None and self._turn >= turn_id:
+                    self._turn = None
+        return outcome
+
+    def _plan(self, turn_id: int) -> dict[str, tuple[bytes | None, bool, bool, bool]]:
+        with self._lock:
+            return self._plan_locked(turn_id)
+
+    def _plan_locked(self, turn_id: int) -> dict[str, tuple[bytes | None, bool, bool, bool]]:
+        """Each file the turns from ``turn_id`` on changed -> (its content before the first, whether it existed,
+        whether it changed since the last of them wrote it, whether its content was kept)."""
+        if not self.path.exists():
+            return {}
+        db = self._connection()
+        rows = db.execute(
+            "SELECT path, existed, before, size, after, turn_id FROM files WHERE turn_id >= ? ORDER BY turn_id",
+            (turn_id,),
+        ).fetchall()
+        plan: dict[str, tuple[bytes | None, bool, bool, bool]] = {}
+        last_after: dict[str, str] = {}
+        for path, existed, before, size, after, _ in rows:
+            if path not in plan:
+                plan[path] = (before, bool(existed), False, before is not None or not existed or size == 0)
+            last_after[path] = after
+        for path, (before, existed, _, kept) in list(plan.items()):
+            target = self.workspace / path
+            try:
+                now = _digest(target.read_bytes())
+            except FileNotFoundError:
+                now = None
+            except OSError:
+                now = ""
+            plan[path] = (before, existed, now != last_after[path], kept)
+        return plan
+
+    @staticmethod
+    async def conversation_before(checkpoint: Checkpoint, memory: StoredMemory) -> list[Message]:
+        """The messages of ``checkpoint``'s thread stored before its turn began (summaries left out): the
+        conversation ``/rewind`` starts a new thread from."""
+        stored = await memory.messages(checkpoint.thread)
+        return [row.message for row in stored if row.created_at < checkpoint.started_at and row.kind == "message"]
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+def _write_back(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` atomically (a partial file never stays), keeping its mode."""
+    partial = target.with_name(f".{target.name}.cortana-restore-{os.getpid()}")
+    try:
+        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
