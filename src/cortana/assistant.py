@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from cortana.tools import Tool
     from cortana.tools.builtin import EditorBuffers, Workspace
     from cortana.tools.builtin.commands import Finished
+    from cortana.tools.hooks import CommandHooks
     from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "workspace_context",
     "workspace_experience",
     "workspace_graph",
+    "workspace_hooks",
     "workspace_memory",
     "workspace_project_doc",
     "workspace_sandbox",
@@ -194,6 +196,9 @@ class Assistant:
             self.skills: SkillRegistry | None = workspace_skills(self.workspace, settings)  # a bad SKILL.md: logged
             self.project_doc: ProjectDoc | None = workspace_project_doc(self.workspace, settings)
             """The project's AGENTS.md (or CLAUDE.md) as it joins the instructions; None without one."""
+            self.hooks: CommandHooks = workspace_hooks(self.workspace, settings, self.sandbox)
+            """cortana.yml's ``hooks:`` (empty when there are none): the loop asks them around tool calls, and the
+            front ends at a session's start, before a message, and after an answer."""
             self.checkpoints: Checkpoints = Checkpoints(self.workspace)
             """What each turn's writes replaced, outside the workspace (``/undo``, ``/rewind``)."""
             self._stack.callback(self.checkpoints.close)
@@ -347,6 +352,7 @@ class Assistant:
             instrument=self.tracing,
             **settings.loop_options(),
             tool_judge=workspace_tool_judge(settings, self.memory),
+            tool_hooks=self.hooks if self.hooks else None,
             settings=ModelSettings(
                 temperature=settings.temperature, max_tokens=settings.max_tokens, seed=settings.seed
             ),
@@ -769,6 +775,17 @@ def workspace_project_doc(workspace: Path, settings: Settings) -> ProjectDoc | N
     if not settings.agent.agents_md:
         return None
     return find_project_doc(workspace, trusted=settings.trusted)
+
+
+def workspace_hooks(workspace: Path, settings: Settings, sandbox: Sandbox) -> CommandHooks:
+    """cortana.yml's ``hooks:`` (the user's own, and a folder's when trusted), confined by ``sandbox``."""
+    from cortana.tools.hooks import EVENTS, CommandHooks, HookEntry
+
+    hooks = {
+        event: [HookEntry(entry.command, tuple(entry.tools), entry.timeout) for entry in getattr(settings.hooks, event)]
+        for event in EVENTS
+    }
+    return CommandHooks(workspace, hooks, sandbox)
 
 
 def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | None:

@@ -476,6 +476,25 @@ class GraphifySettings(_Section):
 _ACTIVE_HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 
 
+class HookSettings(_Section):
+    """One hook: a shell command, the tool-name globs it is for (``before_tool``/``after_tool``; empty: every tool),
+    and how long it may run."""
+
+    command: str = Field(min_length=1, max_length=2000)
+    tools: list[str] = Field(default_factory=list)
+    timeout: float = Field(30.0, gt=0, le=600)
+
+
+class HooksSettings(_Section):
+    """``hooks:`` the user's commands at a session's moments (``cortana.tools.hooks``; docs/cli.md, "Hooks")."""
+
+    session_start: list[HookSettings] = Field(default_factory=list)
+    user_prompt: list[HookSettings] = Field(default_factory=list)
+    before_tool: list[HookSettings] = Field(default_factory=list)
+    after_tool: list[HookSettings] = Field(default_factory=list)
+    stop: list[HookSettings] = Field(default_factory=list)
+
+
 class HeartbeatSettings(_Section):
     """``heartbeat:`` the assistant speaks first: check-ins, idle check-ins and reflection (interactive only)."""
 
@@ -655,6 +674,7 @@ class Settings(_Section):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     test: str | None = Field(None, min_length=1, max_length=2000)
     """How the project runs its tests (``pytest -q``, ``npm test``...); default: found from its files."""
+    hooks: HooksSettings = Field(default_factory=HooksSettings)
     lint: dict[str, str] = Field(default_factory=dict)
     """The check after each write of a file tool: a file-name glob -> a command, ``{file}`` its path
     (``"*.js": "npx eslint {file}"``); an empty command turns the check off for those files. Python files get

@@ -61,6 +61,7 @@ SENSITIVE: dict[str, str] = {
     "tracing.otlp_endpoint": "send traces of your conversations (timings, and content if asked) to another machine",
     "test": "run this command as the project's tests (the fix workflow runs it, unasked under --yes)",
     "lint": "run these commands on each file the model writes",
+    "hooks": "run these commands at moments of each session (before and after tool calls, each message)",
     "sandbox.enabled": "run the commands the model asks for without the kernel's sandbox",
     "sandbox.writable": "let the model's commands write these folders outside the workspace",
 }
@@ -110,6 +111,9 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
         found["tracing.otlp_endpoint"] = endpoint
     if data.get("test"):
         found["test"] = data["test"]
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict) and any(hooks.values()):
+        found["hooks"] = hooks
     lint = data.get("lint")
     if lint and not (isinstance(lint, dict) and not any(str(command).strip() for command in lint.values())):
         found["lint"] = lint  # turning checks off ("*.py": "") runs nothing: no trust needed for that

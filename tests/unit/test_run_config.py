@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +28,9 @@ from cortana import (
 )
 from cortana.agent.extensions import MemoryTurn
 from cortana.models.base import ModelRequest
+from cortana.sandbox.policy import Sandbox
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
+from cortana.tools.hooks import CommandHooks
 
 T = ThreadRef(resource_id="me", thread_id="t")
 
@@ -77,6 +80,7 @@ def test_every_agent_argument_lands_in_the_config_field_of_its_name() -> None:
         "output_type": list[int],
         "output_retries": 1,
         "tool_judge": ToolJudge(),
+        "tool_hooks": CommandHooks(Path("."), {}, Sandbox(Path("."), enabled=False)),
     }
     assert set(given) == set(RunConfig._fields)
     assert set(RunConfig._fields) <= set(inspect.signature(Agent).parameters)

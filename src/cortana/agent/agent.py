@@ -25,6 +25,7 @@ from cortana.models.base import CallJudge, ModelClient, ModelSettings
 from cortana.models.default import close_default_model_client, default_model_client
 from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.context import AgentHandle
+from cortana.tools.hooks import ToolHooks
 from cortana.tools.permissions import PermissionGate
 
 __all__ = ["Agent", "EventHandler"]
@@ -128,6 +129,9 @@ class Agent:
             (``ToolJudge()``, ``agent/judge.py``): on engines that guide tool calls, a call on a question the
             judge says no offered tool is for is turned into prose, and a call the model described in prose
             is made when the judge says the tool it named fits. The ``cortana`` command turns it on.
+        tool_hooks: asked before and after every tool call the loop runs (``cortana.tools.hooks``): a reason
+            from ``before_tool`` blocks the call (the model reads it), text from ``after_tool`` joins its result.
+            The ``cortana`` command runs cortana.yml's ``hooks:`` through it.
 
     Every argument from ``name`` on except the tools, memory and extensions lives in ``agent.config``,
     a frozen ``RunConfig`` each run takes a snapshot of; the attributes of the same names read it, and
@@ -158,6 +162,7 @@ class Agent:
     output_type = _Configured[Any]()
     output_retries = _Configured[int]()
     tool_judge = _Configured[CallJudge | None]()
+    tool_hooks = _Configured[ToolHooks | None]()
 
     def __init__(
         self,
@@ -190,6 +195,7 @@ class Agent:
         output_type: Any = None,
         output_retries: int = 2,
         tool_judge: CallJudge | None = None,
+        tool_hooks: ToolHooks | None = None,
     ) -> None:
         self.config = RunConfig(  # positional, in the fields' order: keywords cost a microsecond here
             name,
@@ -214,6 +220,7 @@ class Agent:
             output_type,
             output_retries,
             tool_judge,
+            tool_hooks,
         )
         self._model = model
         self.tools, self.tool_groups = as_tools(tools)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from cortana.models.base import CallJudge, ModelClient, ModelSettings
     from cortana.tools import Tool, ToolGroup
     from cortana.tools.context import AgentHandle
+    from cortana.tools.hooks import ToolHooks
     from cortana.tools.permissions import PermissionGate
 
 __all__ = ["NO_TIMEOUTS", "RunConfig", "RunDeps"]
@@ -60,6 +61,7 @@ class _Policies(NamedTuple):
     output_type: Any = None
     output_retries: int = 2
     tool_judge: CallJudge | None = None
+    tool_hooks: ToolHooks | None = None
 
 
 class RunConfig(_Policies):

@@ -118,6 +118,10 @@ class CallRunner:
                 f"Same call as {earlier} earlier in this run, and nothing has been written or run since: "
                 "its result above still holds.",
             )
+        hooks = self.config.tool_hooks
+        blocked = await hooks.before_tool(call, tool) if hooks is not None else None
+        if blocked is not None:  # the user's own rule said no: the model reads why, as for a refusal
+            return Message.tool(call, f"{_DENIED}'{tool.name}': a hook blocked it: {blocked}", is_error=True)
         return _Prepared(index, call, tool, arguments)
 
     async def _run_all(self, runnable: list[_Prepared], slots: list[Message | None]) -> AsyncIterator[RunEvent]:
@@ -179,6 +183,12 @@ class CallRunner:
             message = Message.tool(item.call, bound_output(f"Error: {exc}", limit), is_error=True)
         except Exception as exc:
             message = _failure(item, exc, limit)
+        hooks = self.config.tool_hooks
+        said = await hooks.after_tool(item.call, item.tool, message) if hooks is not None else None
+        if said:
+            message = message.model_copy(
+                update={"content": f"{message.content}\n[a hook after {item.tool.name}: {said}]"}
+            )
         return message, time.perf_counter() - started
 
 

@@ -237,6 +237,11 @@ class HeadlessOutput:
         if self._last_char != "\n":
             self._text("\n")
 
+    @property
+    def answer(self) -> str:
+        """Everything the model wrote in the turn so far."""
+        return "".join(self._turn.answer)
+
     # -- the end ------------------------------------------------------------------------------------------------
 
     def _elapsed_ms(self) -> int:
@@ -303,6 +308,14 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         )
         if cut is not None:
             console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        hooks = assistant.hooks
+        if hooks:
+            hooks.thread = thread.thread_id
+            await hooks.session_start()
+            held = await hooks.user_prompt(prompt)
+            if held is not None:
+                output.failed(f"not sent: a user_prompt hook kept it back: {held}")
+                return 1
         output.started(thread, resumed=resumed)
         if fix or assistant.wants_fix(prompt):
             from cortana.repair.routing import DEFAULT_REQUEST
@@ -316,6 +329,8 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         async for event in agent.run_stream(prompt, thread=thread):
             output.event(event)
         output.finished()
+        if hooks:
+            await hooks.stop(output.answer)
         if agent.background.pending:  # what the turn taught is learned before the process ends, quietly
             await agent.background.wait(timeout=settings.learning.distill_wait_seconds)
         return 0

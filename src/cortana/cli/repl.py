@@ -159,6 +159,9 @@ class Repl:
         self.console = console
         self.out = Console()
         self._listed: list[ThreadRef] = []
+        self._answer = ""
+        """The last turn's answer (what a ``stop`` hook is given)."""
+        self._hook_start: asyncio.Future[None] | None = None
         self.handlers: dict[str, Callable[[str], Awaitable[bool]]] = {
             "/help": self._help,
             "/compact": self._compact,
@@ -236,6 +239,8 @@ class Repl:
                 self.console.print("[dim]Building the code graph of this folder in the background (graphify)…[/dim]")
                 self._graph_state = "building"
             self.graph.start()
+        if self.assistant.hooks:  # the user's session_start hooks, beside the prompt (they never hold it up)
+            self._hook_start = asyncio.ensure_future(self.assistant.hooks.session_start())
         if self._agent is None and self._loading is None:
             self._loading = asyncio.ensure_future(self.assistant.agent())
         if self._loading is None:
@@ -391,6 +396,15 @@ class Repl:
 
         A request to change code in a folder with tests goes through the fix workflow first (``cli/fix.py``).
         """
+        hooks = self.assistant.hooks
+        if hooks:
+            hooks.thread = self.thread.thread_id
+            held = await hooks.user_prompt(prompt)
+            if held is not None:
+                self.console.print(
+                    Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow")
+                )
+                return
         if self.fixer is not None and self.fixer.wants(prompt):
             await self._fixing(prompt)
             return
@@ -408,6 +422,8 @@ class Repl:
             self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
         if self.verbose:
             self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
+        if hooks:
+            await hooks.stop(self._answer)
 
     async def _stream(self, prompt: str, stats: TurnStats) -> None:
         from rich.live import Live
@@ -421,6 +437,7 @@ class Repl:
             async for event in self.agent.run_stream(prompt, thread=self.thread):
                 stats.handle(event)
                 if isinstance(event, RunFinished):
+                    self._answer = str(event.result.output)
                     await self.voice.speak(event.result.output)
                 if isinstance(event, TextDelta) and event.text:
                     text += printable(event.text)

@@ -269,6 +269,14 @@ async def _one_shot(
     if cut is not None:
         console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
     thread = assistant.thread
+    hooks = assistant.hooks
+    if hooks:
+        hooks.thread = thread.thread_id
+        await hooks.session_start()
+        held = await hooks.user_prompt(prompt)
+        if held is not None:
+            console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow"))
+            return 1
     if fix or fixer.wants(prompt):
         return 0 if await fixer.run(prompt, thread) else 1
     if not fixer.has_tests and is_change_request(prompt):
@@ -278,6 +286,8 @@ async def _one_shot(
     result = await _answer(agent, prompt, thread, stats)
     if args.verbose:
         console.print(stats.summary(), style="dim", markup=False, highlight=False, soft_wrap=True)
+    if hooks:
+        await hooks.stop(str(result.output) if result else "")
     await assistant.voice.speak(result.output if result else "")
     distilling = result is not None and result.metrics.tool_calls >= settings.learning.min_tool_calls
     if assistant.experience is not None and distilling and agent.background.pending:
