@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from cortana.tools import Tool
     from cortana.tools.builtin import EditorBuffers, Workspace
     from cortana.tools.builtin.commands import Finished
-    from cortana.tools.hooks import CommandHooks
+    from cortana.tools.hooks import CommandHooks, ToolRules
     from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
 
 __all__ = [
@@ -151,6 +151,7 @@ class Assistant:
         from cortana.companion.voice import Voice
         from cortana.mcp import MCPServers
         from cortana.memory.checkpoints import Checkpoints
+        from cortana.tools.hooks import ToolRules
 
         self.workspace = Path(workspace).resolve()
         self.settings = settings if settings is not None else load_settings(self.workspace)
@@ -199,6 +200,8 @@ class Assistant:
             self.hooks: CommandHooks = workspace_hooks(self.workspace, settings, self.sandbox)
             """cortana.yml's ``hooks:`` (empty when there are none): the loop asks them around tool calls, and the
             front ends at a session's start, before a message, and after an answer."""
+            self.tool_rules: ToolRules = ToolRules(self.hooks)
+            """Around every tool call: plan mode (``tool_rules.plan_mode``: only reading tools run), then the hooks."""
             self.checkpoints: Checkpoints = Checkpoints(self.workspace)
             """What each turn's writes replaced, outside the workspace (``/undo``, ``/rewind``)."""
             self._stack.callback(self.checkpoints.close)
@@ -352,7 +355,7 @@ class Assistant:
             instrument=self.tracing,
             **settings.loop_options(),
             tool_judge=workspace_tool_judge(settings, self.memory),
-            tool_hooks=self.hooks if self.hooks else None,
+            tool_hooks=self.tool_rules,
             settings=ModelSettings(
                 temperature=settings.temperature, max_tokens=settings.max_tokens, seed=settings.seed
             ),

@@ -97,6 +97,10 @@ class CallRunner:
                 f"Unknown tool '{call.name}'. Available tools: {', '.join(self.toolbox.names()) or '(none)'}.",
                 is_error=True,
             )
+        hooks = self.config.tool_hooks
+        blocked = await hooks.before_tool(call, tool) if hooks is not None else None
+        if blocked is not None:  # a rule of the user's said no, before anyone is asked: the model reads why
+            return Message.tool(call, f"{_DENIED}'{tool.name}': {blocked}", is_error=True)
         decision = await authorize_call(self.config.permissions, call, tool, self.context, asks)
         if decision.action != "allow":
             return Message.tool(call, f"{_DENIED}'{tool.name}': {decision.reason}.", is_error=True)
@@ -118,10 +122,6 @@ class CallRunner:
                 f"Same call as {earlier} earlier in this run, and nothing has been written or run since: "
                 "its result above still holds.",
             )
-        hooks = self.config.tool_hooks
-        blocked = await hooks.before_tool(call, tool) if hooks is not None else None
-        if blocked is not None:  # the user's own rule said no: the model reads why, as for a refusal
-            return Message.tool(call, f"{_DENIED}'{tool.name}': a hook blocked it: {blocked}", is_error=True)
         return _Prepared(index, call, tool, arguments)
 
     async def _run_all(self, runnable: list[_Prepared], slots: list[Message | None]) -> AsyncIterator[RunEvent]:

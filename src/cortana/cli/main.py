@@ -98,6 +98,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             "as the turn happens); implies -p",
         )
         parser.add_argument(
+            "--plan",
+            action="store_true",
+            help="plan mode: the assistant only reads and answers with a plan; in a terminal you then accept it "
+            "(it is carried out), or not",
+        )
+        parser.add_argument(
             "--resume",
             metavar="THREAD",
             help="continue a conversation: a thread id (or its first characters) that json output printed, or 'last'",

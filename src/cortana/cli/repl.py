@@ -64,6 +64,7 @@ COMMANDS = {
     "/clear": "start a new thread",
     "/threads": "list this workspace's threads",
     "/resume": "continue a thread: /resume NUMBER (from /threads)",
+    "/plan": "plan mode: the assistant reads and proposes a plan, nothing changes until you accept it",
     "/undo": "put back the files the last turn changed (not what commands changed)",
     "/rewind": "list recent turns; /rewind N [code|chat|both] goes back to before turn N",
     "/model": "show the engine and model; /model NAME switches (Ollama, Docker Model Runner)",
@@ -173,6 +174,7 @@ class Repl:
             "/tools": self._tools,
             "/permissions": self._permissions,
             "/memory": self._memory,
+            "/plan": self._plan,
             "/context": self._context,
             "/graph": self._graph,
             "/heartbeat": self._heartbeat,
@@ -300,7 +302,9 @@ class Repl:
         while True:
             self._note_graph_change()
             try:
-                line = await session.prompt_async("teach› " if self.learning.teaching else "› ")
+                line = await session.prompt_async(
+                    "teach› " if self.learning.teaching else "plan› " if self.planning else "› "
+                )
             except KeyboardInterrupt:
                 continue
             except EOFError:
@@ -405,9 +409,57 @@ class Repl:
                     Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow")
                 )
                 return
-        if self.fixer is not None and self.fixer.wants(prompt):
+        if self.planning:
+            await self._plan_turns(prompt)
+        elif self.fixer is not None and self.fixer.wants(prompt):
             await self._fixing(prompt)
+        else:
+            await self._one_turn(prompt)
+        if hooks:
+            await hooks.stop(self._answer)
+
+    @property
+    def planning(self) -> bool:
+        """Whether the session is in plan mode (``/plan``): only reading tools run until a plan is accepted."""
+        return self.assistant.tool_rules.plan_mode
+
+    async def _plan(self, argument: str) -> bool:
+        """``/plan``: plan mode on (with a request: plan it at once), or off when it is on and nothing is asked."""
+        if self.planning and not argument:
+            self.assistant.tool_rules.plan_mode = False
+            self.console.print("[green]plan mode off[/green]: writes, edits and commands work as usual")
+            return True
+        self.assistant.tool_rules.plan_mode = True
+        if not argument:
+            self.console.print(
+                "[green]plan mode on[/green]: the assistant reads and proposes a plan; nothing changes until you "
+                "accept it (/plan again leaves)"
+            )
+            return True
+        await self._turn(argument)
+        return True
+
+    async def _plan_turns(self, prompt: str) -> None:
+        """A plan for ``prompt``, then the user's word: accept (plan mode off, the plan carried out with the usual
+        gate), edit (what should change: a revised plan), or reject (still in plan mode)."""
+        rules = self.assistant.tool_rules
+        while True:
+            await self._one_turn(prompt, context=rules.plan_context())
+            answer = (await self._ask("Accept the plan? [a]ccept / [e]dit / [r]eject: ")).strip().lower()
+            if answer in ("a", "accept", "y", "yes"):
+                rules.plan_mode = False
+                self.console.print("[green]plan accepted[/green]: carrying it out (plan mode off)")
+                await self._one_turn(rules.plan_accepted())
+                return
+            if answer in ("e", "edit"):
+                change = (await self._ask("What should change in the plan? ")).strip()
+                if change and change != "drop":
+                    prompt = f"Revise the plan: {change}"
+                    continue
+            self.console.print("Plan not accepted; still in plan mode (ask again, or /plan to leave it).")
             return
+
+    async def _one_turn(self, prompt: str, context: str | None = None) -> None:
         stats = self.last_stats = TurnStats()
         engine = await self.agent.client()
         window = effective_context_window(self.agent.context_window, engine.context_window)
@@ -415,17 +467,15 @@ class Repl:
         if cut is not None:
             self.console.print(Text(cut, style="yellow"), soft_wrap=True)
         try:
-            await until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats)))
+            await until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats, context)))
         except asyncio.CancelledError:
             self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
         except Exception as exc:  # the session outlives a failed turn; the message is stored
             self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
         if self.verbose:
             self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
-        if hooks:
-            await hooks.stop(self._answer)
 
-    async def _stream(self, prompt: str, stats: TurnStats) -> None:
+    async def _stream(self, prompt: str, stats: TurnStats, context: str | None = None) -> None:
         from rich.live import Live
 
         from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
@@ -434,7 +484,7 @@ class Repl:
         text = ""
         live: Live | None = None
         try:
-            async for event in self.agent.run_stream(prompt, thread=self.thread):
+            async for event in self.agent.run_stream(prompt, thread=self.thread, context=context):
                 stats.handle(event)
                 if isinstance(event, RunFinished):
                     self._answer = str(event.result.output)

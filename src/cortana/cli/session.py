@@ -277,13 +277,22 @@ async def _one_shot(
         if held is not None:
             console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow"))
             return 1
-    if fix or fixer.wants(prompt):
+    planning = bool(getattr(args, "plan", False))
+    assistant.tool_rules.plan_mode = planning
+    if (fix or fixer.wants(prompt)) and not planning:
         return 0 if await fixer.run(prompt, thread) else 1
     if not fixer.has_tests and is_change_request(prompt):
         console.print("fix: no tests found here to check a change with; the assistant works without them",
                       style="dim", markup=False)  # fmt: skip
     stats = TurnStats()
-    result = await _answer(agent, prompt, thread, stats)
+    result = await _answer(
+        agent, prompt, thread, stats, context=assistant.tool_rules.plan_context() if planning else None
+    )
+    if planning and sys.stdin.isatty():
+        answer = await asyncio.to_thread(input, "Accept the plan and carry it out? [y/N] ")
+        if answer.strip().lower() in ("y", "yes"):
+            assistant.tool_rules.plan_mode = False
+            result = await _answer(agent, assistant.tool_rules.plan_accepted(), thread, stats)
     if args.verbose:
         console.print(stats.summary(), style="dim", markup=False, highlight=False, soft_wrap=True)
     if hooks:
@@ -298,7 +307,9 @@ async def _one_shot(
     return 0
 
 
-async def _answer(agent: Agent, prompt: str, thread: ThreadRef, stats: TurnStats) -> RunResult | None:
+async def _answer(
+    agent: Agent, prompt: str, thread: ThreadRef, stats: TurnStats, *, context: str | None = None
+) -> RunResult | None:
     """Stream the answer to stdout: as it is into a pipe, with control characters shown on a terminal.
 
     Returns the run's result; ``stats`` notes where its time went.
@@ -308,7 +319,7 @@ async def _answer(agent: Agent, prompt: str, thread: ThreadRef, stats: TurnStats
     last = "\n"
     shown = printable if sys.stdout.isatty() else str
     result: RunResult | None = None
-    async for event in agent.run_stream(prompt, thread=thread):
+    async for event in agent.run_stream(prompt, thread=thread, context=context):
         stats.handle(event)
         if isinstance(event, RunFinished):
             result = event.result

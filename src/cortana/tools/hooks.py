@@ -28,10 +28,20 @@ from typing import Any, Protocol
 
 from cortana.config import child_process_environment
 from cortana.messages import Message, ToolCall
+from cortana.prompts import prompt_text
 from cortana.sandbox.policy import Sandbox
 from cortana.tools.base import Tool
 
-__all__ = ["BLOCK_STATUS", "EVENTS", "CommandHooks", "HookEntry", "HookOutcome", "ToolHooks"]
+__all__ = [
+    "BLOCK_STATUS",
+    "EVENTS",
+    "PLAN_MODE_REFUSAL",
+    "CommandHooks",
+    "HookEntry",
+    "HookOutcome",
+    "ToolHooks",
+    "ToolRules",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +57,7 @@ class ToolHooks(Protocol):
     """Something the loop asks around every tool call it runs (``Agent(tool_hooks=...)``)."""
 
     async def before_tool(self, call: ToolCall, tool: Tool) -> str | None:
-        """None: the call goes on; a reason: it is blocked, and the model reads the reason."""
+        """None: the call goes on; a reason: it is blocked (before the gate would ask), and the model reads it."""
         ...
 
     async def after_tool(self, call: ToolCall, tool: Tool, result: Message) -> str | None:
@@ -156,7 +166,7 @@ class CommandHooks:
         payload = {"tool": tool.name, "arguments": call.arguments}
         for outcome in await self.run("before_tool", payload, tool=tool.name):
             if outcome.blocked:
-                return outcome.stderr or f"the before_tool hook {outcome.entry.command!r} blocked it"
+                return f"a hook blocked it: {outcome.stderr or outcome.entry.command}"
         return None
 
     async def after_tool(self, call: ToolCall, tool: Tool, result: Message) -> str | None:
@@ -173,3 +183,37 @@ class CommandHooks:
     async def stop(self, answer: str) -> None:
         """The answer is out."""
         await self.run("stop", {"answer": answer[:MAX_PAYLOAD_CHARS]})
+
+
+PLAN_MODE_REFUSAL = (
+    "plan mode: only reading tools run until the user accepts a plan. Do not try it again: write the change into "
+    "your plan instead"
+)
+"""The reason the model reads for a call that would change something while the user asked for a plan first."""
+
+
+class ToolRules:
+    """The assistant's rules around every tool call: plan mode (while :attr:`plan_mode` is on, only read-only tools
+    run: a write, an edit or a command is refused with :data:`PLAN_MODE_REFUSAL`), then the user's hooks."""
+
+    def __init__(self, hooks: CommandHooks | None = None) -> None:
+        self.hooks = hooks if hooks else None
+        self.plan_mode = False
+
+    @staticmethod
+    def plan_context() -> str:
+        """What a turn in plan mode is told (a context block of its message): read, then answer with a plan."""
+        return prompt_text("plan_mode")
+
+    @staticmethod
+    def plan_accepted() -> str:
+        """The message that carries an accepted plan out (plan mode is off by then)."""
+        return prompt_text("plan_accepted")
+
+    async def before_tool(self, call: ToolCall, tool: Tool) -> str | None:
+        if self.plan_mode and not tool.read_only:
+            return PLAN_MODE_REFUSAL
+        return await self.hooks.before_tool(call, tool) if self.hooks is not None else None
+
+    async def after_tool(self, call: ToolCall, tool: Tool, result: Message) -> str | None:
+        return await self.hooks.after_tool(call, tool, result) if self.hooks is not None else None
