@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # imported where used: the session's prompt shows before the 
     from cortana.learning.experience import Experience, RecipeInfo
     from cortana.learning.skills import SkillRegistry
     from cortana.learning.teach import TeachSession
+    from cortana.memory.checkpoints import Checkpoints
 
 __all__ = ["LEARNING_COMMANDS", "LearningCommands"]
 
@@ -84,7 +85,10 @@ class LearningCommands:
         out: Console,
         thread: Callable[[], ThreadRef],
         ask: Ask,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
+        self.checkpoints = checkpoints
+        """Where the SKILL.md teach mode writes is recorded first, as a turn of its own (``/undo`` removes it)."""
         self.agent = agent
         self.experience = experience
         self.skills = skills
@@ -289,6 +293,9 @@ class LearningCommands:
                 self.out.print(Markdown(printable(f"```markdown\n{text}\n```")))
                 continue
             if answer in ("k", "keep", "y", "yes"):
+                if self.checkpoints is not None:
+                    self.checkpoints.begin(self.thread(), f"teach: {skill.name}")
+                    self.checkpoints.writing(skill_file(self.workspace, skill.name), text)
                 try:
                     path = await asyncio.to_thread(save_skill, self.workspace, skill)
                 except UserError as exc:

@@ -191,6 +191,7 @@ class Repl:
             self.out,
             lambda: self.thread,
             self._ask,
+            assistant.checkpoints,
         )
         self.handlers.update(self.learning.handlers())
 
