@@ -402,6 +402,7 @@ class Assistant:
         thread: ThreadRef | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         before_writing: Callable[[RepairResult], None] | None = None,
+        plan_only: bool = False,
     ) -> FixOutcome:
         """Fix ``request`` with the project's tests as the judge (``cortana.repair``): find a patch in a scratch copy,
         then write it through the gate (asked, allowed by cortana.yml, or refused over the API). The request and the
@@ -412,6 +413,7 @@ class Assistant:
             thread: the conversation it belongs to.
             on_progress: called at each step (the terminal's dim lines).
             before_writing: called with a found fix before it is written (the terminal shows the diff).
+            plan_only: plan mode: run the tests and find where the change goes, then stop; the answer is the plan.
         """
         from cortana.repair.request import FixRequest
         from cortana.repair.run import FixOutcome
@@ -420,7 +422,7 @@ class Assistant:
         fix = FixRequest.parse(request)
         self.checkpoints.begin(thread, f"fix: {fix.text}")  # what the fix writes can be undone as one turn
         workflow = await self.fix_workflow(thread, on_progress)
-        result = await workflow.run(fix)
+        result = await workflow.run(fix, plan_only=plan_only)
         written: list[str] = []
         if result.patch is not None:
             if before_writing is not None:

@@ -62,3 +62,29 @@ def test_plan_mode_refuses_a_write_then_carries_the_accepted_plan_out(scripted_e
     assert "Revise the plan: Say how to check it." in bodies[2]["messages"][-1]["content"]
     assert "The plan is accepted." in bodies[3]["messages"][-1]["content"]
     assert "Plan mode" not in bodies[3]["messages"][-1]["content"], "the accepted plan runs out of plan mode"
+
+
+def test_a_fix_in_plan_mode_shows_the_tests_and_where_first(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.unit.test_fix_command import project
+    from tests.unit.test_repair import FIX
+
+    root = project(tmp_path)
+    (root / "cortana.yml").write_text(QUIET + "fix:\n  per_location: 1\n")
+    scripted_engine.add("POST", CHAT, text_reply([FIX]))
+    child = spawn_on(scripted_engine.url, root, term="xterm", home=tmp_path, args=("--yes",))
+    child.sendline("/plan")
+    child.expect("plan mode on")
+    child.sendline("fix the failing test")
+    child.expect("The plan:")
+    child.expect("1. The tests show what to fix: .*test_total_rounds_the_vat")
+    child.expect("2. Where the change goes, most likely first: .*vat")
+    child.expect(r"Accept the plan\? \[a\]ccept / \[r\]eject:")
+    assert scripted_engine.bodies(CHAT) == [], "planning asked the model nothing: the tests and the code said it"
+    assert "int(cents * 0.2)" in (root / "shop" / "money.py").read_text()
+    child.sendline("a")
+    child.expect("plan accepted")
+    child.expect("test_total_rounds_the_vat now passes", timeout=120)
+    child.expect("›")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF, timeout=30)
+    assert "round(cents * 0.2)" in (root / "shop" / "money.py").read_text()

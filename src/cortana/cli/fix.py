@@ -18,6 +18,7 @@ from rich.text import Text
 from cortana.display import printable
 from cortana.messages import ThreadRef
 from cortana.repair.routing import DEFAULT_REQUEST
+from cortana.repair.run import FixStatus
 
 if TYPE_CHECKING:
     from cortana.assistant import Assistant
@@ -59,6 +60,15 @@ class TerminalFixer:
     def wants(self, prompt: str) -> bool:
         """Whether ``prompt`` goes through the workflow unnamed (see :meth:`cortana.Assistant.wants_fix`)."""
         return self.assistant.wants_fix(prompt)
+
+    async def plan(self, request: str, thread: ThreadRef) -> bool:
+        """Plan mode: run the tests and find where the change goes, and show that as the plan; True when there is
+        one to accept (a fix to look for)."""
+        request = request.strip() or DEFAULT_REQUEST
+        self.console.print(Text(f"fix (plan): {printable(request)[:200]}", style="dim"))
+        outcome = await self.assistant.fix(request, thread=thread, on_progress=self._progress, plan_only=True)
+        self.show(Text(printable(outcome.answer) + "\n"))
+        return outcome.result.status is FixStatus.PLANNED
 
     async def run(self, request: str, thread: ThreadRef) -> bool:
         """Run the workflow for ``request`` and show it; True when the request is done (fixed and written, or

@@ -444,6 +444,16 @@ class Repl:
         """A plan for ``prompt``, then the user's word: accept (plan mode off, the plan carried out with the usual
         gate), edit (what should change: a revised plan), or reject (still in plan mode)."""
         rules = self.assistant.tool_rules
+        if self.fixer is not None and self.fixer.wants(prompt):  # the fix workflow's plan: the tests and where
+            if await self.fixer.plan(prompt, self.thread):
+                answer = (await self._ask("Accept the plan? [a]ccept / [r]eject: ")).strip().lower()
+                if answer in ("a", "accept", "y", "yes"):
+                    rules.plan_mode = False
+                    self.console.print("[green]plan accepted[/green]: looking for the fix (plan mode off)")
+                    await self._fixing(prompt)
+                    return
+            self.console.print("Still in plan mode (ask again, or /plan to leave it).")
+            return
         while True:
             await self._one_turn(prompt, context=rules.plan_context())
             answer = (await self._ask("Accept the plan? [a]ccept / [e]dit / [r]eject: ")).strip().lower()

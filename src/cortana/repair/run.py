@@ -69,6 +69,8 @@ class FixStatus(StrEnum):
     """Running the tests was not allowed."""
     NOT_FOUND = "not_found"
     """Nowhere to change was found."""
+    PLANNED = "planned"
+    """Plan mode: the tests ran and the places to change were found; nothing was tried yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +215,7 @@ class RepairRun:
         held: a passing patch that only adds a failing assertion's difference, kept aside to the end of its round.
         escalated: the last round was handed to the larger model (whether or not it started): once a fix.
         stronger_from: the round the larger model started in (its own first round: round one's prompts).
+        plan_only: stop once the places to change are found (plan mode).
     """
 
     request: FixRequest
@@ -238,6 +241,7 @@ class RepairRun:
     held: Attempt | None = None
     escalated: bool = False
     stronger_from: int = 0
+    plan_only: bool = False
 
     @property
     def seconds(self) -> float:

@@ -155,13 +155,16 @@ class RepairWorkflow:
 
     # -- the pipeline -------------------------------------------------------------------------------------
 
-    async def run(self, request: str | FixRequest) -> RepairResult:
-        """Find a patch for ``request`` that the project's tests accept (nothing is written here)."""
+    async def run(self, request: str | FixRequest, *, plan_only: bool = False) -> RepairResult:
+        """Find a patch for ``request`` that the project's tests accept (nothing is written here). With
+        ``plan_only`` (plan mode), stop once the tests ran and the places to change are found: the result
+        (``FixStatus.PLANNED``) is the plan, as steps."""
         fix = request if isinstance(request, FixRequest) else FixRequest.parse(request)
         command = self.test_command
         if command is None:
             return _result(RepairRun(fix, self.settings, TestCommand("", "other", "")), FixStatus.NO_TESTS, NO_TESTS)
         run = RepairRun(fix, self.settings, command)
+        run.plan_only = plan_only
         try:
             return await self._run(run)
         finally:
@@ -192,6 +195,8 @@ class RepairWorkflow:
                 message = "Cortana could not tell where in the code this goes."
                 return _result(run, FixStatus.NOT_FOUND, message, before=before)
             self._say(run, Stage.LOCALIZE, "candidates: " + ", ".join(run.labels()))
+            if run.plan_only:
+                return _result(run, FixStatus.PLANNED, _plan(run, before), before=before)
             files = [location.file for location in run.locations]
             files += [file for file, _ in missing_definitions(fix.text, run.failing, run.index)]
             run.originals = {file: run.index.texts[file] for file in dict.fromkeys(files)}
@@ -682,6 +687,21 @@ class RepairWorkflow:
             run, FixStatus.FAILED, message, before=run.before, after=closest.report if closest else None,
             closest=diff, diff=diff,
         )  # fmt: skip
+
+
+def _plan(run: RepairRun, before: TestReport) -> str:
+    """The fix as a plan: what fails, where the change goes (best first), and how it would be found and checked."""
+    failing = ", ".join(failure.test for failure in before.failures[:5]) or before.summary()
+    budget = run.settings.budget_seconds
+    return "\n".join(
+        [
+            "The plan:",
+            f"1. The tests show what to fix: {before.summary()} ({failing}).",
+            f"2. Where the change goes, most likely first: {', '.join(run.labels())}.",
+            f"3. Try patches there in a scratch copy, the tests judging each (at most {budget:g} s).",
+            "4. Show the patch the tests accept as a diff, and write it with your approval.",
+        ]
+    )
 
 
 def _result(run: RepairRun, status: FixStatus, message: str, **fields: object) -> RepairResult:
