@@ -18,7 +18,6 @@ from rich.text import Text
 from cortana.display import printable
 from cortana.messages import ThreadRef
 from cortana.repair.routing import DEFAULT_REQUEST
-from cortana.repair.run import FixStatus
 
 if TYPE_CHECKING:
     from cortana.assistant import Assistant
@@ -64,6 +63,8 @@ class TerminalFixer:
     async def plan(self, request: str, thread: ThreadRef) -> bool:
         """Plan mode: run the tests and find where the change goes, and show that as the plan; True when there is
         one to accept (a fix to look for)."""
+        from cortana.repair.run import FixStatus  # the repair modules load with the first fix, not with the prompt
+
         request = request.strip() or DEFAULT_REQUEST
         self.console.print(Text(f"fix (plan): {printable(request)[:200]}", style="dim"))
         outcome = await self.assistant.fix(request, thread=thread, on_progress=self._progress, plan_only=True)

@@ -309,13 +309,10 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         if cut is not None:
             console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
         hooks = assistant.hooks
-        if hooks:
-            hooks.thread = thread.thread_id
-            await hooks.session_start()
-            held = await hooks.user_prompt(prompt)
-            if held is not None:
-                output.failed(f"not sent: a user_prompt hook kept it back: {held}")
-                return 1
+        held = await hooks.before_turn(thread.thread_id, prompt, starting=True) if hooks else None
+        if held is not None:
+            output.failed(f"not sent: a user_prompt hook kept it back: {held}")
+            return 1
         output.started(thread, resumed=resumed)
         if fix or assistant.wants_fix(prompt):
             from cortana.repair.routing import DEFAULT_REQUEST

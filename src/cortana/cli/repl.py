@@ -403,8 +403,7 @@ class Repl:
         """
         hooks = self.assistant.hooks
         if hooks:
-            hooks.thread = self.thread.thread_id
-            held = await hooks.user_prompt(prompt)
+            held = await hooks.before_turn(self.thread.thread_id, prompt)
             if held is not None:
                 self.console.print(
                     Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow")

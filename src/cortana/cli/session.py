@@ -270,13 +270,10 @@ async def _one_shot(
         console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
     thread = assistant.thread
     hooks = assistant.hooks
-    if hooks:
-        hooks.thread = thread.thread_id
-        await hooks.session_start()
-        held = await hooks.user_prompt(prompt)
-        if held is not None:
-            console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow"))
-            return 1
+    held = await hooks.before_turn(thread.thread_id, prompt, starting=True) if hooks else None
+    if held is not None:
+        console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow"))
+        return 1
     planning = bool(getattr(args, "plan", False))
     assistant.tool_rules.plan_mode = planning
     if (fix or fixer.wants(prompt)) and not planning:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cortana.config import cache_dir
+from cortana.display import valid_text
 from cortana.memory.migrations import Migration, apply_migrations
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, RunResult, ThreadRef
@@ -107,7 +108,7 @@ class Checkpoints:
         self, workspace: Path, path: Path | None = None, *, keep_turns: int = KEEP_TURNS, max_bytes: int = MAX_BYTES
     ) -> None:
         self.workspace = workspace.resolve()
-        digest = hashlib.sha256(str(self.workspace).encode()).hexdigest()[:20]
+        digest = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:20]  # a folder name need not be UTF-8
         self.path = path or cache_dir() / "checkpoints" / f"{digest}.db"
         self.keep_turns = keep_turns
         self.max_bytes = max_bytes
@@ -134,7 +135,7 @@ class Checkpoints:
             db = self._connection()
             cursor = db.execute(
                 "INSERT INTO turns (resource_id, thread_id, prompt, started_at) VALUES (?, ?, ?, ?)",
-                (thread.resource_id, thread.thread_id, prompt[:500], time.time()),
+                (thread.resource_id, thread.thread_id, valid_text(prompt[:500]), time.time()),
             )
             self._turn = int(cursor.lastrowid or 0)
             self._prune(db)
@@ -162,19 +163,20 @@ class Checkpoints:
         relative = self._relative(path)
         if relative is None:
             return
+        key = os.fsencode(relative)  # kept as the file system's bytes: a name need not be UTF-8
         after = _digest(text.encode("utf-8"))
         with self._lock:
             if self._turn is None:
                 return  # a write outside any turn (a library call): nothing to undo it to
             db = self._connection()
-            known = db.execute("SELECT 1 FROM files WHERE turn_id = ? AND path = ?", (self._turn, relative)).fetchone()
+            known = db.execute("SELECT 1 FROM files WHERE turn_id = ? AND path = ?", (self._turn, key)).fetchone()
             if known:
-                db.execute("UPDATE files SET after = ? WHERE turn_id = ? AND path = ?", (after, self._turn, relative))
+                db.execute("UPDATE files SET after = ? WHERE turn_id = ? AND path = ?", (after, self._turn, key))
                 return
             before, size, existed = self._read(path)
             db.execute(
                 "INSERT INTO files (turn_id, path, existed, before, size, after) VALUES (?, ?, ?, ?, ?, ?)",
-                (self._turn, relative, int(existed), before, size, after),
+                (self._turn, key, int(existed), before, size, after),
             )
             self._prune(db)
 
@@ -219,7 +221,8 @@ class Checkpoints:
             found = []
             for turn_id, resource, thread, prompt, started in rows:
                 files = tuple(
-                    row[0] for row in db.execute("SELECT path FROM files WHERE turn_id = ? ORDER BY path", (turn_id,))
+                    _name(row[0])
+                    for row in db.execute("SELECT path FROM files WHERE turn_id = ? ORDER BY path", (turn_id,))
                 )
                 found.append(
                     Checkpoint(turn_id, ThreadRef(resource_id=resource, thread_id=thread), prompt, started, files)
@@ -277,7 +280,8 @@ class Checkpoints:
         ).fetchall()
         plan: dict[str, tuple[bytes | None, bool, bool, bool]] = {}
         last_after: dict[str, str] = {}
-        for path, existed, before, size, after, _ in rows:
+        for stored, existed, before, size, after, _ in rows:
+            path = _name(stored)
             if path not in plan:
                 plan[path] = (before, bool(existed), False, before is not None or not existed or size == 0)
             last_after[path] = after
@@ -305,6 +309,11 @@ class Checkpoints:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def _name(stored: bytes | str) -> str:
+    """A kept path as the file system names it (stored as its bytes)."""
+    return os.fsdecode(stored)
 
 
 def _write_back(target: Path, data: bytes) -> None:

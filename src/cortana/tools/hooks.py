@@ -150,6 +150,14 @@ class CommandHooks:
 
     # -- the events ---------------------------------------------------------------------------------------------
 
+    async def before_turn(self, thread: str, prompt: str, *, starting: bool = False) -> str | None:
+        """A turn on ``thread`` is about to send ``prompt`` (``starting``: the first of a session, so
+        ``session_start`` runs first): None to go on, or why a ``user_prompt`` hook kept the message back."""
+        self.thread = thread
+        if starting:
+            await self.session_start()
+        return await self.user_prompt(prompt)
+
     async def session_start(self) -> None:
         """The session begins."""
         await self.run("session_start", {})
