@@ -174,3 +174,23 @@ def test_fix_reports_its_diff_and_tests(scripted_engine, tmp_path: Path) -> None
     assert end["files_written"] == ["shop/money.py"]
     assert end["tests_before"]["ok"] is False and end["tests_after"]["ok"] is True
     assert stream[-1]["type"] == "turn.completed" and stream[-1]["usage"]["model_calls"] >= 1
+
+
+def test_a_closed_pipe_ends_quietly_with_the_usual_status(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``cortana -p ... | head`` and ``cortana models --json | head``: the reader left, as ``ls`` and git end."""
+    root = workspace(tmp_path)
+    scripted_engine.add("POST", CHAT, text_reply([f"word{i} " for i in range(50)]))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1"}
+    for args in (
+        ["--engine", "llamacpp", "--base-url", scripted_engine.url, "-p", "--output-format", "stream-json", "Hi"],
+        ["models", "--json"],
+    ):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cortana.cli.main", *args],
+            cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the reader is gone before the first line
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=120) == 141, stderr
+        assert "Broken pipe" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr

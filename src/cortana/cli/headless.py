@@ -331,6 +331,8 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         if agent.background.pending:  # what the turn taught is learned before the process ends, quietly
             await agent.background.wait(timeout=settings.learning.distill_wait_seconds)
         return 0
+    except BrokenPipeError:
+        raise  # the reader went away: nothing to tell it (``main`` ends quietly)
     except (CortanaError, OSError) as error:
         message = str(error) if isinstance(error, CortanaError) else f"{error.strerror or error}"
         output.failed(message)

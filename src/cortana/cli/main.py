@@ -153,7 +153,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns the exit status."""
+    """Run the command; returns the exit status (141, quietly, when what read the output went away)."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at exit: a reader that left is a status, not "Exception ignored"
+    except BrokenPipeError:
+        return _closed_pipe()
+    return status
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _standard_streams()
     command = argv[0] if argv and argv[0] in COMMANDS else None
@@ -216,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     except CortanaError as exc:
         print(f"cortana: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return _closed_pipe()
     except OSError as exc:
         print(f"cortana: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", file=sys.stderr)
         return 1
@@ -241,6 +252,24 @@ def _standard_streams() -> None:
                 os.dup2(null, descriptor)
                 os.close(null)
             setattr(sys, name, open(descriptor, mode, encoding="utf-8", errors="replace", closefd=False))  # noqa: SIM115
+
+
+CLOSED_PIPE_STATUS = 128 + 13
+"""The status a program ends with when what reads its output has gone (SIGPIPE), as ``ls | head`` and git do."""
+
+
+def _closed_pipe() -> int:
+    """End quietly when the reader of stdout went away (``cortana models --json | head``): no message, and stdout
+    pointed at /dev/null so the flush at exit does not fail again."""
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+    return CLOSED_PIPE_STATUS
 
 
 PIPED_LIMIT = 2 << 20
