@@ -455,16 +455,8 @@ class Assistant:
         async def authorize(call: ToolCall, tool: Tool) -> PermissionDecision:
             return await authorize_call(agent.permissions, call, tool, context)
 
-        fix = self.settings.fix
-        settings = RepairSettings(
-            budget_seconds=fix.budget_seconds,
-            samples=fix.samples,
-            per_location=fix.per_location,
-            rewrite=fix.rewrite,
-            rounds=fix.rounds,
-            test_timeout=fix.test_timeout,
-            **({"seed": self.settings.seed} if self.settings.seed is not None else {}),
-        )
+        seed = self.settings.seed
+        settings = RepairSettings.from_config(self.settings.fix, **({"seed": seed} if seed is not None else {}))
         graph = self.graph.index if self.graph is not None else None
         client = await self.client()
         return RepairWorkflow(

@@ -560,11 +560,15 @@ class LearningSettings(_Section):
 
 
 class FixSettings(_Section):
-    """``fix:`` the repair workflow: localize, sample patches, let the tests choose (``/fix``, ``cortana fix``)."""
+    """``fix:`` the repair workflow: localize, sample patches, let the tests choose (``/fix``, ``cortana fix``).
+
+    The defaults here are the workflow's own: ``cortana.repair.run.RepairSettings`` reads each field it shares
+    with this section from it, so a default is set once.
+    """
 
     auto: bool = True
     """Send a request to change code through the workflow, without ``/fix``, when the folder has tests."""
-    budget_seconds: float = Field(180, gt=0, le=7200)
+    budget_seconds: float = Field(180.0, gt=0, le=7200)
     """The time one fix may take, its test runs included: rounds go on until a patch passes or it is spent."""
     samples: int = Field(4, ge=1, le=16)
     """Hot samples asked of each prompt at once (the embedded engine decodes them together in its slots)."""
@@ -576,7 +580,7 @@ class FixSettings(_Section):
     rounds: int = Field(4, ge=1, le=10)
     """The most sampling rounds; each after the first climbs from a partial fix, or starts from the closest
     attempt."""
-    test_timeout: float = Field(300, gt=0, le=3600)
+    test_timeout: float = Field(300.0, gt=0, le=3600)
     """Seconds one run of the tests may take."""
     last_round: str = "auto"
     """A larger model for the last round: ``auto`` (on the embedded engine, the largest installed model larger

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from cortana.config import FixSettings
 from cortana.messages import Usage
 from cortana.repair.localize import Location
 from cortana.repair.patches import Patch
@@ -38,6 +39,7 @@ __all__ = [
     "Stage",
     "Stronger",
     "Tokens",
+    "configured_fields",
 ]
 
 
@@ -73,9 +75,16 @@ class FixStatus(StrEnum):
     """Plan mode: the tests ran and the places to change were found; nothing was tried yet."""
 
 
+_CONFIGURED = FixSettings()
+"""cortana.yml's ``fix:`` defaults: where :class:`RepairSettings` reads each default it shares with them."""
+
+
 @dataclass(frozen=True, slots=True)
 class RepairSettings:
     """How hard the workflow tries.
+
+    The fields that cortana.yml's ``fix:`` section also has (:class:`~cortana.config.FixSettings`) take their
+    defaults from it, so each default is written once; :meth:`from_config` builds one from that section.
 
     Attributes:
         budget_seconds: the time one fix may take, tests included; rounds go on until a patch passes or it is
@@ -92,17 +101,29 @@ class RepairSettings:
         seed: the first sample's seed (each next one adds one): the same run gives the same samples.
     """
 
-    budget_seconds: float = 180.0
-    samples: int = 4
-    per_location: int = 2
-    rewrite: bool = True
+    budget_seconds: float = _CONFIGURED.budget_seconds
+    samples: int = _CONFIGURED.samples
+    per_location: int = _CONFIGURED.per_location
+    rewrite: bool = _CONFIGURED.rewrite
     temperature: float = 0.8
-    rounds: int = 4
+    rounds: int = _CONFIGURED.rounds
     feedback_rounds: int = 2
     max_locations: int = 3
-    test_timeout: float = 300.0
+    test_timeout: float = _CONFIGURED.test_timeout
     patch_tokens: int = 600
     seed: int = 1
+
+    @classmethod
+    def from_config(cls, fix: FixSettings, **more: Any) -> RepairSettings:
+        """The settings of cortana.yml's ``fix:`` section, each field the two share taken from it; ``more`` sets
+        the others (``seed``)."""
+        shared = {name: getattr(fix, name) for name in configured_fields()}
+        return cls(**{**shared, **more})
+
+
+def configured_fields() -> tuple[str, ...]:
+    """The :class:`RepairSettings` fields that cortana.yml's ``fix:`` section sets too."""
+    return tuple(item.name for item in fields(RepairSettings) if item.name in FixSettings.model_fields)
 
 
 @dataclass(frozen=True)
