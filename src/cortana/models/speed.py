@@ -32,7 +32,7 @@ from cortana.models.catalogue import (
     machine_memory,
     memory_estimate,
 )
-from cortana.models.embedded import BUNDLED_MODELS, EmbeddedClient, engine_build, installed_models
+from cortana.models.embedded import EmbeddedClient, engine_build, installed_models
 from cortana.models.engine_process import SAMPLE_SLOTS
 
 __all__ = [
@@ -203,7 +203,7 @@ def stronger_model(in_use: str, budget_seconds: float, window: int, measured: Sp
         if memory_estimate(model, window).total > room:
             continue
         if measured is None or measured.model not in CATALOGUE:
-            if model.name in BUNDLED_MODELS:
+            if model.bundled:
                 found.append(model)
             continue
         speed = speed_of(model, measured)
