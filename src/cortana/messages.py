@@ -7,15 +7,17 @@ own response objects.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Generic, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeVar
 
 __all__ = [
     "CHECK_IN_NAME",
     "LOOP_NAME",
     "STAND_IN_NAMES",
     "Message",
+    "OutputT",
     "Role",
     "RunMetrics",
     "RunResult",
@@ -35,6 +37,10 @@ LOOP_NAME = "cortana"
 STAND_IN_NAMES = (CHECK_IN_NAME, LOOP_NAME)
 """Names of user-role messages that are not the user's words: "when the user last wrote" and what the user
 said skip them."""
+OutputT = TypeVar("OutputT", default=Any)
+"""The type of ``RunResult.output``: ``str`` for an agent without ``output_type``, else that type. A bare
+``RunResult`` is ``RunResult[Any]``; ``Agent[T].run`` returns ``RunResult[T]`` (``Agent`` infers ``T`` from
+``output_type``). At run time the result is never parametrized: pydantic keeps the value as the run made it."""
 StopReason = Literal["stop", "length"]
 """Why a run ended: ``stop`` the model finished its answer; ``length`` it hit the token limit."""
 
@@ -147,6 +153,8 @@ class RunMetrics(BaseModel):
         subagent_prompt_tokens: prompt tokens the run's subagents used.
         subagent_completion_tokens: tokens the run's subagents generated.
         compactions: times the conversation was summarized to fit the context window.
+        output_calls: model calls that asked for the typed answer (``output_type``) after the agent's own
+            answer: the answer as JSON, or again after a value that did not validate. Counted in ``model_calls``.
         prompt_tokens: prompt tokens over all model calls.
         completion_tokens: generated tokens over all model calls.
         cached_prompt_tokens: prompt tokens the engine served from its cache.
@@ -162,6 +170,7 @@ class RunMetrics(BaseModel):
     subagent_prompt_tokens: int = 0
     subagent_completion_tokens: int = 0
     compactions: int = 0
+    output_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
@@ -191,8 +200,8 @@ class ThreadRef(BaseModel):
     thread_id: str = "default"
 
 
-class RunResult(BaseModel):
-    """The outcome of one completed run.
+class RunResult(BaseModel, Generic[OutputT]):
+    """The outcome of one completed run; ``RunResult[T]``: one whose ``output`` is a ``T``.
 
     Attributes:
         output: the model's final answer text; with ``Agent(output_type=...)``, the validated value.
@@ -206,7 +215,7 @@ class RunResult(BaseModel):
         prompt: the user's message as the caller gave it (``new_messages[0]`` also holds the turn's context).
     """
 
-    output: Any
+    output: OutputT
     new_messages: list[Message]
     metrics: RunMetrics
     thread: ThreadRef

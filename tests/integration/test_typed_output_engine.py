@@ -34,3 +34,38 @@ async def test_twenty_extractions_at_temperature_07_all_validate(engine_url: str
         await client.aclose()
     assert all(isinstance(value, Contact) for value in values)
     assert sum(value.age == 41 for value in values) >= 15, [value.model_dump() for value in values]
+
+
+async def test_traced_with_content_streamed_partially_on_the_real_engine(engine_url: str, engine_key: str) -> None:
+    """Typed output, tracing with content on and streaming together, on llama.cpp and the 0.5B model."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from cortana import Instrumentation
+    from cortana.agent.events import PartialOutput
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    client = await LlamaCppClient(base_url=engine_url, api_key=engine_key).connect()
+    agent = Agent(
+        client,
+        instructions="Extract contact details as JSON.",
+        output_type=Contact,
+        settings=ModelSettings(temperature=0.0, max_tokens=200),
+        instrument=Instrumentation(include_content=True, tracer_provider=provider),
+    )
+    try:
+        stream = agent.run_stream("Maria Lopez, maria.lopez@example.org, welder at Acme Robotics, 41 years old.")
+        partials = [event.value async for event in stream if isinstance(event, PartialOutput)]
+    finally:
+        await client.aclose()
+    contact = stream.result.output
+    assert isinstance(contact, Contact)
+    assert partials and partials[-1] == contact and all(isinstance(value, Contact) for value in partials)
+    spans = {span.name.split()[0]: span for span in exporter.get_finished_spans()}
+    run, chat = spans["invoke_agent"], spans["chat"]
+    shown = (run.attributes or {})["gen_ai.output.messages"]
+    assert contact.model_dump_json() in str(shown).replace('\\"', '"')
+    assert (chat.attributes or {})["gen_ai.output.type"] == "json" and chat.parent == run.context

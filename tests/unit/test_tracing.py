@@ -11,9 +11,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from cortana import Agent, Instrumentation, instrument, tool, uninstrument
+from cortana import Agent, Instrumentation, RunContext, instrument, tool, uninstrument
+from cortana.agent.extensions import TurnExtension
 from cortana.errors import ModelError
-from cortana.models.base import ModelSettings
+from cortana.messages import ThreadRef
+from cortana.models.base import ModelRequest, ModelSettings
 from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
 
 
@@ -159,3 +161,109 @@ def test_the_guides_example_runs_as_written(tmp_path) -> None:  # type: ignore[n
     names = re.findall(r'"name": "([^"]+)"', done.stdout)
     assert names == ["chat scripted", "execute_tool add", "chat scripted", "invoke_agent agent"]
     assert done.stdout.strip().endswith("5")
+
+
+async def test_content_on_with_a_typed_answer_puts_the_value_on_the_run_span(spans) -> None:  # type: ignore[no-untyped-def]
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        country: str
+
+    provider, exporter = spans
+    model = ScriptedModel(['{"name": "Paris", "country": "France"}'])
+    agent = Agent(model, output_type=City, instrument=Instrumentation(include_content=True, tracer_provider=provider))
+    city = (await agent.run("Which city is the Eiffel Tower in?")).output
+    assert city == City(name="Paris", country="France")
+    run = next(span for span in exporter.get_finished_spans() if span.name.startswith("invoke_agent"))
+    answer = json.loads(str((run.attributes or {})["gen_ai.output.messages"]))
+    assert answer == [{"role": "assistant", "content": '{"name":"Paris","country":"France"}'}]
+
+
+async def test_a_subagent_run_from_a_tool_is_one_trace_and_each_step_is_the_current_span(spans) -> None:  # type: ignore[no-untyped-def]
+    from opentelemetry import trace
+
+    provider, exporter = spans
+    current: dict[str, str] = {}
+
+    def name_of_current_span() -> str:
+        return getattr(trace.get_current_span(), "name", "")
+
+    @tool
+    async def delegate(question: str, ctx: RunContext) -> str:
+        """Ask a helper.
+
+        Args:
+            question: what to ask.
+        """
+        current["tool"] = name_of_current_span()
+        assert ctx.agent is not None
+        helper = ctx.agent.subagent("helper", instructions="Answer briefly.", tools=[])
+        return (await helper.run(question)).output
+
+    @tool
+    def clock() -> str:
+        """The time."""
+        current["clock"] = name_of_current_span()
+        return "noon"
+
+    def engine_sees(answer: str, key: str):  # type: ignore[no-untyped-def]
+        def step(request: ModelRequest) -> str:
+            current[key] = name_of_current_span()  # what an instrumented HTTP client would nest under
+            return answer
+
+        return step
+
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("delegate", question="Capital of France?"), tool_call("clock")),
+            engine_sees("Paris.", "helper's engine"),
+            engine_sees("Paris, at noon.", "engine"),
+        ]
+    )
+
+    class Recall(TurnExtension):
+        async def context(self, thread: ThreadRef, prompt: str) -> str | None:
+            current["extension"] = name_of_current_span()  # memory and extensions work inside the run's span
+            return None
+
+    agent = Agent(
+        model, name="main", tools=[delegate, clock], extensions=[Recall()],
+        instrument=Instrumentation(tracer_provider=provider),
+    )  # fmt: skip
+    outside = []
+    async for _ in agent.run_stream("Capital of France, and the time?"):
+        outside.append(name_of_current_span())
+    finished = exporter.get_finished_spans()
+    assert len({span.context.trace_id for span in finished}) == 1, [span.name for span in finished]
+    by_name = {span.name: span for span in finished}
+    helper, tool_span = by_name["invoke_agent helper"], by_name["execute_tool delegate"]
+    assert helper.parent is not None and helper.parent.span_id == tool_span.context.span_id
+    assert current == {
+        "extension": "invoke_agent main",
+        "tool": "execute_tool delegate",
+        "clock": "execute_tool clock",  # the two calls ran in parallel, each under its own span
+        "helper's engine": "chat scripted",
+        "engine": "chat scripted",
+    }
+    helper_chat = next(s for s in finished if s.name == "chat scripted" and s.parent == helper.context)
+    assert helper_chat.context.trace_id == by_name["invoke_agent main"].context.trace_id
+    assert set(outside) == {""}, "between events the caller's own context is current, not the run's spans"
+
+
+async def test_the_typed_answers_call_is_a_chat_span_of_the_same_run(spans) -> None:  # type: ignore[no-untyped-def]
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        city: str
+
+    provider, exporter = spans
+    model = ScriptedModel([tool_call_response(tool_call("get_weather", city="Paris")), "Sunny.", '{"city": "Paris"}'])
+    agent = Agent(model, tools=[get_weather], output_type=Answer, instrument=Instrumentation(tracer_provider=provider))
+    assert (await agent.run("Weather in Paris?")).output == Answer(city="Paris")
+    finished = exporter.get_finished_spans()
+    run = next(span for span in finished if span.name == "invoke_agent agent")
+    chats = [span for span in finished if span.name == "chat scripted"]
+    assert len(chats) == 3 and all(span.parent == run.context for span in chats)
+    assert [(span.attributes or {}).get("gen_ai.output.type") for span in chats] == [None, None, "json"]
+    assert (run.attributes or {})["cortana.output_calls"] == 1

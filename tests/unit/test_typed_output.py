@@ -4,6 +4,7 @@ with the error, on the scripted model (the loop's logic) and each engine's reque
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 
 import pytest
@@ -11,8 +12,9 @@ from pydantic import BaseModel
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from cortana import Agent, tool
-from cortana.agent.events import RunFinished
+from cortana.agent.events import ModelCallFinished, ModelCallStarted, PartialOutput, RunFinished
 from cortana.agent.output import OutputValidationError
+from cortana.errors import UserError
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import Message
 from cortana.models.base import ModelRequest, ModelSettings
@@ -78,6 +80,77 @@ async def test_with_tools_the_work_comes_first_then_the_typed_answer() -> None:
     assert any("1815" in m.content for m in final.messages if m.role == "tool"), "the work is in view"
 
 
+async def test_the_typed_answer_is_the_last_step_of_the_same_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    @tool
+    def look_up(name: str) -> str:
+        """Look a person up.
+
+        Args:
+            name: who.
+        """
+        return f"{name} was born in 1815 and lived to 36."
+
+    memory = SQLiteMemory(tmp_path / "m.db")
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("look_up", name="Ada")),
+            "Ada lived to 36.",
+            '{"name": "Ada"}',  # held to the schema, a value can still fail validation (here: a field missing)
+            '{"name": "Ada", "age": 36}',
+        ]
+    )
+    agent = Agent(model, tools=[look_up], output_type=Person, memory=memory)
+    stream = agent.run_stream("Ada's age?", thread="t")
+    events = [event async for event in stream]
+    result = stream.result
+    assert result.output == Person(name="Ada", age=36)
+    started = [event for event in events if isinstance(event, ModelCallStarted)]
+    assert [event.for_output for event in started] == [False, False, True, True], "one run, four model calls"
+    assert sum(isinstance(event, RunFinished) for event in events) == 1
+    assert (result.metrics.model_calls, result.metrics.output_calls, result.metrics.tool_calls) == (4, 2, 1)
+    assert result.metrics.prompt_tokens == sum(
+        event.response.usage.prompt_tokens for event in events if isinstance(event, ModelCallFinished)
+    ), "the asking for JSON is counted in the run's own metrics"
+    assert "age: Field required" in model.requests[3].messages[-1].content, "the retry says what was wrong"
+    assert [m.role for m in result.new_messages] == ["user", "assistant", "tool", "assistant"]
+    assert result.new_messages[-1].content == "Ada lived to 36."
+    stored = await memory.load_history(result.thread)
+    assert [m.content for m in stored][-1] == "Ada lived to 36.", "memory keeps the answer, not the asking for JSON"
+    memory.close()
+
+
+class Contact(BaseModel):
+    name: str
+    email: str = ""
+
+
+async def test_partial_values_stream_while_the_model_writes_the_json() -> None:
+    answer = '[{"name": "Ada", "email": "ada@example.org"}, {"name": "Grace", "email": "grace@example.org"}]'
+    stream = Agent(ScriptedModel([answer]), output_type=list[Contact]).run_stream("Contacts?")
+    partials = [event.value async for event in stream if isinstance(event, PartialOutput)]
+    assert partials[0] == [] and partials[-1] == stream.result.output
+    assert [Contact(name="Ada", email="ada@example.org")] in partials, "the first item before the second is done"
+    assert all(earlier != later for earlier, later in itertools.pairwise(partials)), "no repeats"
+    assert all(isinstance(item, Contact) for value in partials for item in value), "each one validated"
+
+    values = [value async for value in Agent(ScriptedModel([answer]), output_type=list[Contact]).run_stream(
+        "Contacts?"
+    ).stream_output()]  # fmt: skip
+    assert [contact.name for contact in values[-1]] == ["Ada", "Grace"] and values[-1][1].email == "grace@example.org"
+    assert len(values) > 2
+
+    texts = [value async for value in Agent(ScriptedModel(["Hello there, Ada."])).run_stream("Hi").stream_output()]
+    assert texts == ["Hello ", "Hello there, ", "Hello there, Ada."]
+
+
+async def test_a_streamed_runs_result_is_there_once_it_finished() -> None:
+    stream = Agent(ScriptedModel(['{"name": "Ada", "age": 36}']), output_type=Person).run_stream("?")
+    with pytest.raises(UserError, match="has not finished"):
+        _ = stream.result
+    assert (await stream.get_result()).output == Person(name="Ada", age=36)
+    assert stream.result.output.age == 36
+
+
 @dataclasses.dataclass
 class Point:
     x: int
@@ -116,8 +189,15 @@ def test_each_engine_sends_the_schema_its_own_way() -> None:
     assert "format" not in plain and json.dumps(plain)
 
 
-@pytest.mark.parametrize(("document", "printed"), [("docs/output.md", "Maria Lopez 41"), ("README.md", "France")])
-def test_the_documented_examples_run_as_written(tmp_path, document: str, printed: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("document", "printed"),
+    [
+        # the streamed example: the list grows item by item (a title shown as it is written), one model call
+        ("docs/output.md", ["Maria Lopez 41", "0 []\n1 ['Buy ']\n1 ['Buy milk']\n2 ['Buy milk', 'Call ']\n"]),
+        ("README.md", ["France"]),
+    ],
+)
+def test_the_documented_examples_run_as_written(tmp_path, document: str, printed: list[str]) -> None:  # type: ignore[no-untyped-def]
     import re
     import subprocess
     import sys
@@ -125,11 +205,12 @@ def test_the_documented_examples_run_as_written(tmp_path, document: str, printed
 
     text = (Path(__file__).parents[2] / document).read_text()
     blocks = [block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "output_type=" in block]
-    assert len(blocks) == 1
-    (tmp_path / "example.py").write_text(blocks[0])
-    done = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith(printed)
+    assert len(blocks) == len(printed)
+    for block, shown in zip(blocks, printed, strict=True):
+        (tmp_path / "example.py").write_text(block)
+        done = subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert shown in done.stdout
     if document == "README.md":
         assert '"name": "invoke_agent agent"' in done.stdout, "the traced run's span was exported"
 

@@ -6,17 +6,18 @@ import asyncio
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypedDict, overload
+
+from typing_extensions import TypeVar, Unpack
 
 from cortana.agent.compaction import compact
-from cortana.agent.events import EventHandler, RunEvent, RunFinished
+from cortana.agent.events import EventHandler, RunEvent
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
-from cortana.agent.output import output_spec
 from cortana.agent.run import TurnRequest
 from cortana.agent.run_config import NO_TIMEOUTS, RunConfig, RunDeps
+from cortana.agent.streamed import StreamedRun
 from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_for
-from cortana.agent.typed_run import typed_run_events
 from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
@@ -34,6 +35,8 @@ MANUAL_COMPACTION_WINDOW = 4096
 """The window ``Agent.compact`` assumes when neither the agent nor the engine says."""
 
 T = TypeVar("T")
+OutputT = TypeVar("OutputT", default=str)
+"""What ``result.output`` is: ``str``, or the agent's ``output_type``."""
 
 
 class _Configured(Generic[T]):
@@ -47,19 +50,54 @@ class _Configured(Generic[T]):
     @overload
     def __get__(self, agent: None, owner: type) -> Self: ...
     @overload
-    def __get__(self, agent: Agent, owner: type) -> T: ...
-    def __get__(self, agent: Agent | None, owner: type) -> T | Self:
+    def __get__(self, agent: Agent[Any], owner: type) -> T: ...
+    def __get__(self, agent: Agent[Any] | None, owner: type) -> T | Self:
         if agent is None:
             return self
         value: T = getattr(agent.config, self._name)
         return value
 
-    def __set__(self, agent: Agent, value: T) -> None:
+    def __set__(self, agent: Agent[Any], value: T) -> None:
         agent.config = agent.config.replace(**{self._name: value})
 
 
-class Agent:
+class _AgentOptions(TypedDict, total=False):
+    """``Agent``'s keyword arguments but ``output_type``, for its typed signatures (the docstring says each)."""
+
+    name: str
+    instructions: str
+    tools: Sequence[Tool | ToolGroup | Callable[..., Any]]
+    max_tool_iterations: int
+    on_max_iterations: Callable[[int], Awaitable[bool]] | None
+    parallel_tool_calls: bool
+    max_parallel_tools: int
+    memory: MemoryProvider | MemoryResolver | None
+    extensions: Sequence[TurnExtension]
+    knowledge_graph: TurnExtension | None
+    experience: TurnExtension | None
+    context_window: int | None
+    compaction_threshold: float | None
+    permissions: PermissionGate | None
+    settings: ModelSettings | None
+    logger: EventHandler | None
+    nudge_repeated_calls: bool
+    retry_failed_calls: bool
+    tool_guidance: bool | str
+    tool_timeout: float | None
+    tool_timeouts: Mapping[str, float] | None
+    max_tool_output: int
+    check_grounding: bool
+    instrument: bool | Instrumentation | None
+    output_retries: int
+    tool_judge: CallJudge | None
+    tool_hooks: ToolHooks | None
+
+
+class Agent(Generic[OutputT]):
     """A model with instructions and tools, run against a local engine.
+
+    ``Agent[T]``: an agent whose runs return ``RunResult[T]``; type checkers infer ``T`` from ``output_type``
+    (``str`` without one; ``Any`` for a type they cannot name as a class, such as the union ``A | B``).
 
     Args:
         model: the engine client (see ``cortana.models``); a ``ScriptedModel`` in tests. Without
@@ -159,10 +197,25 @@ class Agent:
     max_tool_output = _Configured[int]()
     check_grounding = _Configured[bool]()
     instrument = _Configured["bool | Instrumentation | None"]()
-    output_type = _Configured[Any]()
+    output_type = _Configured[Any]()  # set after the fact, it changes the runs but not the agent's static type
     output_retries = _Configured[int]()
     tool_judge = _Configured[CallJudge | None]()
     tool_hooks = _Configured[ToolHooks | None]()
+
+    if TYPE_CHECKING:
+
+        @overload
+        def __init__(
+            self,
+            model: ModelClient | None = None,
+            *,
+            output_type: type[OutputT] | None = None,
+            **options: Unpack[_AgentOptions],
+        ) -> None: ...
+        @overload
+        def __init__(
+            self: Agent[Any], model: ModelClient | None = None, *, output_type: object, **options: Unpack[_AgentOptions]
+        ) -> None: ...
 
     def __init__(
         self,
@@ -277,7 +330,7 @@ class Agent:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def run_stream(
+    def run_stream(
         self,
         prompt: str,
         *,
@@ -289,8 +342,12 @@ class Agent:
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
-    ) -> AsyncGenerator[RunEvent, None]:
-        """Run one turn and yield its events as they happen; the last is ``RunFinished``.
+    ) -> StreamedRun[OutputT]:
+        """Run one turn, its events as they happen: ``async for event in agent.run_stream(...)``.
+
+        The last event is ``RunFinished``; then the :class:`StreamedRun` also has the ``result``, typed as
+        ``run``'s is, and ``stream_output()`` gives just the answer as it grows (the typed value, partially
+        validated, with an ``output_type``). The turn starts with the first event read.
 
         Args:
             prompt: the user's message.
@@ -320,22 +377,19 @@ class Agent:
             use_tools=use_tools,
         )
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
+        return StreamedRun(self._events(config, request), typed=config.output_type is not None)
+
+    async def _events(self, config: RunConfig, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
+        """The events of one turn, each handed to the logger first."""
         self._running += 1
         try:
-            deps = await self._deps(config)
-            tracing = instrumentation_for(config.instrument)
-            tracer = RunTracer(tracing, config.name, deps.client, request) if tracing is not None else None
-            events = (
-                run_events(config, deps, request)
-                if config.output_type is None
-                else typed_run_events(config, deps, request, output_spec(config.output_type))
-            )
+            deps = await self._deps(config, request)
+            tracer = deps.tracer
+            events = run_events(config, deps, request)
             try:
-                async for event in events:
+                async for event in events if tracer is None else tracer.within(events):
                     if config.logger is not None:
                         config.logger.handle(event)
-                    if tracer is not None:
-                        tracer.handle(event)
                     yield event
             except BaseException as error:
                 if tracer is not None:
@@ -346,10 +400,12 @@ class Agent:
         finally:
             self._running -= 1
 
-    async def _deps(self, config: RunConfig) -> RunDeps:
-        """What a run of this agent works with (the engine is resolved here)."""
+    async def _deps(self, config: RunConfig, request: TurnRequest) -> RunDeps:
+        """What a run of this agent works with (the engine is resolved here, and the run's spans start)."""
+        client = await self.client()
+        tracing = instrumentation_for(config.instrument)
         return RunDeps(
-            client=await self.client(),
+            client=client,
             memory=self.memory,
             tools=self.tools,
             tool_groups=self.tool_groups,
@@ -357,6 +413,7 @@ class Agent:
             background=self.background,
             handle=self.handle(config),
             busy=self._busy,
+            tracer=RunTracer(tracing, config.name, client, request) if tracing is not None else None,
         )
 
     def handle(self, config: RunConfig | None = None) -> AgentHandle:
@@ -382,9 +439,9 @@ class Agent:
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained)."""
-        async for event in self.run_stream(
+        return await self.run_stream(
             prompt,
             thread=thread,
             context=context,
@@ -394,10 +451,7 @@ class Agent:
             unattended=unattended,
             extensions=extensions,
             use_tools=use_tools,
-        ):
-            if isinstance(event, RunFinished):
-                return event.result
-        raise AssertionError("run_stream ended without RunFinished")  # pragma: no cover
+        ).get_result()
 
     async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
         """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.
@@ -424,7 +478,7 @@ class Agent:
     generate = run
     """``run`` under the name the original systems' docs use."""
 
-    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
+    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult[OutputT]:
         """``run`` for code that has no event loop of its own.
 
         Inside a running event loop (a Jupyter notebook, an ``async def``) it raises :class:`UserError` at once,

@@ -7,7 +7,7 @@ Anything with a ``handle(event)`` method (an :class:`EventHandler`, such as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from cortana.messages import Message, RunMetrics, RunResult, ToolCall
 from cortana.models.base import ModelResponse, TextDelta, ThinkingDelta
@@ -16,6 +16,7 @@ __all__ = [
     "EventHandler",
     "ModelCallFinished",
     "ModelCallStarted",
+    "PartialOutput",
     "RunEvent",
     "RunFinished",
     "TaskEvent",
@@ -30,9 +31,27 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ModelCallStarted:
-    """A request is about to go to the model (the logger starts its spinner)."""
+    """A request is about to go to the model (the logger starts its spinner).
+
+    Attributes:
+        iteration: rounds of tool calls so far.
+        for_output: the call asks for the typed answer (``output_type``), held to its JSON schema.
+    """
 
     iteration: int
+    for_output: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartialOutput:
+    """The typed answer so far, while the model writes it (``output_type``, on a call held to its schema).
+
+    ``value`` validated as the output type with the unfinished end of the JSON left out (pydantic's partial
+    validation): a list grows item by item; a model appears once every required field has begun. Each value
+    differs from the one before; the last word is ``RunFinished``'s ``result.output``.
+    """
+
+    value: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +92,14 @@ class RunFinished:
 
 
 RunEvent = (
-    TextDelta | ThinkingDelta | ModelCallStarted | ModelCallFinished | ToolCallStarted | ToolCallFinished | RunFinished
+    TextDelta
+    | ThinkingDelta
+    | ModelCallStarted
+    | ModelCallFinished
+    | ToolCallStarted
+    | ToolCallFinished
+    | PartialOutput
+    | RunFinished
 )
 
 

@@ -8,6 +8,8 @@
       -> fit_window     at threshold x window: summarize older turns, keep this one
       -> call_model     stream the answer
       -> screen         no tool calls            -> answer -> RunResult
+                                                    (with output_type: the answer validated as the type;
+                                                    else one more call, held to its schema, without tools)
                         ungrounded text calls    -> ask again without tools
                         only repeats             -> restate the question once,
                                                     then ask again without tools
@@ -46,7 +48,9 @@ async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> 
             if screened.shown:
                 yield TextDelta(screened.shown)
             await run.answer(screened.reply)
-            break
+            if run.output is None or run.typed_answer(screened.reply):
+                break
+            continue  # the typed answer is the last step: one more call, held to the schema
         if screened.verdict is Verdict.WITHHOLD_TOOLS:
             run.withhold_tools = True
         elif screened.verdict is Verdict.NUDGE:

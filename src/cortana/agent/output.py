@@ -3,10 +3,12 @@
 Any type pydantic validates works: a model, a dataclass, a TypedDict, ``list[Model]``, a plain type, a
 union. Its JSON schema goes to the engine as a constraint (``ModelSettings.json_schema``): on llama.cpp
 and the embedded engine a grammar made from the schema, so a small model cannot write malformed JSON;
-Ollama's ``format``; ``response_format`` elsewhere. An agent without tools is constrained from its first
-model call; an agent with tools first does its work, then gives its answer in one more call, constrained
-and without tools. A value that fails validation goes back to the model with the error (``output_retries``
-times), then :class:`OutputValidationError` holds the last attempt.
+Ollama's ``format``; ``response_format`` elsewhere. The typed answer is the run's last step, in the same
+run (``agent/run.py``): a turn that offers no tools is constrained from its first model call; one with tools
+first does its work, then gives its answer in one more call, constrained and without tools. A value that fails
+validation goes back to the model with the error (``output_retries`` times), then
+:class:`OutputValidationError` holds the last attempt. While a constrained call streams, the JSON so far is
+validated partially (:meth:`OutputSpec.partial`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import dataclasses
 import functools
 import json
 import re
+import typing
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -25,6 +28,8 @@ from cortana.models.base import ModelSettings
 __all__ = ["OutputSpec", "OutputValidationError", "output_spec"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.S)
+_QUALIFIED = re.compile(r"\b(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)")
+_OPENING_FENCE = re.compile(r"^\s*```(?:json)?\s*\n")
 SHOWN_CHARS = 2_000
 """The most of a failed attempt quoted back to the model."""
 
@@ -68,6 +73,24 @@ class OutputSpec:
                 for item in error.errors(include_url=False)[:8]
             )
             return None, problems
+
+    def partial(self, text: str) -> tuple[bool, Any]:
+        """Whether the unfinished JSON ``text`` validates yet with its incomplete end left out, and the value."""
+        opening = _OPENING_FENCE.match(text)
+        raw = text[opening.end() :] if opening else text
+        if not raw.strip():
+            return False, None
+        try:
+            return True, self.adapter.validate_json(raw, experimental_allow_partial="trailing-strings")
+        except ValidationError:
+            return False, None
+
+    @property
+    def name(self) -> str:
+        """The output type as a person would write it (``Contact``, ``list[Contact]``)."""
+        if isinstance(self.type, type) and not typing.get_args(self.type):
+            return self.type.__name__
+        return _QUALIFIED.sub(r"\1", str(self.type).replace("typing.", ""))
 
     def settings(self, base: ModelSettings) -> ModelSettings:
         """``base`` with the answer constrained to the schema."""

@@ -13,9 +13,10 @@ import enum
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from cortana.agent.compaction import compact, estimate_tokens, measure
-from cortana.agent.events import ModelCallFinished, ModelCallStarted, RunEvent
+from cortana.agent.events import ModelCallFinished, ModelCallStarted, PartialOutput, RunEvent, TextDelta
 from cortana.agent.extensions import (
     BackgroundWork,
     MemoryTurn,
@@ -26,9 +27,11 @@ from cortana.agent.extensions import (
     turn_settings,
 )
 from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
+from cortana.agent.output import OutputSpec, OutputValidationError, output_spec
 from cortana.agent.run_config import RunConfig, RunDeps
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
+from cortana.agent.tracing import RunTracer
 from cortana.config import compaction_threshold, effective_context_window
 from cortana.display import valid_text
 from cortana.errors import MaxToolIterationsError, ModelError
@@ -157,6 +160,16 @@ class Run:
     aside: set[int] = field(default_factory=set)
     """ids of the messages of bookkeeping rounds (``Tool.answer_after``), left out of the requests after them."""
     started: float = field(default_factory=time.perf_counter)
+    output: OutputSpec | None = None
+    """The output type's spec (``Agent(output_type=...)``): the run ends with a value of it."""
+    output_value: Any = None
+    """The typed answer, once one validated."""
+    output_retries: int = 0
+    """Values that failed validation and went back to the model."""
+    answered: bool = False
+    """The turn's answer is in (stored, in ``new_messages``); what follows asks for it as the typed value, and is
+    kept only in the transcript: memory holds the user's message and the answer, never the asking for JSON."""
+    tracer: RunTracer | None = None
 
     # -- start ----------------------------------------------------------------------------
 
@@ -187,6 +200,12 @@ class Run:
         settings = turn_settings(extensions, request.thread, request.settings, scope)
         if settings.think is not None and not client.supports_thinking:
             settings = replace(settings, think=None)
+        spec = output_spec(config.output_type) if config.output_type is not None else None
+        typed_at_once = spec is not None and (not request.use_tools or not (deps.tools or deps.tool_groups))
+        if spec is not None and typed_at_once:
+            # An agent with no tools of its own has no work to do first: its first answer is the typed one, held
+            # to the schema (which leaves no room for a call of memory's or an extension's tools either).
+            settings = spec.settings(settings)
         context = RunContext(request.thread, metrics, transcript, unattended=request.unattended, agent=deps.handle)
         return cls(
             config=config,
@@ -200,14 +219,16 @@ class Run:
             toolbox=toolbox,
             transcript=transcript,
             new_messages=[user],
-            calls=CallRunner(config, toolbox, context),
+            calls=CallRunner(config, toolbox, context, deps.tracer),
             budget=IterationBudget(config.max_tool_iterations),
             window=window,
             threshold=compaction_threshold(config.compaction_threshold) if window else 1.0,
             turn_start=len(past),
             metrics=metrics,
-            withhold_tools=not request.use_tools,
+            withhold_tools=not request.use_tools or typed_at_once,
             started=started,
+            output=spec,
+            tracer=deps.tracer,
         )
 
     @property
@@ -252,6 +273,8 @@ class Run:
             MaxToolIterationsError: with every message of the run (the transcript is whole at this point).
         """
         allowed = self.budget.limit + EXTRA_MODEL_CALLS
+        if self.output is not None:
+            allowed += self.config.output_retries + 1  # asking for the typed answer, and again per retry
         if self.metrics.model_calls < allowed:
             return
         self.metrics.elapsed = time.perf_counter() - self.started
@@ -266,23 +289,41 @@ class Run:
         )
 
     async def call_model(self) -> AsyncIterator[RunEvent]:
-        """One model call: stream its deltas, then a :class:`ModelCallFinished`; keeps the response."""
+        """One model call: stream its deltas, then a :class:`ModelCallFinished`; keeps the response.
+
+        A call held to the output type's schema also yields the value so far (:class:`PartialOutput`).
+        """
         self.check_calls()
         iteration = self.budget.used
-        yield ModelCallStarted(iteration)
+        typed = self.output if self.output is not None and self.settings.json_schema is not None else None
+        yield ModelCallStarted(iteration, for_output=typed is not None)
         messages = [m for m in self.transcript if id(m) not in self.aside] if self.aside else list(self.transcript)
         request = ModelRequest(messages, self.offered_tools(), self.settings, self.config.tool_judge)
         started = time.perf_counter()
         response: ModelResponse | None = None
-        async for event in self.client.stream(request):
+        stream = self.client.stream(request)
+        if self.tracer is not None:
+            stream = self.tracer.model_call(stream, for_output=typed is not None)
+        written: list[str] = []
+        shown: tuple[Any, ...] = ()  # the last partial value yielded, in a tuple: None is a value
+        async for event in stream:
             if isinstance(event, ModelResponse):
                 response = event
-            else:
-                yield event
+                continue
+            yield event
+            if typed is not None and isinstance(event, TextDelta) and event.text:
+                written.append(event.text)
+                ok, value = typed.partial("".join(written))
+                if ok and (not shown or shown[0] != value):
+                    shown = (value,)
+                    yield PartialOutput(value)
         duration = time.perf_counter() - started
         if response is None:
             raise ModelError("The engine's stream ended without an answer; retry the turn (nothing was lost).")
+        if self.tracer is not None:
+            self.tracer.model_call_finished(response)
         self.metrics.model_calls += 1
+        self.metrics.output_calls += self.answered
         self.metrics.model_time += duration
         self.metrics.add_usage(response.usage)
         self.response = response
@@ -360,6 +401,38 @@ class Run:
         self._append(reply)
         await self._persist(reply)
 
+    def typed_answer(self, reply: Message) -> bool:
+        """Whether the answer ``reply`` is a valid value of the output type (kept for the result).
+
+        If not, the next model call asks for it, held to the schema and without tools: as JSON, after an answer
+        in prose; again, with what was wrong, after a value that did not validate (``output_retries`` times).
+
+        Raises:
+            OutputValidationError: the value did not validate, and the retries are spent.
+        """
+        assert self.output is not None
+        value, problem = self.output.parse(reply.content)
+        if problem is None:
+            self.output_value = value
+            return True
+        held = self.settings.json_schema is not None  # else this was prose: ask for the JSON, no mistake made
+        if held:
+            if self.output_retries >= self.config.output_retries:
+                self.metrics.elapsed = time.perf_counter() - self.started
+                raise OutputValidationError(
+                    f"The answer did not validate as {self.output.name} after {self.output_retries + 1} attempts: "
+                    f"{problem}",
+                    attempt=reply.content,
+                    problem=problem,
+                )
+            self.output_retries += 1
+        self.answered = True
+        self.settings = self.output.settings(self.settings)
+        self.withhold_tools = True
+        ask = self.output.ask(reply.content if held else None, problem)
+        self._append(Message(role="user", name=LOOP_NAME, content=ask))
+        return False
+
     async def spend_iteration(self, reply: Message) -> None:
         """Count a round of tool calls; past the budget, ``on_max_iterations`` may grant more, else the run stops.
 
@@ -397,8 +470,8 @@ class Run:
         """The run's result; the extensions' ``after_turn`` starts in the background."""
         assert self.response is not None
         self.metrics.elapsed = time.perf_counter() - self.started
-        result = RunResult(
-            output=self.new_messages[-1].content,
+        result: RunResult[Any] = RunResult(
+            output=self.new_messages[-1].content if self.output is None else self.output_value,
             new_messages=self.new_messages,
             metrics=self.metrics,
             thread=self.thread,
@@ -410,6 +483,8 @@ class Run:
             if getattr(type(extension), "after_turn", None) is TurnExtension.after_turn:
                 continue  # the do-nothing default (memory's part): no task to start
             self.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn", scope=self.scope)
+        if self.tracer is not None:
+            self.tracer.finish(result)
         return result
 
     # -- helpers --------------------------------------------------------------------------
@@ -489,10 +564,11 @@ class Run:
 
     def _append(self, *messages: Message) -> None:
         self.transcript.extend(messages)
-        self.new_messages.extend(messages)
+        if not self.answered:
+            self.new_messages.extend(messages)
 
     async def _persist(self, *messages: Message) -> None:
-        if self.memory is not None and messages and self.request.remember:
+        if self.memory is not None and messages and self.request.remember and not self.answered:
             await self.memory.append_messages(self.thread, messages)
 
 

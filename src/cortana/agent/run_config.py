@@ -22,7 +22,7 @@ from cortana.prompts import prompt_text
 if TYPE_CHECKING:
     from cortana.agent.events import EventHandler
     from cortana.agent.extensions import BackgroundWork, TurnExtension
-    from cortana.agent.tracing import Instrumentation
+    from cortana.agent.tracing import Instrumentation, RunTracer
     from cortana.memory.base import MemoryProvider, MemoryResolver
     from cortana.models.base import CallJudge, ModelClient, ModelSettings
     from cortana.tools import Tool, ToolGroup
@@ -131,6 +131,7 @@ class RunDeps:
         background: where the extensions' work after the reply runs.
         handle: what a tool may know of the agent (``RunContext.agent``).
         busy: whether a turn of the agent is running (work after a reply gives the engine back to one).
+        tracer: the run's spans (``agent/tracing.py``); ``None``: the run is not traced.
     """
 
     client: ModelClient
@@ -141,3 +142,4 @@ class RunDeps:
     background: BackgroundWork
     handle: AgentHandle | None = None
     busy: Callable[[], bool] = field(default=lambda: False)
+    tracer: RunTracer | None = None

@@ -15,6 +15,7 @@ import fnmatch
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cortana.agent.events import RunEvent, ToolCallFinished, ToolCallStarted
 from cortana.agent.repeats import RepeatGuard
@@ -25,6 +26,9 @@ from cortana.messages import Message, ToolCall
 from cortana.prompts import as_data
 from cortana.tools import RunContext, Tool, bound_output, format_tool_result
 from cortana.tools.permissions import AskBudget, authorize_call
+
+if TYPE_CHECKING:
+    from cortana.agent.tracing import RunTracer
 
 __all__ = ["CallRunner"]
 
@@ -44,10 +48,13 @@ class _Prepared:
 class CallRunner:
     """Runs the tool calls of one run's replies (see the module docstring)."""
 
-    def __init__(self, config: RunConfig, toolbox: Toolbox, context: RunContext) -> None:
+    def __init__(
+        self, config: RunConfig, toolbox: Toolbox, context: RunContext, tracer: RunTracer | None = None
+    ) -> None:
         self.config = config
         self.toolbox = toolbox
         self.context = context
+        self.tracer = tracer
         self.guard = RepeatGuard()
         self.changed_by: list[str] = []
         """Names of the tools that ran and are not read-only, in order (``RunResult.changed_by``)."""
@@ -73,6 +80,9 @@ class CallRunner:
             slots[index] = checked
             if checked.content.startswith(_DENIED):
                 denied.add(index)  # the user said no: that is not the model's mistake to retry
+            if self.tracer is not None:
+                with self.tracer.tool_call(call) as traced:
+                    traced(checked)
             yield ToolCallStarted(call)
             yield ToolCallFinished(call, checked, 0.0)
         async for event in self._run_all(runnable, slots):
@@ -160,7 +170,18 @@ class CallRunner:
         return tool.timeout if tool.timeout is not None else self.config.tool_timeout
 
     async def _invoke(self, item: _Prepared) -> tuple[Message, float]:
-        """Run one validated call, bounded in time and output; an exception becomes an error result."""
+        """Run one validated call, bounded in time and output; an exception becomes an error result.
+
+        Traced, the call's ``execute_tool`` span is current while it runs, in whichever task runs it.
+        """
+        if self.tracer is None:
+            return await self._invoke_untraced(item)
+        with self.tracer.tool_call(item.call) as traced:
+            message, duration = await self._invoke_untraced(item)
+            traced(message)
+        return message, duration
+
+    async def _invoke_untraced(self, item: _Prepared) -> tuple[Message, float]:
         started = time.perf_counter()
         limit = self.config.max_tool_output
         timeout = self.timeout_for(item.tool)

@@ -11,6 +11,10 @@ Off unless switched on, and then free of cost when off: :func:`instrument` turns
 - ``execute_tool {tool}`` for each tool call: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, and
   ``error.type`` with an error status when the call failed or was refused.
 
+The call that asks for a typed answer (``output_type``) is a ``chat`` span of the same run, marked
+``gen_ai.output.type: json``. Each span is the current one while its step runs, so a subagent run from a tool,
+or an instrumented HTTP client called by one, lands in the same trace under ``execute_tool``.
+
 What was said (the prompt, the answer, tool arguments and results) stays out of spans unless
 ``include_content=True``. Needs ``opentelemetry-api`` (``pip install 'cortana[otel]'``); without an SDK and
 a provider configured, spans go nowhere, as OpenTelemetry's API does.
@@ -19,28 +23,24 @@ a provider configured, spans go nowhere, as OpenTelemetry's API does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from cortana.agent.events import (
-    ModelCallFinished,
-    ModelCallStarted,
-    RunEvent,
-    RunFinished,
-    ToolCallFinished,
-    ToolCallStarted,
-)
 from cortana.errors import UserError
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from cortana.messages import ThreadRef
-    from cortana.models.base import ModelClient, ModelSettings
+    from cortana.messages import Message, RunResult, ThreadRef, ToolCall
+    from cortana.models.base import ModelClient, ModelResponse, ModelSettings
 
 __all__ = ["Instrumentation", "RunTracer", "instrument", "instrumentation_for", "otlp_instrumentation", "uninstrument"]
+
+T = TypeVar("T")
 
 TRACER_NAME = "cortana"
 CONTENT_CHARS = 8_000
@@ -129,13 +129,28 @@ def _clip(text: str) -> str:
     return text if len(text) <= CONTENT_CHARS else text[:CONTENT_CHARS] + "…"
 
 
+def _as_text(value: object) -> str:
+    """An answer as a span shows it: text as it is; a typed value (a model, a dataclass, a list...) as JSON."""
+    if isinstance(value, str):
+        return value
+    from pydantic_core import to_json
+
+    return to_json(value, fallback=repr).decode()
+
+
 class RunTracer:
-    """The spans of one run, opened and closed from its events."""
+    """The spans of one run. The run opens them as its steps begin (``agent/run.py``, ``agent/tool_calls.py``).
+
+    Each span is the *current* one while its step's own code runs: the run's span while the run works,
+    ``chat`` while the engine streams, ``execute_tool`` while a tool runs. So whatever those steps call
+    and trace (a subagent's run, an instrumented HTTP client) joins the same trace, under the right span.
+    """
 
     def __init__(self, settings: Instrumentation, agent: str, client: ModelClient, request: _Turn) -> None:
-        from opentelemetry import trace
+        from opentelemetry import context, trace
 
         self._trace = trace
+        self._context = context
         self.content = settings.include_content
         self.tracer = settings.tracer()
         self.model = client.model
@@ -150,58 +165,23 @@ class RunTracer:
         }
         if self.content:
             attributes["gen_ai.input.messages"] = json.dumps([{"role": "user", "content": _clip(request.prompt)}])
+        # Under whatever span is current where the run starts: a tool's, when a tool runs this agent.
         self.run = self.tracer.start_span(f"invoke_agent {agent}", kind=trace.SpanKind.INTERNAL, attributes=attributes)
         self._inside = trace.set_span_in_context(self.run)
         self._call: Span | None = None
         self._tools: dict[str, Span] = {}
         self.done = False
 
-    def handle(self, event: RunEvent) -> None:
-        """Open or close the span ``event`` begins or ends."""
-        if isinstance(event, ModelCallStarted):
-            self._model_call()
-        elif isinstance(event, ModelCallFinished) and self._call is not None:
-            usage = event.response.usage
-            self._call.set_attributes(
-                {
-                    "gen_ai.response.model": event.response.model or self.model,
-                    "gen_ai.usage.input_tokens": usage.prompt_tokens,
-                    "gen_ai.usage.output_tokens": usage.completion_tokens,
-                    "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
-                    "gen_ai.response.finish_reasons": (event.response.finish_reason,),
-                }
-            )
-            self._call.end()
-            self._call = None
-        elif isinstance(event, ToolCallStarted):
-            self._tool_call(event)
-        elif isinstance(event, ToolCallFinished):
-            span = self._tools.pop(event.call.id, None)
-            if span is not None:
-                if self.content:
-                    span.set_attribute("gen_ai.tool.call.result", _clip(event.result.content))
-                if event.is_error:
-                    span.set_attribute("error.type", "tool_error")
-                    span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, event.result.content[:200]))
-                span.end()
-        elif isinstance(event, RunFinished):
-            metrics = event.result.metrics
-            self.run.set_attributes(
-                {
-                    "gen_ai.usage.input_tokens": metrics.prompt_tokens,
-                    "gen_ai.usage.output_tokens": metrics.completion_tokens,
-                    "gen_ai.usage.cache_read.input_tokens": metrics.cached_prompt_tokens,
-                    "cortana.model_calls": metrics.model_calls,
-                    "cortana.tool_calls": metrics.tool_calls,
-                }
-            )
-            if self.content:
-                answer = [{"role": "assistant", "content": _clip(event.result.output)}]
-                self.run.set_attribute("gen_ai.output.messages", json.dumps(answer))
-            self.run.end()
-            self.done = True
+    def within(self, events: AsyncIterator[T]) -> AsyncIterator[T]:
+        """``events``, with the run's span current while the run makes each one, and only then.
 
-    def _model_call(self) -> None:
+        Attached and detached around each step, not across a ``yield``: the caller's code between events
+        runs in its own context, and the tokens are always detached in the context that attached them.
+        """
+        return _stepped(self._context, self._inside, events)
+
+    def model_call(self, events: AsyncIterator[T], *, for_output: bool) -> AsyncIterator[T]:
+        """Open the ``chat`` span of a model call, current while ``events`` (the engine's stream) runs."""
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": self.provider,
@@ -214,12 +194,36 @@ class RunTracer:
         ):
             if value is not None:
                 attributes[f"gen_ai.request.{name}"] = value
+        if for_output:
+            attributes["gen_ai.output.type"] = "json"
         self._call = self.tracer.start_span(
             f"chat {self.model}", context=self._inside, kind=self._trace.SpanKind.CLIENT, attributes=attributes
         )
+        return _stepped(self._context, self._trace.set_span_in_context(self._call), events)
 
-    def _tool_call(self, event: ToolCallStarted) -> None:
-        call = event.call
+    def model_call_finished(self, response: ModelResponse) -> None:
+        """Close the ``chat`` span with the response's model, token usage and finish reason."""
+        if self._call is None:
+            return
+        usage = response.usage
+        self._call.set_attributes(
+            {
+                "gen_ai.response.model": response.model or self.model,
+                "gen_ai.usage.input_tokens": usage.prompt_tokens,
+                "gen_ai.usage.output_tokens": usage.completion_tokens,
+                "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens,
+                "gen_ai.response.finish_reasons": (response.finish_reason,),
+            }
+        )
+        self._call.end()
+        self._call = None
+
+    @contextlib.contextmanager
+    def tool_call(self, call: ToolCall) -> Iterator[Callable[[Message], None]]:
+        """The ``execute_tool`` span of ``call``, current inside the block; call what it yields with the result.
+
+        A block left by an exception leaves the span open for :meth:`fail` (the run fails with it).
+        """
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.name,
@@ -228,9 +232,39 @@ class RunTracer:
         }
         if self.content:
             attributes["gen_ai.tool.call.arguments"] = _clip(json.dumps(call.arguments, default=str))
-        self._tools[call.id] = self.tracer.start_span(
-            f"execute_tool {call.name}", context=self._inside, attributes=attributes
+        span = self.tracer.start_span(f"execute_tool {call.name}", context=self._inside, attributes=attributes)
+        self._tools[call.id] = span
+        results: list[Message] = []
+        with self._trace.use_span(span, record_exception=False, set_status_on_exception=False):
+            yield results.append
+        self._tools.pop(call.id, None)
+        if results:
+            result = results[-1]
+            if self.content:
+                span.set_attribute("gen_ai.tool.call.result", _clip(result.content))
+            if result.is_error:
+                span.set_attribute("error.type", "tool_error")
+                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, result.content[:200]))
+        span.end()
+
+    def finish(self, result: RunResult) -> None:
+        """Close the run's span with the run's totals (and its answer, when content is on)."""
+        metrics = result.metrics
+        self.run.set_attributes(
+            {
+                "gen_ai.usage.input_tokens": metrics.prompt_tokens,
+                "gen_ai.usage.output_tokens": metrics.completion_tokens,
+                "gen_ai.usage.cache_read.input_tokens": metrics.cached_prompt_tokens,
+                "cortana.model_calls": metrics.model_calls,
+                "cortana.tool_calls": metrics.tool_calls,
+                "cortana.output_calls": metrics.output_calls,
+            }
         )
+        if self.content:
+            answer = [{"role": "assistant", "content": _clip(_as_text(result.output))}]
+            self.run.set_attribute("gen_ai.output.messages", json.dumps(answer))
+        self.run.end()
+        self.done = True
 
     def fail(self, error: BaseException) -> None:
         """The run ended without finishing: every open span ends with the error (a cancel is not one)."""
@@ -246,3 +280,17 @@ class RunTracer:
             span.end()
         self._tools.clear()
         self._call = None
+
+
+async def _stepped(otel_context: Any, current: Context, events: AsyncIterator[T]) -> AsyncIterator[T]:
+    """``events`` with ``current`` attached around each step (see :meth:`RunTracer.within`)."""
+    iterator = aiter(events)
+    while True:
+        token = otel_context.attach(current)
+        try:
+            event = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        finally:
+            otel_context.detach(token)
+        yield event

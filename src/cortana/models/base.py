@@ -281,7 +281,8 @@ class ModelClient(Protocol):
         raise self._unsupported("embed text; configure an embedder instead")
 
     async def aclose(self) -> None:
-        """Release connections (and, for the embedded engine, the server)."""
+        """Release connections (and, for the embedded engine, the server); nothing to release by default."""
+        return None  # a body, not only a docstring: type checkers would take it for abstract otherwise
 
     async def __aenter__(self) -> Self:
         return self
