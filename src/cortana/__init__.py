@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from cortana.agent.events import (
         ModelCallFinished,
         ModelCallStarted,
+        PartialOutput,
         RunEvent,
         RunFinished,
         TextDelta,
@@ -35,8 +36,10 @@ if TYPE_CHECKING:
     from cortana.agent.extensions import TurnExtension, TurnScope, current_turn
     from cortana.agent.judge import ToolJudge
     from cortana.agent.logger import AgentLogger
+    from cortana.agent.output import OutputValidationError
     from cortana.agent.run_config import RunConfig
     from cortana.agent.runner import AgentOutcome, AgentRunner, AgentTask
+    from cortana.agent.streamed import StreamedRun
     from cortana.agent.subagents import SubagentManager
     from cortana.agent.tracing import Instrumentation, instrument, uninstrument
     from cortana.assistant import Assistant
@@ -109,6 +112,8 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "NamedFiles",
+    "OutputValidationError",
+    "PartialOutput",
     "PermissionDecision",
     "PermissionDenied",
     "PermissionGate",
@@ -128,6 +133,7 @@ __all__ = [
     "Skill",
     "SkillRegistry",
     "StreamInterrupted",
+    "StreamedRun",
     "SubagentManager",
     "TeachSession",
     "TextDelta",
@@ -192,12 +198,14 @@ _LAZY = {
     "Message": "cortana.messages",
     "ModelCallFinished": "cortana.agent.events",
     "ModelCallStarted": "cortana.agent.events",
+    "PartialOutput": "cortana.agent.events",
     "ModelClient": "cortana.models.base",
     "ModelError": "cortana.errors",
     "ModelNotFound": "cortana.errors",
     "ModelRequest": "cortana.models.base",
     "ModelResponse": "cortana.models.base",
     "ModelSettings": "cortana.models.base",
+    "OutputValidationError": "cortana.agent.output",
     "PermissionDecision": "cortana.tools.permissions",
     "PermissionDenied": "cortana.errors",
     "PermissionGate": "cortana.tools.permissions",
@@ -210,6 +218,7 @@ _LAZY = {
     "RunResult": "cortana.messages",
     "SchemaTool": "cortana.tools.base",
     "StreamInterrupted": "cortana.errors",
+    "StreamedRun": "cortana.agent.streamed",
     "SubagentManager": "cortana.agent.subagents",
     "TextDelta": "cortana.agent.events",
     "ThinkingDelta": "cortana.agent.events",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from cortana.agent.events import (
         ModelCallFinished,
         ModelCallStarted,
+        PartialOutput,
         RunEvent,
         RunFinished,
         TextDelta,
@@ -27,6 +28,7 @@ __all__ = [
     "Agent",
     "ModelCallFinished",
     "ModelCallStarted",
+    "PartialOutput",
     "RunEvent",
     "RunFinished",
     "TextDelta",
@@ -40,6 +42,7 @@ _LAZY = {
     "Agent": "cortana.agent.agent",
     "ModelCallFinished": "cortana.agent.events",
     "ModelCallStarted": "cortana.agent.events",
+    "PartialOutput": "cortana.agent.events",
     "RunEvent": "cortana.agent.events",
     "RunFinished": "cortana.agent.events",
     "TextDelta": "cortana.agent.events",
