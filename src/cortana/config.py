@@ -67,7 +67,10 @@ from cortana.trust import (
 )
 
 __all__ = [
+    "BUILD_OUTPUT_FOLDERS",
     "ENVIRONMENT_VARIABLES",
+    "NOT_PROJECT_FOLDERS",
+    "NOT_THE_PROJECT",
     "MCPServerConfig",
     "Settings",
     "cache_dir",
@@ -80,6 +83,7 @@ __all__ = [
     "graphify_out",
     "load_settings",
     "memory_dsn",
+    "not_project_folders",
     "ollama_host",
     "openai_server",
     "prefer_passive_openmp",
@@ -308,6 +312,42 @@ def keep_ray_on_this_machine() -> bool:
 def graphify_out(environ: Environ | None = None) -> str:
     """The folder graphify writes its graph to: ``GRAPHIFY_OUT`` (as graphify reads it), else ``graphify-out``."""
     return _environ(environ).get("GRAPHIFY_OUT", "").strip() or "graphify-out"
+
+
+NOT_THE_PROJECT: dict[str, tuple[str, ...]] = {
+    "version control": (".git", ".hg", ".svn"),
+    "Cortana's own": (".cortana", "graphify-out"),
+    "installed packages": (".venv", "venv", "site-packages", "node_modules", "bower_components"),
+    "caches": ("__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox"),
+}
+"""The folders that are not the project, by why: no walk of Cortana's enters them, whatever the folder's
+.gitignore says. The code graph, the repair's scratch copy and symbol index, the file tools (``list_files``,
+``grep_files``), the search of a prompt's words and the learning snapshot all read this one table.
+
+- version control: git's, Mercurial's and Subversion's own store (its objects are the project's history, not
+  its files; ``.git`` is also protected from writes, ``cortana.sandbox.policy.PROTECTED``).
+- Cortana's own: its state (``.cortana``: memory, sessions, checkpoints) and the code graph graphify writes
+  (``graphify-out``: megabytes of JSON and HTML; ``GRAPHIFY_OUT``'s folder too, :func:`not_project_folders`).
+- installed packages: virtual environments and what pip and npm (or bower) installed: other people's code,
+  often thousands of files, that a search would drown in.
+- caches: what Python, mypy, pytest, ruff, tox and nox write as they run; generated, and rewritten at will.
+"""
+
+NOT_PROJECT_FOLDERS = frozenset(name for names in NOT_THE_PROJECT.values() for name in names)
+"""Every folder name of :data:`NOT_THE_PROJECT`."""
+
+BUILD_OUTPUT_FOLDERS = frozenset({"build", "dist", "target"})
+"""What build tools write (setuptools' ``build/`` and ``dist/``, cargo's and maven's ``target/``): copies of the
+project's code, which the code graph and the repair's symbol index skip so as not to read a definition twice. Not
+in :data:`NOT_THE_PROJECT`: a project may name its own code so (pypa/build's ``src/build``), and a build's output
+is the user's to look at; the file tools leave them to the folder's .gitignore."""
+
+
+def not_project_folders(environ: Environ | None = None) -> frozenset[str]:
+    """:data:`NOT_PROJECT_FOLDERS`, with ``GRAPHIFY_OUT``'s folder when it names one inside the project."""
+    graph_folder = Path(graphify_out(environ))
+    named = len(graph_folder.parts) == 1 and not graph_folder.is_absolute()
+    return NOT_PROJECT_FOLDERS | {graph_folder.name} if named else NOT_PROJECT_FOLDERS
 
 
 def prompts_dir(environ: Environ | None = None) -> Path | None:

@@ -496,7 +496,7 @@ async def test_generated_vendored_and_huge_files_are_left_out_by_a_named_rule(tm
     assert not index.find("handler_7") and not index.find("leftPad") and not index.find("SerializeToString")
     skipped = graph.status().skipped
     assert "over 256 KiB: /gen/big_handlers.py" in skipped
-    assert "vendored: node_modules/" in skipped and "generated: *_pb2.py" in skipped
+    assert "installed packages: node_modules/" in skipped and "generated: *_pb2.py" in skipped
     assert "/gen/big_handlers.py" in read_ignore_block(tmp_path)
 
 

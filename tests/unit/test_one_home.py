@@ -6,15 +6,28 @@ the project are one set that every walker skips, and a refused tool call says so
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
+import pathspec
 import pytest
 
-from cortana.config import FixSettings
+from cortana.config import NOT_PROJECT_FOLDERS, NOT_THE_PROJECT, FixSettings, not_project_folders
 from cortana.errors import ModelNotFound
+from cortana.knowledge.graph import skip_rules
+from cortana.knowledge.search import PromptSearch
+from cortana.learning.snapshot import WorkspaceSnapshot
 from cortana.models import catalogue, embedded
 from cortana.repair.run import RepairSettings, configured_fields
+from cortana.repair.scratch import ScratchCopy
+from cortana.repair.symbols import SymbolIndex
+from cortana.sandbox.policy import Sandbox
+from cortana.tools.builtin.files import WorkspaceFiles
+from cortana.tools.builtin.workspace import ALWAYS_IGNORED, Workspace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,8 +68,117 @@ def test_one_resolver_turns_every_kind_of_name_into_a_file(tmp_path: Path) -> No
 
 
 def test_the_fix_settings_have_one_default_each() -> None:
-    assert set(configured_fields()) == {"budget_seconds", "samples", "per_location", "rewrite", "rounds", "test_timeout"}
+    assert set(configured_fields()) == {
+        "budget_seconds",
+        "samples",
+        "per_location",
+        "rewrite",
+        "rounds",
+        "test_timeout",
+    }
     assert RepairSettings.from_config(FixSettings()) == RepairSettings(), "cortana.yml's defaults are the workflow's"
     changed = FixSettings(budget_seconds=60, samples=2, rewrite=False)
     chosen = RepairSettings.from_config(changed, seed=7)
     assert (chosen.budget_seconds, chosen.samples, chosen.rewrite, chosen.seed) == (60, 2, False, 7)
+
+
+# -- the folders that are not the project -------------------------------------------------------------------------
+
+HIDDEN = {
+    name: f"only_in_{index}_{name.strip('.').replace('-', '_')}"
+    for index, name in enumerate(sorted(NOT_PROJECT_FOLDERS))
+}
+"""A word per folder that is not the project, written only in a file inside it."""
+SEEN = "only_in_the_project"
+
+
+def _project(root: Path, folders: set[str]) -> None:
+    """``root`` with a file of the project, and in each folder of ``folders`` (at the top and one level down) a file
+    whose word no walker may see."""
+    (root / "app.py").write_text(f"def {SEEN}():\n    return 1\n")
+    for name in folders:
+        for folder in (root / name, root / "pkg" / name):
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "inside.py").write_text(f"def {HIDDEN[name]}():\n    return 1\n")
+
+
+def _all_text(root: Path) -> str:
+    return "\n".join(f"{path}\n{path.read_text()}" for path in sorted(root.rglob("*.py")))
+
+
+def _list_files(root: Path) -> str:
+    files = WorkspaceFiles(Workspace(root, sandbox=False))
+    return (
+        files.list_files(".") + "\n" + "\n".join(files.read_file(line) for line in files.list_files(".").splitlines())
+    )
+
+
+def _grep_files(root: Path) -> str:
+    return WorkspaceFiles(Workspace(root, sandbox=False)).grep_files("only_in_")
+
+
+def _prompt_search(root: Path) -> str:
+    hits = PromptSearch(Workspace(root, sandbox=False), max_lines=500).search(["only_in"])
+    return "\n".join(f"{hit.path}: {hit.text}" for hit in hits)
+
+
+def _graph(root: Path) -> str:
+    """What graphify reads: every file its ignore block (the rules :func:`skip_rules` writes) lets through."""
+    block = pathspec.GitIgnoreSpec.from_lines(pattern for _, pattern in skip_rules(root))
+    kept = [path for path in sorted(root.rglob("*.py")) if not block.match_file(path.relative_to(root).as_posix())]
+    return "\n".join(path.read_text() for path in kept)
+
+
+def _scratch_copy(root: Path) -> str:
+    with ScratchCopy(root, dict(os.environ), Sandbox(root, enabled=False)) as copy:
+        return _all_text(copy.root)
+
+
+def _scratch_copy_of_a_repository(root: Path) -> str:
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-f", "-A"], check=True, capture_output=True)  # tracked, however ignored
+    return _scratch_copy(root)
+
+
+def _symbol_index(root: Path) -> str:
+    return "\n".join(symbol.name for symbol in SymbolIndex.build(root).symbols)
+
+
+def _teach_snapshot(root: Path) -> str:
+    snapshot = WorkspaceSnapshot(root, Sandbox(root, enabled=False))
+    for path in root.rglob("*.py"):
+        path.write_text(path.read_text() + "# changed\n")
+    return "\n".join(change.path + "\n" + change.diff for change in snapshot.changes())
+
+
+WALKERS: dict[str, Callable[[Path], str]] = {
+    "list_files": _list_files,
+    "grep_files": _grep_files,
+    "prompt search": _prompt_search,
+    "code graph": _graph,
+    "scratch copy": _scratch_copy,
+    "scratch copy in git": _scratch_copy_of_a_repository,
+    "symbol index": _symbol_index,
+    "teach snapshot": _teach_snapshot,
+}
+
+
+@pytest.mark.parametrize("walker", list(WALKERS))
+def test_every_walker_skips_the_same_folders_that_are_not_the_project(walker: str, tmp_path: Path) -> None:
+    folders = set(NOT_PROJECT_FOLDERS)
+    if walker == "scratch copy in git":
+        if shutil.which("git") is None:
+            pytest.skip("git is not installed")
+        folders.discard(".git")  # git keeps its own folder out of every list
+    _project(tmp_path, folders)
+    seen = WALKERS[walker](tmp_path)
+    assert SEEN in seen, f"{walker} sees the project's own file"
+    entered = sorted(name for name in folders if HIDDEN[name] in seen)
+    assert not entered, f"{walker} entered {entered}"
+
+
+def test_the_folders_that_are_not_the_project_are_one_table() -> None:
+    assert ALWAYS_IGNORED == NOT_PROJECT_FOLDERS == {name for names in NOT_THE_PROJECT.values() for name in names}
+    assert not_project_folders({"GRAPHIFY_OUT": "graph-here"}) == NOT_PROJECT_FOLDERS | {"graph-here"}
+    assert not_project_folders({"GRAPHIFY_OUT": "/elsewhere/graph"}) == NOT_PROJECT_FOLDERS

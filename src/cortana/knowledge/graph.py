@@ -36,6 +36,7 @@ from stat import S_ISREG
 from typing import Literal, Self, get_args
 
 from cortana.agent.extensions import TurnExtension
+from cortana.config import BUILD_OUTPUT_FOLDERS, NOT_THE_PROJECT
 from cortana.display import printable
 from cortana.errors import ToolError, UserError
 from cortana.knowledge.built import BuildRecords
@@ -93,11 +94,14 @@ CODE_SUFFIXES = frozenset(
 )
 """The file kinds whose size is checked (graphify parses them; other files cost it nothing)."""
 SKIPPED_BY_NAME: dict[str, tuple[str, ...]] = {
-    "vendored": ("node_modules/", "vendor/", "third_party/", "bower_components/", ".venv/", "venv/", "site-packages/"),
+    **{rule: tuple(f"{name}/" for name in names) for rule, names in NOT_THE_PROJECT.items()},
+    "vendored": ("vendor/", "third_party/"),
     "generated": ("*.min.js", "*.min.css", "*.bundle.js", "*_pb2.py", "*_pb2_grpc.py", "*.pb.go", "*.generated.*"),
-    "build output": ("dist/", "build/", "target/", "__pycache__/"),
+    "build output": tuple(f"{name}/" for name in sorted(BUILD_OUTPUT_FOLDERS)),
 }
-"""Folders and files graphify leaves out by name, by rule."""
+"""Folders and files graphify leaves out by name, by rule: the folders that are not the project
+(``cortana.config.NOT_THE_PROJECT``), and what is code but not the project's to map (vendored copies, generated
+files, build output)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +131,8 @@ class GraphStatus:
     loaded: bool = True
     building_elsewhere_since: float | None = None
     skipped: tuple[str, ...] = ()
-    """What the build leaves out and by which rule (``vendored: node_modules/``, ``over 256 KiB: gen/big.py``)."""
+    """What the build leaves out and by which rule (``installed packages: node_modules/``,
+    ``over 256 KiB: gen/big.py``)."""
 
     def summary(self) -> str:
         """One line for people: state, size, age."""

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from cortana.config import not_project_folders
 from cortana.knowledge.index import GraphIndex
 from cortana.prompts import as_data
 
@@ -141,7 +142,7 @@ def _layout(root: Path, graph: GraphIndex | None) -> list[tuple[str, int]]:
                 counts[parts[0]] += 1
     else:
         for child in sorted(root.iterdir()):
-            if child.is_dir() and not child.name.startswith(".") and child.name not in ("node_modules", "graphify-out"):
+            if child.is_dir() and not child.name.startswith(".") and child.name not in not_project_folders():
                 counts[child.name] = sum(1 for path in child.rglob("*.py"))
     return [(folder, count) for folder, count in counts.most_common(10) if count]
 

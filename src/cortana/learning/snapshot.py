@@ -7,10 +7,11 @@ diff for text files. Nothing here writes anything.
 
 The snapshot is git-aware: inside a git repository the files are those ``git
 ls-files -co --exclude-standard`` lists (tracked and untracked, ignores
-respected); elsewhere the folder is walked, skipping ``.git``, ``.cortana``,
-``.venv``, ``node_modules`` and ``__pycache__`` and what the workspace's
-``.gitignore`` ignores. ``.cortana/`` (the assistant's own files) is never
-watched and symlinks are never followed (a link is recorded by its target).
+respected); elsewhere the folder is walked, skipping what the workspace's
+``.gitignore`` ignores. Either way the folders that are not the project
+(``cortana.config.NOT_THE_PROJECT``: ``.git``, ``.cortana``, virtual
+environments, ``node_modules``, caches) are never watched, and symlinks are
+never followed (a link is recorded by its target).
 
 The diffs are untrusted text on their way into a prompt, so they are bounded:
 at most 5,000 files are watched, a file over 256 KiB or a binary file is
@@ -34,7 +35,7 @@ from typing import Literal
 
 import pathspec
 
-from cortana.config import child_process_environment
+from cortana.config import child_process_environment, not_project_folders
 from cortana.safegit import safe_git_environment
 from cortana.sandbox.policy import Sandbox
 
@@ -66,8 +67,6 @@ _MAX_LISTED = 50_000
 """The most paths a folder walk collects before it stops (the first ``MAX_FILES`` in order are watched)."""
 _BINARY_PROBE = 8 << 10
 _GIT_TIMEOUT_S = 10.0
-_SKIPPED_FOLDERS = frozenset({".git", ".cortana", ".venv", "node_modules", "__pycache__"})
-_OWN_FOLDER = ".cortana"
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NON_BLOCK = getattr(os, "O_NONBLOCK", 0)
 
@@ -183,7 +182,8 @@ class WorkspaceSnapshot:
         listed = _git_files(self.workspace, self._git_environment, self._sandbox) if self._use_git else None
         if listed is None:
             listed = _walk(self.workspace)
-        return sorted(path for path in listed if _OWN_FOLDER not in path.split("/"))
+        skipped = not_project_folders()
+        return sorted(path for path in listed if skipped.isdisjoint(path.split("/")))
 
 
 # -- listing and reading ---------------------------------------------------------------------
@@ -224,6 +224,7 @@ def _git_files(workspace: Path, environment: dict[str, str], sandbox: Sandbox) -
 def _walk(workspace: Path) -> list[str]:
     """The files under ``workspace`` (relative, posix), skipping the usual folders and what .gitignore ignores."""
     spec = _gitignore(workspace)
+    skipped = not_project_folders()
     found: list[str] = []
     for folder, dirnames, filenames in os.walk(workspace):
         base = Path(folder)
@@ -232,7 +233,7 @@ def _walk(workspace: Path) -> list[str]:
         kept = []
         for name in sorted(dirnames):
             rel = prefix + name
-            if name in _SKIPPED_FOLDERS:
+            if name in skipped:
                 continue
             if os.path.islink(base / name):  # a link to a folder: recorded as a link, never entered
                 if not spec.match_file(rel):

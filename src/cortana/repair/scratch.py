@@ -3,11 +3,12 @@
 The copy holds the files git lists (tracked and untracked, ignores respected,
 through :func:`cortana.safegit.safe_git_environment`), so the user's
 uncommitted changes, a test they just wrote included, are in it; outside git,
-the folder's files less the usual generated folders. Virtual environments,
-``node_modules`` and caches stay where they are (the tests run with the
-project's own Python, which the runner finds). A candidate is written into the
-copy, its tests run, and the copy's files are put back as they were before the
-next one. The copy is bounded (``MAX_FILES``, ``MAX_BYTES``) and removed when
+the folder's files. Either way the folders that are not the project
+(``cortana.config.NOT_THE_PROJECT``: version control, Cortana's own, virtual
+environments, ``node_modules`` and caches) stay where they are (the tests run
+with the project's own Python, which the runner finds). A candidate is written
+into the copy, its tests run, and the copy's files are put back as they were
+before the next one. The copy is bounded (``MAX_FILES``, ``MAX_BYTES``) and removed when
 the workflow ends, however it ends.
 """
 
@@ -21,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from cortana.config import not_project_folders
 from cortana.errors import UserError
-from cortana.repair.symbols import SKIPPED_FOLDERS
 from cortana.sandbox.policy import Sandbox
 
 __all__ = ["MAX_BYTES", "MAX_FILES", "ScratchCopy"]
@@ -122,8 +123,9 @@ class ScratchCopy:
         if listed is not None:
             return listed
         found: list[str] = []
+        skipped = not_project_folders()
         for folder, dirnames, filenames in os.walk(self.workspace):
-            dirnames[:] = [d for d in dirnames if d not in SKIPPED_FOLDERS]
+            dirnames[:] = [d for d in dirnames if d not in skipped]
             base = Path(folder).relative_to(self.workspace)
             found += [(base / name).as_posix() for name in filenames]
             if len(found) > MAX_FILES:
@@ -149,4 +151,5 @@ class ScratchCopy:
         if done.returncode != 0:
             return None
         names = [item.decode("utf-8", "surrogateescape") for item in done.stdout.split(b"\0") if item]
-        return [name for name in dict.fromkeys(names) if not set(name.split("/")) & SKIPPED_FOLDERS]
+        skipped = not_project_folders()
+        return [name for name in dict.fromkeys(names) if skipped.isdisjoint(name.split("/"))]

@@ -17,16 +17,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cortana.config import BUILD_OUTPUT_FOLDERS, NOT_PROJECT_FOLDERS
 from cortana.repair.testrun import is_test_file
 
 __all__ = ["MAX_FILES", "SKIPPED_FOLDERS", "Symbol", "SymbolIndex"]
 
 MAX_FILES = 2_000
 MAX_FILE_BYTES = 512 * 1024
-SKIPPED_FOLDERS = frozenset(
-    {".git", ".cortana", ".venv", "venv", "node_modules", "__pycache__", "graphify-out", ".tox", "build", "dist",
-     ".mypy_cache", ".pytest_cache", ".ruff_cache", "site-packages"}
-)  # fmt: skip
+SKIPPED_FOLDERS = NOT_PROJECT_FOLDERS | BUILD_OUTPUT_FOLDERS
+"""The folders the index does not read: those that are not the project, and build output (a second copy of the
+code's definitions); ``cortana.config`` says why each is there."""
 
 
 @dataclass(frozen=True, slots=True)

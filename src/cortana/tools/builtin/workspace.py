@@ -19,14 +19,15 @@ from typing import Any
 
 import pathspec
 
-from cortana.config import graphify_out
+from cortana.config import NOT_PROJECT_FOLDERS, not_project_folders
 from cortana.errors import PermissionDenied, ToolError
 from cortana.sandbox.policy import PROTECTED, Sandbox
 
 __all__ = ["ALWAYS_IGNORED", "PROTECTED", "Workspace"]
 
-ALWAYS_IGNORED = frozenset({".git", ".cortana", "__pycache__", ".venv", "node_modules", "graphify-out"})
-"""Folders listings and searches never enter (graphify-out holds the code graph: megabytes of JSON and HTML)."""
+ALWAYS_IGNORED = NOT_PROJECT_FOLDERS
+"""Folders listings and searches never enter: the folders that are not the project (``cortana.config.NOT_THE_PROJECT``
+says which, and why)."""
 
 
 class Workspace:
@@ -60,8 +61,7 @@ class Workspace:
             else Sandbox(self.root, protected_files=self.protected_files, forbidden=self.forbidden, enabled=sandbox)
         )
         """What the commands started here may touch, and how the kernel holds them to it."""
-        graph_folder = Path(graphify_out())
-        self.ignored = ALWAYS_IGNORED | {graph_folder.name} if len(graph_folder.parts) == 1 else ALWAYS_IGNORED
+        self.ignored = not_project_folders()
         """Folder names listings and searches skip (with ``GRAPHIFY_OUT``'s folder, when it is one name)."""
 
     def resolve(self, path: str) -> Path:
