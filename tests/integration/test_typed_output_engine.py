@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from cortana import Agent
@@ -17,14 +19,16 @@ class Contact(BaseModel):
     age: int
 
 
+def _extractor(client: LlamaCppClient, *, temperature: float, **options: Any) -> Agent[Contact]:
+    settings = ModelSettings(temperature=temperature, max_tokens=200)
+    return Agent(
+        client, instructions="Extract contact details as JSON.", output_type=Contact, settings=settings, **options
+    )
+
+
 async def test_twenty_extractions_at_temperature_07_all_validate(engine_url: str, engine_key: str) -> None:
     client = await LlamaCppClient(base_url=engine_url, api_key=engine_key).connect()
-    agent = Agent(
-        client,
-        instructions="Extract contact details as JSON.",
-        output_type=Contact,
-        settings=ModelSettings(temperature=0.7, max_tokens=200),
-    )
+    agent = _extractor(client, temperature=0.7)
     try:
         values = [
             (await agent.run("Maria Lopez, maria.lopez@example.org, welder at Acme Robotics, 41 years old.")).output
@@ -49,12 +53,8 @@ async def test_traced_with_content_streamed_partially_on_the_real_engine(engine_
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     client = await LlamaCppClient(base_url=engine_url, api_key=engine_key).connect()
-    agent = Agent(
-        client,
-        instructions="Extract contact details as JSON.",
-        output_type=Contact,
-        settings=ModelSettings(temperature=0.0, max_tokens=200),
-        instrument=Instrumentation(include_content=True, tracer_provider=provider),
+    agent = _extractor(
+        client, temperature=0.0, instrument=Instrumentation(include_content=True, tracer_provider=provider)
     )
     try:
         stream = agent.run_stream("Maria Lopez, maria.lopez@example.org, welder at Acme Robotics, 41 years old.")
