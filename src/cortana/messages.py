@@ -18,6 +18,7 @@ __all__ = [
     "STAND_IN_NAMES",
     "Message",
     "OutputT",
+    "Refusal",
     "Role",
     "RunMetrics",
     "RunResult",
@@ -29,6 +30,10 @@ __all__ = [
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
+Refusal = Literal["policy", "approval", "hook"]
+"""Why a tool call was refused before it ran: ``policy`` a rule or check of the permission gate said no;
+``approval`` it needed an approval that was not given (declined, nobody there to ask, or an approver that
+cannot ask, as over an API); ``hook`` a ``before_tool`` hook of the user's said no."""
 
 CHECK_IN_NAME = "heartbeat"
 """The ``name`` of the user-role note a delivered check-in stores in the user's place."""
@@ -82,6 +87,8 @@ class Message(BaseModel):
         name: for a tool message, the tool's name.
         thinking: the model's reasoning text, when the engine separates it.
         is_error: for a tool message, whether the tool failed.
+        refusal: for a tool message, why the call was refused before it ran (``None``: it was not refused);
+            a refused call also has ``is_error``, and its text says why to the model.
     """
 
     role: Role
@@ -91,6 +98,7 @@ class Message(BaseModel):
     name: str | None = None
     thinking: str | None = None
     is_error: bool = False
+    refusal: Refusal | None = None
 
     @classmethod
     def system(cls, content: str) -> Message:

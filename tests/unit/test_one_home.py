@@ -12,10 +12,14 @@ import subprocess
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pathspec
 import pytest
 
+from cortana import Agent, Message, Settings, ThreadRef, tool
+from cortana.agent.events import ToolCallFinished
+from cortana.assistant import Assistant
 from cortana.config import NOT_PROJECT_FOLDERS, NOT_THE_PROJECT, FixSettings, not_project_folders
 from cortana.errors import ModelNotFound
 from cortana.knowledge.graph import skip_rules
@@ -26,8 +30,14 @@ from cortana.repair.run import RepairSettings, configured_fields
 from cortana.repair.scratch import ScratchCopy
 from cortana.repair.symbols import SymbolIndex
 from cortana.sandbox.policy import Sandbox
+from cortana.serve import ChatService
+from cortana.serve.service import ChatInput, ToolActivity, TurnEnd
+from cortana.testing import ScriptedModel, tool_call, tool_call_response
+from cortana.tools import Tool
 from cortana.tools.builtin.files import WorkspaceFiles
 from cortana.tools.builtin.workspace import ALWAYS_IGNORED, Workspace
+from cortana.tools.permissions import PermissionDecision, PermissionGate
+from tests.backends import Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,3 +192,99 @@ def test_the_folders_that_are_not_the_project_are_one_table() -> None:
     assert ALWAYS_IGNORED == NOT_PROJECT_FOLDERS == {name for names in NOT_THE_PROJECT.values() for name in names}
     assert not_project_folders({"GRAPHIFY_OUT": "graph-here"}) == NOT_PROJECT_FOLDERS | {"graph-here"}
     assert not_project_folders({"GRAPHIFY_OUT": "/elsewhere/graph"}) == NOT_PROJECT_FOLDERS
+
+
+# -- refusals -----------------------------------------------------------------------------------------------------
+
+
+@tool
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    raise AssertionError("a refused call never runs")
+
+
+@tool
+def explode(path: str) -> str:
+    """Fail."""
+    raise RuntimeError("boom")
+
+
+class _NoHook:
+    async def before_tool(self, call: Any, tool: Tool) -> str | None:
+        return "a hook of the user's keeps deletions out" if tool.name == "delete_file" else None
+
+    async def after_tool(self, call: Any, tool: Tool, result: Message) -> str | None:
+        return None
+
+
+async def _finished(unattended: bool = False, **agent: Any) -> tuple[ToolCallFinished, ScriptedModel]:
+    model = ScriptedModel([tool_call_response(tool_call("delete_file", path="a.txt")), "I did not delete it."])
+    run = Agent(model, tools=[delete_file], **agent).run_stream("delete a.txt", unattended=unattended)
+    events = [event async for event in run]
+    [finished] = [event for event in events if isinstance(event, ToolCallFinished)]
+    return finished, model
+
+
+def _declining(call: Any, tool: Tool, reason: str | None) -> PermissionDecision:
+    return PermissionDecision.deny("words that name no refusal")
+
+
+@pytest.mark.parametrize(
+    ("agent", "refusal"),
+    [
+        ({"permissions": PermissionGate(rules={"delete_*": "deny"})}, "policy"),
+        ({"permissions": PermissionGate(check=lambda call, tool, context: PermissionDecision.deny("no"))}, "policy"),
+        ({"permissions": PermissionGate(default="ask", approve=_declining)}, "approval"),
+        ({"permissions": PermissionGate(default="ask")}, "approval"),  # nobody to ask
+        ({"permissions": PermissionGate(default="ask", approve=lambda *_: True), "unattended": True}, "approval"),
+        ({"tool_hooks": _NoHook()}, "hook"),
+    ],
+    ids=["rule", "check", "declined", "no approver", "unattended", "hook"],
+)
+async def test_a_refused_call_says_so_in_a_typed_field_not_only_in_words(agent: dict[str, Any], refusal: str) -> None:
+    finished, model = await _finished(**agent)
+    assert finished.refused and finished.is_error and finished.result.refusal == refusal
+    assert finished.result.content.startswith("Permission denied for 'delete_file': ")
+    assert len(model.requests) == 2, "a refusal is not the model's mistake: no retry of the failed round"
+
+
+async def test_a_call_that_ran_and_failed_is_not_a_refusal() -> None:
+    model = ScriptedModel([tool_call_response(tool_call("explode", path="a")), "It broke.", "It broke."])
+    events = [event async for event in Agent(model, tools=[explode]).run_stream("go")]
+    [finished] = [event for event in events if isinstance(event, ToolCallFinished)]
+    assert finished.is_error and not finished.refused and finished.result.refusal is None
+
+
+async def test_a_refusal_is_kept_in_memory_and_a_plain_message_stores_no_field(tmp_path: Path) -> None:
+    call = tool_call("delete_file", path="a.txt")
+    refused = Message.tool(call, "no", is_error=True).model_copy(update={"refusal": "approval"})
+    assert "refusal" not in Message.tool(call, "done").model_dump_json(exclude_defaults=True)
+    backend = Backend("sqlite", tmp_path)
+    memory = backend.make()
+    try:
+        thread = ThreadRef(resource_id="me", thread_id="t")
+        await memory.append_messages(thread, [Message.user("x"), refused])
+        assert [stored.message for stored in await memory.messages(thread)][-1] == refused
+    finally:
+        backend.close()
+
+
+async def test_the_server_knows_a_refused_approval_by_its_field_whatever_the_reason_says(tmp_path: Path) -> None:
+    model = ScriptedModel([tool_call_response(tool_call("write_file", path="out.txt", content="x")), "Not written."])
+    settings = Settings(memory={"recall": False}, graphify={"enabled": False}, learning={"enabled": False})
+
+    def in_other_words(call: Any, tool: Tool, reason: str | None = None, scope: Any = None) -> PermissionDecision:
+        return PermissionDecision.deny("the operator keeps this server read-only")
+
+    assistant = Assistant(tmp_path, settings, client=model, approve=in_other_words, heartbeat=False)
+    service = ChatService(assistant)
+    try:
+        pieces = [piece async for piece in service.begin(ChatInput("write out.txt"))]
+    finally:
+        service.close()
+        await assistant.aclose()
+    [result] = [piece for piece in pieces if isinstance(piece, ToolActivity) and piece.kind == "tool_result"]
+    [end] = [piece for piece in pieces if isinstance(piece, TurnEnd)]
+    assert result.refused and not result.ok and end.refused == ("write_file",)
+    assert "Not done: write_file needed an approval" in end.shown
+    assert not (tmp_path / "out.txt").exists()

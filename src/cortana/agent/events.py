@@ -83,6 +83,11 @@ class ToolCallFinished:
         """Whether the call failed (unknown tool, denied, invalid arguments, raised)."""
         return self.result.is_error
 
+    @property
+    def refused(self) -> bool:
+        """Whether the call was refused before it ran (``result.refusal`` says why: policy, approval or hook)."""
+        return self.result.refusal is not None
+
 
 @dataclass(frozen=True, slots=True)
 class RunFinished:

@@ -22,7 +22,7 @@ from cortana.agent.repeats import RepeatGuard
 from cortana.agent.run_config import RunConfig
 from cortana.agent.toolbox import Toolbox
 from cortana.errors import ToolError
-from cortana.messages import Message, ToolCall
+from cortana.messages import Message, Refusal, ToolCall
 from cortana.prompts import as_data
 from cortana.tools import RunContext, Tool, bound_output, format_tool_result
 from cortana.tools.permissions import AskBudget, authorize_call
@@ -78,8 +78,8 @@ class CallRunner:
                 runnable.append(checked)
                 continue
             slots[index] = checked
-            if checked.content.startswith(_DENIED):
-                denied.add(index)  # the user said no: that is not the model's mistake to retry
+            if checked.refusal is not None:
+                denied.add(index)  # refused, not failed: that is not the model's mistake to retry
             if self.tracer is not None:
                 with self.tracer.tool_call(call) as traced:
                     traced(checked)
@@ -110,10 +110,10 @@ class CallRunner:
         hooks = self.config.tool_hooks
         blocked = await hooks.before_tool(call, tool) if hooks is not None else None
         if blocked is not None:  # a rule of the user's said no, before anyone is asked: the model reads why
-            return Message.tool(call, f"{_DENIED}'{tool.name}': {blocked}", is_error=True)
+            return _refused(call, tool, blocked, "hook")
         decision = await authorize_call(self.config.permissions, call, tool, self.context, asks)
         if decision.action != "allow":
-            return Message.tool(call, f"{_DENIED}'{tool.name}': {decision.reason}.", is_error=True)
+            return _refused(call, tool, f"{decision.reason}.", "approval" if decision.needed_approval else "policy")
         if call.raw_arguments is not None and not call.arguments:
             return Message.tool(
                 call,
@@ -211,6 +211,12 @@ class CallRunner:
                 update={"content": f"{message.content}\n[a hook after {item.tool.name}: {said}]"}
             )
         return message, time.perf_counter() - started
+
+
+def _refused(call: ToolCall, tool: Tool, reason: str, refusal: Refusal) -> Message:
+    """The result of a call refused before it ran: why, in words for the model, and as a typed fact (``refusal``)."""
+    message = Message.tool(call, f"{_DENIED}'{tool.name}': {reason}", is_error=True)
+    return message.model_copy(update={"refusal": refusal})
 
 
 def _failure(item: _Prepared, exc: BaseException, limit: int) -> Message:

@@ -54,7 +54,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 REFUSED_OVER_API = "it needs the user's approval, and nobody can give approval over the API"
-"""The reason the model reads for a call the gate would have asked about (and how the server recognizes it)."""
+"""The reason the model reads for a call the gate would have asked about. The server knows such a call by its
+result's ``refusal`` (``approval``), not by these words."""
 
 THREAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 """What a client may name a thread: letters, digits and ``._:-``, up to 128 characters."""
@@ -302,7 +303,7 @@ class ChatService:
                     call = event.call
                     yield ToolActivity("tool_call", call.id, call.name, arguments=dict(call.arguments))
                 elif isinstance(event, ToolCallFinished):
-                    was_refused = event.is_error and REFUSED_OVER_API in event.result.content
+                    was_refused = event.result.refusal == "approval"  # an approval nobody can give over the API
                     if was_refused:
                         refused.append(event.call.name)
                     content = event.result.content

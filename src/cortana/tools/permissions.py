@@ -47,12 +47,17 @@ class PermissionDecision:
         reason: why; for a denial, the model reads it.
         remember: for an approval answer, apply it to later calls in the same scope this session.
         every_time: for ``ask`` from a check: ask for this call whatever rules or earlier answers say.
+        needed_approval: set by the gate: the policy said *ask*, and this is the approval's answer (given now or
+            remembered), or the refusal of an ask nobody could answer (no approver, an unattended run, the
+            response's asks spent). A denial with it is a refusal of kind ``approval``
+            (:data:`cortana.messages.Refusal`), one without it of kind ``policy``.
     """
 
     action: Action
     reason: str | None = None
     remember: bool = False
     every_time: bool = False
+    needed_approval: bool = False
 
     @classmethod
     def allow(cls, *, remember: bool = False) -> PermissionDecision:
@@ -192,11 +197,14 @@ class PermissionGate:
         if remembered is not None and not every_time:
             return remembered
         if context.unattended:  # an ask with nobody to answer is refused, never approved
-            return PermissionDecision.deny(
+            return PermissionDecision(
+                "deny",
                 f"'{tool.name}' needs the user's approval and nobody is there to give it (this turn runs on its own, "
-                "e.g. a scheduled check-in); do not do it now. If the user should know, say it in your message"
+                "e.g. a scheduled check-in); do not do it now. If the user should know, say it in your message",
+                needed_approval=True,
             )
         answer = await self._ask(call, tool, decision.reason, None if every_time else scope, asks)
+        answer = dataclasses.replace(answer, needed_approval=True)
         if answer.remember and scope is not None and (answer.action == "deny" or not every_time):
             self._remembered.extend((piece, answer) for piece in scope.pieces())
         return answer
