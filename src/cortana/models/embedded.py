@@ -40,7 +40,7 @@ from typing import Any
 from cortana.config import batch_thread_count, cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
 from cortana.models.base import ModelRequest
-from cortana.models.catalogue import BUNDLED_MODELS, CATALOGUE, HF_PREFIX, CatalogueModel, close_names, local_path
+from cortana.models.catalogue import BUNDLED_MODELS, CATALOGUE, HF_PREFIX, CatalogueModel, local_path, unknown_model
 from cortana.models.engine_process import (
     DEFAULT_CONTEXT_WINDOW,
     INSTALL_HINT,
@@ -182,13 +182,7 @@ def resolve_model_path(model: str | None) -> tuple[str, Path]:
         if not path.is_file():
             raise ModelNotFound(f"No GGUF file at {path}. Give the path of a .gguf model file.", model=model)
         return path.stem, path
-    close = close_names(model)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise ModelNotFound(
-        f"No model named '{model}'.{hint} Choose a bundled one ({', '.join(BUNDLED_MODELS)}) or another in the "
-        "catalogue (`cortana models` lists them), hf:OWNER/REPO/FILE.gguf, or give the path of a .gguf file.",
-        model=model,
-    )
+    raise unknown_model(model, files=True)
 
 
 class EmbeddedServer:
