@@ -267,3 +267,17 @@ async def test_the_typed_answers_call_is_a_chat_span_of_the_same_run(spans) -> N
     assert len(chats) == 3 and all(span.parent == run.context for span in chats)
     assert [(span.attributes or {}).get("gen_ai.output.type") for span in chats] == [None, None, "json"]
     assert (run.attributes or {})["cortana.output_calls"] == 1
+
+
+async def test_a_refused_call_says_who_refused_it(spans) -> None:  # type: ignore[no-untyped-def]
+    from cortana import PermissionGate
+
+    provider, exporter = spans
+    model = ScriptedModel([tool_call_response(tool_call("get_weather", city="Paris")), "I may not look."])
+    gate = PermissionGate(rules={"get_weather": "deny"})
+    await Agent(model, tools=[get_weather], permissions=gate, instrument=Instrumentation(tracer_provider=provider)).run(
+        "Weather in Paris?"
+    )
+    refused = next(span for span in exporter.get_finished_spans() if span.name == "execute_tool get_weather")
+    assert refused.status.status_code == StatusCode.ERROR
+    assert (refused.attributes or {})["cortana.tool.refusal"] == "policy"

@@ -29,7 +29,9 @@ from cortana.prompts import prompt_text
 __all__ = ["Compaction", "compact", "estimate_tokens", "measure", "summarize"]
 
 SUMMARY_NAME = "summary"
-CHARS_PER_TOKEN = 3.5  # conservative: English averages ~4 characters a token, code and JSON fewer
+CHARS_PER_TOKEN = 3.5
+"""A first guess of characters per token for prose and code (Qwen's tokenizer: about 4 for English, code and JSON
+fewer), for engines without a tokenizer endpoint; the engine's tokenizer has the last word where it has one."""
 
 
 def estimate_tokens(messages: list[Message], tools: list[ToolSpec]) -> int:

@@ -9,14 +9,11 @@ from __future__ import annotations
 from cortana.messages import Message
 from cortana.models.base import ModelClient
 
-__all__ = ["CHARS_PER_TOKEN", "PROMPT_SHARE", "fit_prompt"]
+__all__ = ["PROMPT_SHARE", "fit_prompt"]
 
 PROMPT_SHARE = 0.5
 """The most of the engine's window one message may take (the instructions, the tools, the history and the answer
 need the rest)."""
-CHARS_PER_TOKEN = 3.5
-"""A first guess of characters per token for prose and code (Qwen's tokenizer: about 4 for English); the engine's
-tokenizer has the last word where it has one."""
 MOST_TOKENS_PER_CHAR = 4
 """No text takes more tokens than this per character (an emoji: 3 or 4): a shorter message is never measured."""
 DEFAULT_WINDOW = 8192
@@ -29,7 +26,7 @@ async def fit_prompt(prompt: str, client: ModelClient, window: int | None) -> tu
     A message the engine cannot fit is refused after a long read, and on a small machine even one that fits takes
     minutes to read (10 MB piped in gave no answer within 60 s); a pasted log is mostly read for its start and end.
     """
-    from cortana.agent.compaction import measure  # the loop's modules load after the terminal's prompt shows
+    from cortana.agent.compaction import CHARS_PER_TOKEN, measure  # the loop's load after the prompt shows
 
     budget = int((window or DEFAULT_WINDOW) * PROMPT_SHARE)
     if len(prompt) * MOST_TOKENS_PER_CHAR <= budget:

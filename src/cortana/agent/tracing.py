@@ -242,6 +242,8 @@ class RunTracer:
             result = results[-1]
             if self.content:
                 span.set_attribute("gen_ai.tool.call.result", _clip(result.content))
+            if result.refusal is not None:
+                span.set_attribute("cortana.tool.refusal", result.refusal)  # who said no: a rule, the user, a hook
             if result.is_error:
                 span.set_attribute("error.type", "tool_error")
                 span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, result.content[:200]))
