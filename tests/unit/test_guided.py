@@ -269,3 +269,19 @@ def test_the_check_shows_each_call_with_what_its_tool_does() -> None:
 
     unknown = described(request, [ToolCall(id="1", name="nope", arguments={})])
     assert "(no description)" in unknown
+
+
+async def test_a_conversation_slot_holds_every_guided_request(wire: WireServer) -> None:
+    """The embedded engine keeps one conversation's prompt cache in slot 0 and saves it for the next process: a
+    guided request that went to whatever slot was free left slot 0 empty, and the next process read it all again."""
+    client = await guided_client(
+        wire,
+        Reply.sse_file(LLAMA / "q05_completion_free_call.sse.txt"),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check.json").read_bytes()),
+    )
+    client.guided.slot = 0
+    await complete(client, weather_request())
+    bodies = wire.bodies("/completion")
+    assert len(bodies) == 3 and all(body["id_slot"] == 0 and body["cache_prompt"] for body in bodies)
+    await client.aclose()

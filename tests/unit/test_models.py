@@ -263,3 +263,22 @@ def test_the_last_rounds_model_is_larger_installed_fits_and_is_fast_enough(monke
     assert speed.stronger_model("qwen2.5-coder-0.5b", 3600, 8192) == "qwen2.5-coder-1.5b"
     monkeypatch.setattr(speed, "machine_memory", lambda: MachineMemory(total=2 * GIB, available=GIB))
     assert speed.stronger_model("qwen2.5-coder-0.5b", 3600, 8192, MEASURED) is None, "no memory beside it"
+
+
+def test_saved_prompt_caches_stay_within_their_budget_the_oldest_going_first(tmp_path: Path) -> None:
+    import os
+
+    from cortana.models.embedded import prune_prompt_caches
+
+    files = []
+    for age, name in enumerate(["newest", "middle", "oldest", "just-saved"]):
+        path = tmp_path / f"{name}.bin"
+        path.write_bytes(b"x" * 100)
+        stamp = 1_000_000 - age * 100 if name != "just-saved" else 1  # the one just saved, oldest by its clock
+        os.utime(path, (stamp, stamp))
+        files.append(path)
+    (tmp_path / "notes.txt").write_text("not a cache")
+    deleted = prune_prompt_caches(tmp_path, keep=tmp_path / "just-saved.bin", budget=250)
+    assert [path.name for path in deleted] == ["oldest.bin", "middle.bin"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["just-saved.bin", "newest.bin", "notes.txt"]
+    assert prune_prompt_caches(tmp_path, budget=250) == [], "within the budget, nothing goes"

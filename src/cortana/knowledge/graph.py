@@ -495,8 +495,9 @@ class KnowledgeGraph(TurnExtension):
         if self._tools is None:
             self._tools = graph_tools(self)
         description = (
-            f"The code graph of {self.root.name}/: who calls a function, what breaks if something changes, "
-            "the shortest link between two names, the most connected code."
+            "The code graph of this project: who calls a function, what breaks if something changes, "
+            "the shortest link between two names, the most connected code."  # no folder name: the tools' text is
+            # the same in every folder, so a new folder's first prompt shares all of it with a saved prompt cache
         )
         return [ToolGroup(TOOL_GROUP, description, list(self._tools), eager=self.eager_tools)]
 

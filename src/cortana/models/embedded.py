@@ -62,6 +62,7 @@ __all__ = [
     "engine_build",
     "ensure_model_file",
     "installed_models",
+    "prune_prompt_caches",
 ]
 
 
@@ -322,10 +323,19 @@ class EmbeddedClient(LlamaCppClient):
         self.prompt_cache: Path | None = None
         """The file this client's prompt cache is kept in between processes (None: not kept)."""
         self.restored_tokens = 0
-        """Prompt tokens restored from that file when the engine started."""
-        self.conversation_slot: int | None = None
-        """The slot every conversation request goes to (0 when the engine serves one conversation at a time, so the
-        prompt cache saved and restored is the conversation's); None: the engine chooses."""
+        """Prompt tokens restored when the engine started (from that file, else from another's: ``restored_from``)."""
+        self.restored_from: Path | None = None
+        """The cache file restored when the engine started: this client's own, or a seed (``seed_prompt_cache``)."""
+
+    @property
+    def conversation_slot(self) -> int | None:
+        """The slot every conversation request goes to, guided ones too (0 when the engine serves one conversation
+        at a time, so the prompt cache saved and restored is the conversation's); None: the engine chooses."""
+        return self.guided.slot
+
+    @conversation_slot.setter
+    def conversation_slot(self, slot: int | None) -> None:
+        self.guided.slot = slot
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """llama.cpp's body, sent to the conversation's slot (:attr:`conversation_slot`)."""
@@ -419,6 +429,21 @@ class EmbeddedClient(LlamaCppClient):
             await client.restore_prompt_cache(forget_refused=not server.reused)
         return client
 
+    def seed_prompt_cache(self) -> Path | None:
+        """The prompt cache a name without one of its own starts from: the newest of the same model, window and
+        engine build, whoever saved it. llama.cpp keeps only the beginning a prompt shares with the cached tokens,
+        so what another folder's conversation adds is dropped at the first request, and what they share, the
+        instructions and the tools' descriptions, is not read again: a new folder's first answer waits only
+        for its own question."""
+        if self.prompt_cache is None:
+            return None
+        family = self.prompt_cache.name.split("-", 1)[0]
+        saved = []
+        for candidate in self.prompt_cache.parent.glob(f"{family}-*.bin"):
+            with contextlib.suppress(OSError):
+                saved.append((candidate.stat().st_mtime_ns, candidate))
+        return max(saved)[1] if saved else None
+
     async def restore_prompt_cache(self, *, forget_refused: bool = True) -> None:
         """Load the saved prompt cache into slot 0, if there is one.
 
@@ -430,16 +455,18 @@ class EmbeddedClient(LlamaCppClient):
                 False for a resident engine, which may refuse only because another process is using the slot.
         """
         assert self.prompt_cache is not None
-        if not self.prompt_cache.is_file():
+        source = self.prompt_cache if self.prompt_cache.is_file() else self.seed_prompt_cache()
+        if source is None:
             return
         try:
             answer = await self.http.request_json(
-                "POST", "/slots/0?action=restore", json_body={"filename": self.prompt_cache.name}
+                "POST", "/slots/0?action=restore", json_body={"filename": source.name}
             )
             self.restored_tokens = int(answer.get("n_restored", 0)) if isinstance(answer, dict) else 0
+            self.restored_from = source
         except ModelError:
             if forget_refused:
-                self.prompt_cache.unlink(missing_ok=True)  # from another engine build, or cut short: start cold
+                source.unlink(missing_ok=True)  # from another engine build, or cut short: start cold
 
     async def save_prompt_cache(self) -> None:
         """Save slot 0's prompt cache for the next process (written beside, then renamed: never half a file)."""
@@ -451,6 +478,7 @@ class EmbeddedClient(LlamaCppClient):
             )
             if isinstance(answer, dict) and int(answer.get("n_saved", 0)) > 0:
                 os.replace(partial, self.prompt_cache)
+                prune_prompt_caches(self.prompt_cache.parent, keep=self.prompt_cache)
             else:  # nothing was asked in this process: the cache saved by an earlier one stays
                 partial.unlink(missing_ok=True)
         except (ModelError, OSError):
@@ -461,6 +489,34 @@ class EmbeddedClient(LlamaCppClient):
             await self.save_prompt_cache()
         await super().aclose()
         await self.server.stop()
+
+
+PROMPT_CACHE_BYTES = 2 * 1024**3
+"""The most the saved prompt caches take together: past it, the least recently saved go first (one folder's
+cache for the 1.5B model is 20-250 MB, by how much of the window its conversation filled)."""
+
+
+def prune_prompt_caches(folder: Path, *, keep: Path | None = None, budget: int = PROMPT_CACHE_BYTES) -> list[Path]:
+    """Delete the least recently saved caches in ``folder`` until the rest fit ``budget`` bytes (never ``keep``,
+    the one just saved); what was deleted, oldest first. A folder that lost its cache starts from the newest one
+    of its model (``seed_prompt_cache``), so this costs a re-read of what is new, not of the instructions."""
+    found: list[tuple[int, int, Path]] = []
+    for path in folder.glob("*.bin"):
+        with contextlib.suppress(OSError):
+            info = path.stat()
+            found.append((info.st_mtime_ns, info.st_size, path))
+    total = sum(size for _, size, _ in found)
+    deleted: list[Path] = []
+    for _, size, path in sorted(found):
+        if total <= budget:
+            break
+        if path == keep:
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            total -= size
+            deleted.append(path)
+    return deleted
 
 
 def _prompt_cache_folder() -> Path:
@@ -480,10 +536,13 @@ def engine_build() -> str:
 
 
 def _prompt_cache_name(model: Path, window: int, name: str) -> str:
-    """The cache file of one model file, window, engine build and name: any of them changing starts cold."""
+    """The cache file of one model file, window, engine build and name: ``FAMILY-NAME.bin``. Files of one family
+    (model file, window, engine build) can serve one another's common beginning (``seed_prompt_cache``); any of
+    them changing starts a new family, cold."""
     stat = model.stat()
-    key = f"{model.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{window}|{engine_build()}|{name}"
-    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32] + ".bin"  # a name not UTF-8
+    family = f"{model.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{window}|{engine_build()}"
+    hashed = (hashlib.sha256(part.encode("utf-8", "surrogateescape")).hexdigest()[:16] for part in (family, name))
+    return "-".join(hashed) + ".bin"  # a name not UTF-8 hashes too
 
 
 def _serve(argv: list[str] | None = None) -> None:

@@ -185,6 +185,16 @@ class GuidedCalls:
         self.max_calls = max(1, max_calls)
         self.verify_margin = verify_margin
         self.on_error = on_error
+        self.slot: int | None = None
+        """The server slot every request goes to (the conversation's, whose prompt cache is saved and restored
+        between processes); None: the server chooses."""
+
+    def _body(self, **fields: Any) -> dict[str, Any]:
+        """A ``/completion`` body: ``fields``, the cached prompt reused, in the conversation's slot if it has one."""
+        body: dict[str, Any] = {**fields, "cache_prompt": True}
+        if self.slot is not None:
+            body["id_slot"] = self.slot
+        return body
 
     async def render(self, request: ModelRequest, extra: list[dict[str, Any]] | None = None) -> str:
         """The prompt the server's chat template makes of ``request`` (plus ``extra`` messages)."""
@@ -241,14 +251,13 @@ class GuidedCalls:
         data = await self.http.request_json(
             "POST",
             "/completion",
-            json_body={
-                "prompt": prompt,
-                "grammar": choice_grammar(options),
-                "n_predict": _DECISION_TOKENS,
-                "temperature": 0,
-                "n_probs": 10,
-                "cache_prompt": True,
-            },
+            json_body=self._body(
+                prompt=prompt,
+                grammar=choice_grammar(options),
+                n_predict=_DECISION_TOKENS,
+                temperature=0,
+                n_probs=10,
+            ),
             on_error=self.on_error,
         )
         content = str(data.get("content", "")).strip() if isinstance(data, dict) else ""
@@ -396,7 +405,7 @@ class GuidedCalls:
     ) -> AsyncGenerator[str, None]:
         """Stream ``/completion``'s text pieces; its usage and stop reason land in ``outcome``."""
         settings = request.settings
-        body: dict[str, Any] = {"prompt": prompt, "stream": True, "cache_prompt": True}
+        body = self._body(prompt=prompt, stream=True)
         if grammar is not None:
             body["grammar"] = grammar
         for key, value in (("temperature", settings.temperature), ("n_predict", settings.max_tokens)):
