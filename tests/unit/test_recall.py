@@ -52,6 +52,17 @@ async def test_a_new_thread_recalls_the_resources_earlier_messages(memory: Store
     assert "Peru" not in context and "auth.py" not in context.split("Biscuit is a lovely name!")[1]
 
 
+async def test_a_question_and_its_answer_both_found_show_their_exchange_once(
+    backend: Backend, embedder: E5Embedder
+) -> None:
+    memory = make(backend, embedder, top_k=2, neighbours=1)
+    await seed(memory)
+    context = await memory.retrieve_context(B, "What is my dog called? Biscuit?")
+    assert context is not None
+    assert context.count("By the way, my dog is called Biscuit.") == 1, context
+    assert context.count("Biscuit is a lovely name!") == 1, context
+
+
 async def test_other_resources_never_see_it(memory: StoredMemory) -> None:
     await seed(memory)
     assert await memory.retrieve_context(STRANGER, "What is the name of my dog?") is None

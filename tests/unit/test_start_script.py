@@ -29,7 +29,7 @@ def project(tmp_path: Path) -> Path:
     bin_dir = root / ".venv/bin"
     bin_dir.mkdir(parents=True)
     executable(bin_dir / "python", f'#!/bin/sh\necho "$*" >> "{tmp_path}/pip.log"\n')
-    executable(bin_dir / "cortana", '#!/bin/sh\necho "cortana $*"\n')
+    executable(bin_dir / "cortana", f'#!/bin/sh\necho "cortana $*"\necho "$*" >> "{tmp_path}/cortana.log"\n')
     return root
 
 
@@ -51,6 +51,8 @@ def test_start_installs_once_then_only_when_pyproject_changes(tmp_path: Path) ->
     assert len(installs(tmp_path)) == 1 and installs(tmp_path)[0].endswith("[local,graph,serve,models,acp]")
     assert start(root, "what is here?").strip() == "cortana what is here?"
     assert len(installs(tmp_path)) == 1, "nothing changed: no second install"
+    ran = (tmp_path / "cortana.log").read_text().splitlines()
+    assert ran == ["models warm", "--help", "what is here?"], "the prompt cache is made with the install, once"
     with (root / "pyproject.toml").open("a") as pyproject:
         pyproject.write("\n# a new dependency\n")
     start(root)

@@ -4,7 +4,7 @@ cortana                      interactive session in the current folder
 cortana "question"           answer once and exit
 git diff | cortana "review"  piped text is added to the question
 cortana doctor               what was found: engine, model, window, embedder, missing parts
-cortana models [ACTION NAME] installed models, what fits, how fast; measure, pull, rm, use NAME
+cortana models [ACTION NAME] installed models, what fits, how fast; measure, pull, rm, use NAME, warm
 cortana trust [--yes]        trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)
 cortana init [--yes]         write a first AGENTS.md from what the code graph knows
 cortana fix [what]           fix what the failing tests show (or `what`): patches tried in a scratch copy
@@ -45,7 +45,7 @@ def _address(text: str) -> str:
 
 COMMANDS = {
     "doctor": "what was found: engine, model, window, embedder, sandbox, and what is missing",
-    "models": "installed models, what fits and how fast; measure, pull, rm, use NAME",
+    "models": "installed models, what fits and how fast; measure, pull, rm, use NAME, warm",
     "trust": "trust this folder's cortana.yml (MCP servers, allow rules, a remote engine)",
     "fix": "fix what the failing tests show (or what you ask), patches tried in a scratch copy",
     "init": "write a first AGENTS.md for this project from what the code graph knows (asked first)",

@@ -6,6 +6,9 @@ cortana models measure         measure this machine's speed again (done once, on
 cortana models pull NAME       download (NAME from the catalogue, or hf:OWNER/REPO/FILE.gguf)
 cortana models rm NAME         delete a downloaded model
 cortana models use NAME        write `engine: embedded` and `model: NAME` to your cortana.yml
+cortana models warm            read the assistant's instructions and tools once into the engine's saved prompt
+                               cache, so a first question in any new folder reads only itself (scripts/start
+                               runs it after installing)
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import asyncio
 import json
 import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -37,7 +41,7 @@ from cortana.models.speed import Speed
 
 __all__ = ["run_models"]
 
-ACTIONS = ("list", "measure", "pull", "rm", "use")
+ACTIONS = ("list", "measure", "pull", "rm", "use", "warm")
 
 
 async def run_models(args: argparse.Namespace) -> int:
@@ -53,6 +57,10 @@ async def run_models(args: argparse.Namespace) -> int:
             raise UserError(f"cortana models: unknown action {words[0]!r}; use list, measure, pull, rm or use")
         speed = await _speed(err, again=action == "measure")
         return await _list(settings, args, window, speed)
+    if action == "warm":
+        if words:
+            raise UserError("cortana models warm takes no name: it warms the model `cortana` starts (--model)")
+        return await _warm(args, settings, err)
     if len(words) != 1:
         raise UserError(f"cortana models {action} takes one model name (`cortana models` lists them)")
     name = words[0]
@@ -73,6 +81,47 @@ async def run_models(args: argparse.Namespace) -> int:
         err.print(Text(printable(f"Removed {name} ({path}).")))
         return 0
     return _use(err, name, window)
+
+
+async def _warm(args: argparse.Namespace, settings: Settings, err: Console) -> int:
+    """Start the engine ``cortana`` would start (model, window, threads), have the assistant of an empty folder
+    answer one token, and save the engine's prompt cache: what every new folder's first prompt begins with, its
+    instructions and tools, read once here instead of at a first question (``EmbeddedClient.seed_prompt_cache``).
+    Nothing to do when a cache of that model and window is there already, or the engine keeps none."""
+    import tempfile
+
+    from cortana.assistant import Assistant
+    from cortana.cli.session import start_engine
+    from cortana.models.base import ModelSettings
+    from cortana.models.embedded import EmbeddedClient
+
+    with tempfile.TemporaryDirectory(prefix="cortana-warm-") as folder:
+        client = await start_engine(args, settings, err, prompt_cache=folder)
+        if not isinstance(client, EmbeddedClient) or client.prompt_cache is None:
+            await client.aclose()
+            err.print("Nothing to warm: only the embedded engine keeps a prompt cache between processes.")
+            return 0
+        if client.restored_from is not None:
+            await client.aclose()
+            err.print(f"{client.model}: warm already (its prompt cache is saved).", style="dim")
+            return 0
+        started = time.perf_counter()
+        with err.status(f"{client.model}: reading the assistant's instructions and tools once, for every folder…"):
+            async with Assistant(Path(folder), settings, client=client, heartbeat=False) as assistant:
+                agent = await assistant.agent()
+                turn = ModelSettings(max_tokens=1, temperature=0)
+                result = await agent.run("Hello.", settings=turn, remember=False)
+        read = result.metrics.prompt_tokens - result.metrics.cached_prompt_tokens
+        if not client.prompt_cache.is_file():  # closing the assistant closed the engine, which saves the cache
+            err.print(f"{client.model}: the engine saved no prompt cache; first answers will read it all.")
+            return 1
+        err.print(
+            f"{client.model}: read the assistant's {read:,}-token start once ({time.perf_counter() - started:.1f} s); "
+            "a first question in a new folder reads only itself now.",
+            style="dim",
+            soft_wrap=True,
+        )
+    return 0
 
 
 def _size(size: int) -> str:

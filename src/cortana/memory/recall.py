@@ -294,17 +294,21 @@ class Recall:
 
     def render(self, groups: Sequence[Sequence[RecalledMessage]]) -> str | None:
         """Recalled hits, each with its neighbours, as the context block shown to the model (None: no hits)."""
-        if not groups:
-            return None
+        shown: set[tuple[str, str, float, str]] = set()
         lines = [RECALL_HEADER]
         for group in groups:
-            thread_id, _, created, _ = group[0]
+            # Two hits of one exchange (the question and its answer) bring the same window: each message once.
+            fresh = [item for item in group if (item[0], item[1], item[2], item[3].content) not in shown]
+            if not fresh:
+                continue
+            shown.update((item[0], item[1], item[2], item[3].content) for item in fresh)
+            thread_id, _, created, _ = fresh[0]
             day = datetime.datetime.fromtimestamp(created).strftime("%Y-%m-%d")
             lines.append(f"- thread {thread_id}, {day}:")
-            for _, role, _, message in group:
+            for _, role, _, message in fresh:
                 text = strip_turn_context(message.content) if role == "user" else message.content
                 text = " ".join(text.split())
                 if len(text) > self.max_chars:
                     text = text[: self.max_chars - 1] + "…"
                 lines.append(f"  {role}: {text}")
-        return "\n".join(lines)
+        return "\n".join(lines) if len(lines) > 1 else None
