@@ -96,6 +96,8 @@ async def _warm(args: argparse.Namespace, settings: Settings, err: Console) -> i
     from cortana.models.embedded import EmbeddedClient
 
     with tempfile.TemporaryDirectory(prefix="cortana-warm-") as folder:
+        # A new folder's settings: the user's own cortana.yml and the environment, not this folder's file.
+        settings = settings_for(Path(folder), err)
         client = await start_engine(args, settings, err, prompt_cache=folder)
         if not isinstance(client, EmbeddedClient) or client.prompt_cache is None:
             await client.aclose()
