@@ -60,7 +60,7 @@ async def run_models(args: argparse.Namespace) -> int:
     if action == "warm":
         if words:
             raise UserError("cortana models warm takes no name: it warms the model `cortana` starts (--model)")
-        return await _warm(args, settings, err)
+        return await _warm(args, err)
     if len(words) != 1:
         raise UserError(f"cortana models {action} takes one model name (`cortana models` lists them)")
     name = words[0]
@@ -83,7 +83,7 @@ async def run_models(args: argparse.Namespace) -> int:
     return _use(err, name, window)
 
 
-async def _warm(args: argparse.Namespace, settings: Settings, err: Console) -> int:
+async def _warm(args: argparse.Namespace, err: Console) -> int:
     """Start the engine ``cortana`` would start (model, window, threads), have the assistant of an empty folder
     answer one token, and save the engine's prompt cache: what every new folder's first prompt begins with, its
     instructions and tools, read once here instead of at a first question (``EmbeddedClient.seed_prompt_cache``).
