@@ -7,6 +7,7 @@ tests/integration/test_guided_calls.py.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 
@@ -127,8 +128,11 @@ async def test_a_call_opened_freely_is_written_under_the_grammar_and_checked(wir
     [call] = final.message.tool_calls
     assert (call.name, call.arguments, call.from_text) == ("get_weather", {"city": "Paris"}, False)
     assert not [e for e in events if isinstance(e, TextDelta) and e.text.strip()], "the call never shows as text"
-    assert final.usage.cached_tokens == 171 and final.usage.prompt_tokens == 183
+    # Every request of the answer counted: the written call read 12 new tokens (171 cached), the check, captured on
+    # a cold engine, 219; the free start's capture has no per-piece timings (taken before they were asked for).
+    assert (final.usage.prompt_tokens - final.usage.cached_tokens, final.usage.completion_tokens) == (231, 15)
     free, written, check = wire.bodies("/completion")
+    assert free["timings_per_token"] is True, "the free start's usage is known even when it is dropped early"
     assert "grammar" not in free, "the model starts freely"
     assert written["prompt"].endswith('<tool_call>\n{"name": "get_weather", "arguments":')
     assert 'root ::= sp args-get-weather "}\\n</tool_call>"' in written["grammar"]
@@ -284,4 +288,26 @@ async def test_a_conversation_slot_holds_every_guided_request(wire: WireServer) 
     await complete(client, weather_request())
     bodies = wire.bodies("/completion")
     assert len(bodies) == 3 and all(body["id_slot"] == 0 and body["cache_prompt"] for body in bodies)
+    await client.aclose()
+
+
+async def test_a_call_opened_then_turned_away_counts_what_every_request_read(wire: WireServer) -> None:
+    """The free start read the prompt, then was dropped at the call's opening, before its final timings: the
+    answer's usage once showed only the prose request's few new tokens (39 read, where 1,800 were)."""
+
+    def piece(content: str, predicted: int) -> str:
+        timings = {"cache_n": 20, "prompt_n": 163, "predicted_n": predicted}  # as timings_per_token sends them
+        return "data: " + json.dumps({"content": content, "stop": False, "timings": timings})
+
+    free = [piece(text, n) for n, text in enumerate(['<tool_call>\n{"name": "get_weather"', ", "], 1)]
+    client = await guided_client(
+        wire,
+        Reply(lines=free, content_type="text/event-stream", line_end="\n\n"),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check.json").read_bytes()),
+        Reply.sse_file(LLAMA / "q05_completion_prose.sse.txt"),
+    )
+    client.guided.verify_margin = -5.0  # turned away: the capture's margin is -0.68
+    final = (await complete(client, weather_request(TRIANGLE))).usage
+    assert final.prompt_tokens - final.cached_tokens >= 163 + 12 + 219, "the free start's 163, the call's, the check's"
     await client.aclose()

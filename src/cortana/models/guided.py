@@ -158,6 +158,7 @@ class Verdict:
     ok: bool
     margin: float
     logprobs: tuple[tuple[str, float], ...] = ()
+    usage: Usage = field(default_factory=Usage)
 
 
 class GuidedCalls:
@@ -233,7 +234,7 @@ class GuidedCalls:
         question = {"role": DECISION_ROLE, "content": prompt_text("tool_check").format(calls=described(request, calls))}
         # Models answer "Yes"/"No" more often than "yes"/"no": a grammar of the lower-case words
         # alone would pick between two unlikely tokens. Both spellings count, summed.
-        answer, logprobs, _ = await self._ask(await self.render(request, [question]), ["yes", "no", "Yes", "No"])
+        answer, logprobs, timings = await self._ask(await self.render(request, [question]), ["yes", "no", "Yes", "No"])
         yes, no = _word_logprob(logprobs, "yes"), _word_logprob(logprobs, "no")
         margin = no - yes
         ok = answer.lower() == "yes" if self.verify_margin is None else margin < self.verify_margin
@@ -244,7 +245,7 @@ class GuidedCalls:
             ", ".join(call.name for call in calls),
             margin,
         )
-        return Verdict(ok, margin, logprobs)
+        return Verdict(ok, margin, logprobs, _usage({"timings": timings}))
 
     async def _ask(self, prompt: str, options: list[str]) -> tuple[str, tuple[tuple[str, float], ...], dict[str, Any]]:
         """One word among ``options`` (greedy, under a grammar), its first token's top log-probabilities, timings."""
@@ -330,12 +331,16 @@ class GuidedCalls:
                 async for event in self._no_fit(request, model):
                     yield event
             return
+        free = outcome.usage  # with timings on every piece, known though the stream was dropped at the opening
         response = await self._written_calls(request, prompt, opening.tool, model)
         verdict = await self.verify(request, response.message.tool_calls) if response.message.tool_calls else None
+        checked = [verdict.usage] if verdict is not None else []
         if verdict is None or (verdict.ok and await judging.allows(response.message.tool_calls[0].name)):
-            yield response
+            yield dataclasses.replace(response, usage=_together(free, *checked, response.usage))
             return
         async for event in self._no_fit(request, model):
+            if isinstance(event, ModelResponse):  # the answer's usage: every request it took, not the last one's
+                event = dataclasses.replace(event, usage=_together(free, response.usage, *checked, event.usage))
             yield event
 
     async def _no_fit(self, request: ModelRequest, model: str) -> AsyncIterator[ModelEvent]:
@@ -360,13 +365,13 @@ class GuidedCalls:
             return None
         written = await self._written_calls(request, prompt, tool, model)
         calls = written.message.tool_calls
-        if not calls or not (await self.verify(request, calls)).ok:
+        verdict = await self.verify(request, calls) if calls else None
+        if verdict is None or not verdict.ok:
             return None
         log.info("made the %s call the answer described in prose", tool)
         message = prose.message.model_copy(update={"tool_calls": calls})
-        return ModelResponse(
-            message=message, usage=prose.usage + written.usage, finish_reason=written.finish_reason, model=model
-        )
+        usage = _together(prose.usage, verdict.usage, written.usage)
+        return ModelResponse(message=message, usage=usage, finish_reason=written.finish_reason, model=model)
 
     async def answer(self, request: ModelRequest, choice: str, model: str) -> AsyncIterator[ModelEvent]:
         """The answer once decided: prose for :data:`NO_TOOL`, else calls starting with ``choice``."""
@@ -405,7 +410,7 @@ class GuidedCalls:
     ) -> AsyncGenerator[str, None]:
         """Stream ``/completion``'s text pieces; its usage and stop reason land in ``outcome``."""
         settings = request.settings
-        body = self._body(prompt=prompt, stream=True)
+        body = self._body(prompt=prompt, stream=True, timings_per_token=True)  # usage known at any point
         if grammar is not None:
             body["grammar"] = grammar
         for key, value in (("temperature", settings.temperature), ("n_predict", settings.max_tokens)):
@@ -434,6 +439,8 @@ class GuidedCalls:
                 if "error" in chunk:
                     raise ModelError(f"{self.engine} reported an error mid-answer: {error_text(data)}")
                 piece = str(chunk.get("content") or "")
+                if isinstance(chunk.get("timings"), dict):
+                    outcome.usage = _usage(chunk)
                 if chunk.get("stop"):
                     finished = True
                     outcome.usage = _usage(chunk)
@@ -524,6 +531,21 @@ def parse_calls(text: str) -> list[ToolCall]:
 def _cut_name(body: str) -> str:
     match = re.search(r'"name":\s*"([^"]*)"', body)
     return match.group(1) if match else ""
+
+
+def _together(*usages: Usage) -> Usage:
+    """The usage of one answer that took several requests on one prompt (the free start, the call written under
+    the grammar, its check, the prose instead): every token read and generated counted once per request that did
+    it, the prompt as long as the last request's (or as what was read, if more). Summing the requests' prompts
+    would count the shared prompt several times; taking the last request's alone missed what the others read
+    (a call opened and turned away read the whole prompt, and showed as 39 tokens read)."""
+    read = sum(max(usage.prompt_tokens - usage.cached_tokens, 0) for usage in usages)
+    prompt = max(usages[-1].prompt_tokens, read)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=sum(usage.completion_tokens for usage in usages),
+        cached_tokens=prompt - read,
+    )
 
 
 def _usage(chunk: dict[str, Any]) -> Usage:
