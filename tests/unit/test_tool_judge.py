@@ -102,14 +102,16 @@ async def final_of(client: LlamaCppClient, req: ModelRequest) -> tuple[ModelResp
 # -- the veto -------------------------------------------------------------------------------------------------
 
 
-async def test_a_call_the_check_passes_but_the_judge_vetoes_becomes_prose(
+async def test_a_call_the_judge_vetoes_is_neither_written_nor_checked_and_becomes_prose(
     wire: WireServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = await guided_client(wire, *call_replies())
+    free, _, _, prose = call_replies()
+    client = await guided_client(wire, free, prose)
     judge = FixedJudge(allowed=set())
     caplog.set_level(logging.INFO, logger="cortana.models.guided")
     final, _ = await final_of(client, request("What is a mutex? One sentence.", judge))
     assert not final.message.tool_calls and final.message.content.startswith("Here is")
+    assert len(wire.bodies("/completion")) == 2, "the free start, then the prose: no call written, none checked"
     assert "the tool judge turned away get_weather (set by the test)" in caplog.text
     assert judge.asked == ["What is a mutex? One sentence."]
     told = wire.bodies("/apply-template")[-1]["messages"][-1]

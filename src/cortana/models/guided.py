@@ -332,10 +332,18 @@ class GuidedCalls:
                     yield event
             return
         free = outcome.usage  # with timings on every piece, known though the stream was dropped at the opening
+        if not await judging.allows(opening.tool):  # turned away anyway: not written under the grammar, not checked
+            async for event in self._no_fit(request, model):
+                yield (
+                    dataclasses.replace(event, usage=_together(free, event.usage))
+                    if isinstance(event, ModelResponse)
+                    else event
+                )
+            return
         response = await self._written_calls(request, prompt, opening.tool, model)
         verdict = await self.verify(request, response.message.tool_calls) if response.message.tool_calls else None
         checked = [verdict.usage] if verdict is not None else []
-        if verdict is None or (verdict.ok and await judging.allows(response.message.tool_calls[0].name)):
+        if verdict is None or verdict.ok:  # the judge allowed the tool the call opened with, the first call's
             yield dataclasses.replace(response, usage=_together(free, *checked, response.usage))
             return
         async for event in self._no_fit(request, model):
