@@ -103,24 +103,29 @@ async def _warm(args: argparse.Namespace, err: Console) -> int:
             await client.aclose()
             err.print("Nothing to warm: only the embedded engine keeps a prompt cache between processes.")
             return 0
+        name = printable(client.model)  # a file path may hold anything: shown as text, never as markup
         if client.restored_from is not None:
             await client.aclose()
-            err.print(f"{client.model}: warm already (its prompt cache is saved).", style="dim")
+            err.print(Text(f"{name}: warm already (its prompt cache is saved).", style="dim"))
             return 0
         started = time.perf_counter()
-        with err.status(f"{client.model}: reading the assistant's instructions and tools once, for every folder…"):
+        reading = Text(f"{name}: reading the assistant's instructions and tools once, for every folder…")
+        with err.status(reading):
             async with Assistant(Path(folder), settings, client=client, heartbeat=False) as assistant:
                 agent = await assistant.agent()
                 turn = ModelSettings(max_tokens=1, temperature=0)
                 result = await agent.run("Hello.", settings=turn, remember=False)
         read = result.metrics.prompt_tokens - result.metrics.cached_prompt_tokens
         if not client.prompt_cache.is_file():  # closing the assistant closed the engine, which saves the cache
-            err.print(f"{client.model}: the engine saved no prompt cache; first answers will read it all.")
+            err.print(Text(f"{name}: the engine saved no prompt cache; first answers will read it all."))
             return 1
+        seconds = time.perf_counter() - started
         err.print(
-            f"{client.model}: read the assistant's {read:,}-token start once ({time.perf_counter() - started:.1f} s); "
-            "a first question in a new folder reads only itself now.",
-            style="dim",
+            Text(
+                f"{name}: read the assistant's {read:,}-token start once ({seconds:.1f} s); "
+                "a first question in a new folder reads only itself now.",
+                style="dim",
+            ),
             soft_wrap=True,
         )
     return 0
