@@ -56,3 +56,15 @@ def test_mypy_infers_the_output_type_of_the_readmes_typed_example(tmp_path: Path
         "cortana.messages.RunResult[example.City]",
         "str",
     ], checked.stdout
+
+
+def test_the_typed_signatures_take_every_keyword_agent_takes() -> None:
+    """``Agent``'s typed overloads list its keywords once more (``_AgentOptions``): a keyword missing there would
+    make a type checker refuse a call that runs."""
+    import inspect
+    import typing
+
+    from cortana.agent.agent import Agent, _AgentOptions
+
+    keywords = set(inspect.signature(Agent.__init__).parameters) - {"self", "model", "output_type"}
+    assert set(typing.get_type_hints(_AgentOptions)) == keywords
