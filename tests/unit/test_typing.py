@@ -32,7 +32,7 @@ async def streamed() -> None:
 
 def _readme_example() -> str:
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    return next(block for block in blocks if "output_type=City" in block)
+    return str(next(block for block in blocks if "output_type=City" in block))
 
 
 def test_mypy_infers_the_output_type_of_the_readmes_typed_example(tmp_path: Path) -> None:
