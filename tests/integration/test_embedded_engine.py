@@ -143,6 +143,30 @@ async def test_a_new_process_starts_from_the_saved_prompt_cache_and_answers_as_a
     assert first and other
 
 
+async def test_a_prompt_without_tools_leaves_the_cached_prompt_with_tools_alone() -> None:
+    # The chat template writes the tools into the system message: in one slot, a prompt without them (a question
+    # the tool judge answers without tools) pushed out the cached descriptions, and the next question that needs
+    # tools read them all again. Each shape now has its own slot of the one cache.
+    system = Message.system("You are terse. " + " ".join(f"Rule {i}: answer topic {i} in one word." for i in range(30)))
+    tools = [weather_tool([]).spec]
+
+    client = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1)
+    try:
+        assert (client.conversation_slot, client.plain_slot) == (0, 1)
+        first = await complete(client, ModelRequest([system, Message.user("Weather in Paris?")], tools, GREEDY))
+        plain = await complete(client, ModelRequest([system, Message.user("What is a mutex? One word.")], [], GREEDY))
+        oslo = [system, Message.user("Weather in Oslo?")]
+        again = await complete(client, ModelRequest(oslo, tools, GREEDY))
+        whole = await client.count_tokens(oslo, tools)
+    finally:
+        await client.aclose()
+    assert first.message.tool_calls and plain.message.content and not plain.message.tool_calls
+    # A guided call reads a few tokens of its own each time (70 here); the tool's description is over 150.
+    assert again.usage.cached_tokens > whole - 100 > 400, (
+        f"the instructions and the tool were read again ({whole} tokens in the prompt): {again.usage}"
+    )
+
+
 async def test_engine_dying_mid_answer_is_a_clear_error_and_the_message_is_kept() -> None:
     client = await EmbeddedClient.start(TEST_MODEL, context_window=2048, threads=1)
     memory = InMemoryHistory()

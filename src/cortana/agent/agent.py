@@ -164,9 +164,11 @@ class Agent(Generic[OutputT]):
         output_retries: times a value that fails validation goes back to the model with the error, before
             ``OutputValidationError``.
         tool_judge: a second opinion on the first tool call of each user turn that costs no model call
-            (``ToolJudge()``, ``agent/judge.py``): on engines that guide tool calls, a call on a question the
-            judge says no offered tool is for is turned into prose, and a call the model described in prose
-            is made when the judge says the tool it named fits. The ``cortana`` command turns it on.
+            (``ToolJudge()``, ``agent/judge.py``): a turn whose question it says no offered tool is for is sent
+            with no tools (unless ``tool_choice`` is set, or the conversation has called a tool already); on
+            engines that guide tool calls, a call of a tool it does not allow is turned into prose, and a call
+            the model described in prose is made when the judge says the tool it named fits. The ``cortana``
+            command turns it on.
         tool_hooks: asked before and after every tool call the loop runs (``cortana.tools.hooks``): a reason
             from ``before_tool`` blocks the call (the model reads it), text from ``after_tool`` joins its result.
             The ``cortana`` command runs cortana.yml's ``hooks:`` through it.

@@ -14,8 +14,10 @@ embeddings Cortana already computes in-process
   its description) together, as their element-wise product, their absolute
   difference and their cosine: does this tool fit this question?
 
-The guided path asks it through :class:`~cortana.models.base.CallJudge`, at
-the start of a user's turn, while the engine reads the prompt: a call on a
+The loop asks it (a :class:`~cortana.models.base.CallJudge`) before a user's
+turn is sent: a question the question head says no tool is for, with no tool
+the pair head says fits anyway, is sent without tools. The guided path asks it
+again for a turn that offers tools (answered from memory): a call on a
 question the question head says no tool is for runs only when the pair head
 says its tool fits anyway (a search tool); a call the model described in
 prose instead of making it is made when the pair head says the tool it named
@@ -173,6 +175,7 @@ class ToolJudge:
         self._weights = weights
         self._tools: dict[str, Any] = {}
         self._lock = asyncio.Lock()
+        self._last: tuple[tuple[str, tuple[tuple[str, str], ...]], ToolFit] | None = None
 
     @property
     def embedder(self) -> Embedder | None:
@@ -229,6 +232,9 @@ class ToolJudge:
         """
         from cortana.models.base import ToolFit
 
+        key = (question, tuple((spec.name, spec.description) for spec in tools))
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]  # the loop asks before the turn's first call, the guided engine again during it
         weights = self.weights
         asked, pairs = await self.logits(question, tools)
         general = asked < weights.veto
@@ -239,4 +245,6 @@ class ToolJudge:
             f"a question for a tool: {asked:.2f}, "
             f"{'below' if general else 'not below'} {weights.veto:.2f}; fit: {scores}, fits from {weights.recover:.2f}"
         )
-        return ToolFit(allowed, frozenset() if general else fitting, detail)
+        fit = ToolFit(allowed, frozenset() if general else fitting, detail)
+        self._last = (key, fit)
+        return fit

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,12 +38,14 @@ from cortana.display import valid_text
 from cortana.errors import MaxToolIterationsError, ModelError
 from cortana.memory.base import MemoryProvider, resolve_memory
 from cortana.messages import LOOP_NAME, Message, RunMetrics, RunResult, ThreadRef, ToolCall
-from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
+from cortana.models.base import CallJudge, ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
 from cortana.tools import RunContext, Tool, ToolGroup, as_tools
 
 __all__ = ["EXTRA_MODEL_CALLS", "IterationBudget", "Run", "Screened", "TurnRequest", "Verdict"]
+
+log = logging.getLogger(__name__)
 
 EXTRA_MODEL_CALLS = 6
 """Model calls a run may make besides one per round of tool calls: the answer, and at most once each the nudge,
@@ -202,6 +205,9 @@ class Run:
             settings = replace(settings, think=None)
         spec = output_spec(config.output_type) if config.output_type is not None else None
         typed_at_once = spec is not None and (not request.use_tools or not (deps.tools or deps.tool_groups))
+        withhold = not request.use_tools or typed_at_once
+        if not withhold and config.tool_judge is not None:
+            withhold = await _no_tool_is_for(config.tool_judge, request.prompt, toolbox.specs(), past, settings)
         if spec is not None and typed_at_once:
             # An agent with no tools of its own has no work to do first: its first answer is the typed one, held
             # to the schema (which leaves no room for a call of memory's or an extension's tools either).
@@ -225,7 +231,7 @@ class Run:
             threshold=compaction_threshold(config.compaction_threshold) if window else 1.0,
             turn_start=len(past),
             metrics=metrics,
-            withhold_tools=not request.use_tools or typed_at_once,
+            withhold_tools=withhold,
             started=started,
             output=spec,
             tracer=deps.tracer,
@@ -570,6 +576,31 @@ class Run:
     async def _persist(self, *messages: Message) -> None:
         if self.memory is not None and messages and self.request.remember and not self.answered:
             await self.memory.append_messages(self.thread, messages)
+
+
+async def _no_tool_is_for(
+    judge: CallJudge, question: str, tools: list[ToolSpec], past: Sequence[Message], settings: ModelSettings
+) -> bool:
+    """Whether the judge says none of ``tools`` is for ``question``: the turn is then answered with no tools offered.
+
+    A call of a tool the judge does not allow would be turned into prose anyway, so the tools' descriptions
+    (most of a small prompt) are left out and the model cannot reach for one: "What is a mutex?" costs its own
+    words, not the tool set's. Asked only when the choice is the model's (``tool_choice`` unset or ``"auto"``)
+    and only in a conversation that has not called a tool yet: one that has keeps its tools, so its prompt
+    keeps the beginning the engine has cached and a tool's result is never read again under another. A judge
+    that fails is no opinion: the tools are offered.
+    """
+    if not tools or settings.tool_choice not in (None, "auto") or any(m.tool_calls for m in past):
+        return False
+    try:
+        fit = await judge.assess(question, tools)
+    except Exception as error:  # a second opinion that failed is no opinion
+        log.warning("the tool judge failed (%s); the tools are offered", error)
+        return False
+    if fit.allowed:
+        return False
+    log.info("no offered tool is for this question; answered without tools (%s)", fit.detail)
+    return True
 
 
 async def _gather_turn(

@@ -113,9 +113,10 @@ class ToolFit:
 class CallJudge(Protocol):
     """A second opinion on a turn's first tool call that costs no model call (``cortana.agent.judge.ToolJudge``).
 
-    Engines that guide tool calls (:attr:`ModelClient.guides_tool_calls`) ask it while they read the
-    prompt: a call of a tool it does not allow is turned into prose, and a call the model described
-    in prose is made when the tool it named fits. Other engines ignore it.
+    The loop asks it before a turn's first call: when it allows no offered tool, the turn is sent without
+    tools. Engines that guide tool calls (:attr:`ModelClient.guides_tool_calls`) ask it again for a turn
+    that offers tools: a call of a tool it does not allow is turned into prose, and a call the model
+    described in prose is made when the tool it named fits.
     """
 
     async def assess(self, question: str, tools: Sequence[ToolSpec]) -> ToolFit:

@@ -34,12 +34,13 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from cortana.config import batch_thread_count, cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
-from cortana.models.base import ModelRequest
+from cortana.models.base import ModelEvent, ModelRequest
 from cortana.models.catalogue import BUNDLED_MODELS, CATALOGUE, HF_PREFIX, CatalogueModel, local_path, unknown_model
 from cortana.models.engine_process import (
     DEFAULT_CONTEXT_WINDOW,
@@ -326,23 +327,74 @@ class EmbeddedClient(LlamaCppClient):
         """Prompt tokens restored when the engine started (from that file, else from another's: ``restored_from``)."""
         self.restored_from: Path | None = None
         """The cache file restored when the engine started: this client's own, or a seed (``seed_prompt_cache``)."""
+        self._plain_slot_ready = False
 
     @property
     def conversation_slot(self) -> int | None:
-        """The slot every conversation request goes to, guided ones too (0 when the engine serves one conversation
-        at a time, so the prompt cache saved and restored is the conversation's); None: the engine chooses."""
+        """The slot every conversation request that offers tools goes to, guided ones too (0 when the engine
+        serves one conversation at a time, so the prompt cache saved and restored is the conversation's); None:
+        the engine chooses."""
         return self.guided.slot
 
     @conversation_slot.setter
     def conversation_slot(self, slot: int | None) -> None:
         self.guided.slot = slot
 
+    @property
+    def plain_slot(self) -> int | None:
+        """The slot of the conversation's requests that offer no tools (the slot after :attr:`conversation_slot`).
+
+        The chat template writes the tools' descriptions into the system message, so a prompt without them
+        shares only the instructions with one that has them; in one slot, each would push the other's cached
+        prompt out and the next question that needs tools would read every description again. In a slot of
+        their own both stay cached (the engine's cache is one pool the slots share: only when it is full does
+        one give way)."""
+        slot = self.conversation_slot
+        return slot + 1 if slot is not None and slot + 1 < self.parallel_samples else None
+
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """llama.cpp's body, sent to the conversation's slot (:attr:`conversation_slot`)."""
+        """llama.cpp's body, sent to the conversation's slot (:attr:`conversation_slot`, or :attr:`plain_slot`
+        for a prompt without tools)."""
         body = super().request_body(request)
-        if self.conversation_slot is not None:
-            body["id_slot"] = self.conversation_slot
+        slot = self.conversation_slot if request.tools else self.plain_slot
+        if slot is not None:
+            body["id_slot"] = slot
         return body
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """As llama.cpp's client; the first prompt without tools starts from the saved prompt cache too."""
+        if request.tools or self._plain_slot_ready or self.plain_slot is None:
+            return super().stream(request)
+        return self._stream_plain(request)
+
+    async def _stream_plain(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        await self._seed_plain_slot()
+        async for event in super().stream(request):
+            yield event
+
+    async def _seed_plain_slot(self) -> None:
+        """Restore the saved prompt cache into :attr:`plain_slot` if that slot has never served a request.
+
+        The file holds the instructions and the tools; a prompt without tools shares the instructions with it,
+        so a first general question reads only itself. A slot an earlier process used (a resident engine) keeps
+        what it has: its own conversation. Best effort: a refusal only means the instructions are read.
+        """
+        self._plain_slot_ready = True
+        slot = self.plain_slot
+        source = self.prompt_cache if self.prompt_cache is not None and self.prompt_cache.is_file() else None
+        source = source or self.seed_prompt_cache()
+        if slot is None or source is None:
+            return
+        with contextlib.suppress(ModelError):
+            slots = await self.http.request_json("GET", "/slots")
+            state = (
+                next((s for s in slots if isinstance(s, dict) and s.get("id") == slot), None)
+                if isinstance(slots, list)
+                else None
+            )
+            if state is None or state.get("id_task", -1) not in (-1, None):
+                return  # it served a request: its cache is a conversation's
+            await self.http.request_json("POST", f"/slots/{slot}?action=restore", json_body={"filename": source.name})
 
     async def list_models(self) -> list[str]:
         """The bundled models that are installed (``cortana --model NAME`` starts one)."""
@@ -469,18 +521,23 @@ class EmbeddedClient(LlamaCppClient):
                 source.unlink(missing_ok=True)  # from another engine build, or cut short: start cold
 
     async def save_prompt_cache(self) -> None:
-        """Save slot 0's prompt cache for the next process (written beside, then renamed: never half a file)."""
+        """Save slot 0's prompt cache for the next process (written beside, then renamed: never half a file).
+
+        Slot 0 holds the conversation with its tools; when it holds nothing (a conversation that never offered
+        tools, and no cache restored), the slot of prompts without tools is saved instead.
+        """
         assert self.prompt_cache is not None and self.server.running
         partial = self.prompt_cache.with_name(f"{self.prompt_cache.stem}.{os.getpid()}.partial")
         try:
-            answer = await self.http.request_json(
-                "POST", "/slots/0?action=save", json_body={"filename": partial.name}, request_timeout=60
-            )
-            if isinstance(answer, dict) and int(answer.get("n_saved", 0)) > 0:
-                os.replace(partial, self.prompt_cache)
-                prune_prompt_caches(self.prompt_cache.parent, keep=self.prompt_cache)
-            else:  # nothing was asked in this process: the cache saved by an earlier one stays
-                partial.unlink(missing_ok=True)
+            for slot in (0, *([self.plain_slot] if self.plain_slot is not None else [])):
+                answer = await self.http.request_json(
+                    "POST", f"/slots/{slot}?action=save", json_body={"filename": partial.name}, request_timeout=60
+                )
+                if isinstance(answer, dict) and int(answer.get("n_saved", 0)) > 0:
+                    os.replace(partial, self.prompt_cache)
+                    prune_prompt_caches(self.prompt_cache.parent, keep=self.prompt_cache)
+                    return
+            partial.unlink(missing_ok=True)  # nothing was asked in this process: an earlier one's cache stays
         except (ModelError, OSError):
             partial.unlink(missing_ok=True)  # the next start is cold; nothing else depends on it
 
