@@ -22,7 +22,7 @@ def configured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Wire
     server.add("GET", "/health", Reply(body=(LLAMA / "q05_health.json").read_bytes()))
     server.add("GET", "/props", Reply(body=(LLAMA / "q05_props.json").read_bytes()))
     server.add("GET", "/slots", Reply(body=(LLAMA / "q05_slots.json").read_bytes()))
-    server.add("POST", "/v1/chat/completions", Reply.sse_file(LLAMA / "q05_chat_plain_stream.sse.txt"))
+    server.add("POST", "/v1/chat/completions", Reply(body=(LLAMA / "q05_chat_plain.json").read_bytes()))  # run(): whole
     monkeypatch.chdir(tmp_path)  # no cortana.yml here
     monkeypatch.setenv("CORTANA_ENGINE", "llamacpp")
     monkeypatch.setenv("CORTANA_BASE_URL", server.start())

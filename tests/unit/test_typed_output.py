@@ -245,20 +245,16 @@ async def test_over_ollamas_wire_the_schema_goes_as_format_and_the_answer_valida
 async def test_a_server_that_refuses_response_format_gets_a_forced_tool_call_instead() -> None:
     from tests.wire import Reply, WireServer
 
-    def sse(*chunks: dict[str, object]) -> list[str]:
-        return [f"data: {json.dumps(chunk)}" for chunk in chunks] + ["data: [DONE]"]
-
-    call = {"index": 0, "id": "call_1", "type": "function",
+    call = {"id": "call_1", "type": "function",
             "function": {"name": "final_answer", "arguments": '{"name": "Ada", "age": 36}'}}  # fmt: skip
-    answer = sse(
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}, "finish_reason": None}]},
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 9,
-         "completion_tokens": 5}},
-    )  # fmt: skip
+    answer = Reply.json({  # whole, as run() asks for it
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+                     "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 5},
+    })  # fmt: skip
     refusal = Reply.json({"error": {"message": "Unrecognized request argument supplied: response_format"}}, 400)
     wire = WireServer()
-    stream = Reply(lines=answer, content_type="text/event-stream", line_end="\n\n")
-    wire.add("POST", "/v1/chat/completions", refusal, stream, stream)
+    wire.add("POST", "/v1/chat/completions", refusal, answer, answer)
     client = OpenAICompatClient("m", base_url=wire.start() + "/v1")
     try:
         agent = Agent(client, output_type=Person)

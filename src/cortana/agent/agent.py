@@ -378,6 +378,9 @@ class Agent(Generic[OutputT]):
             extensions=extensions,
             use_tools=use_tools,
         )
+        return self._started(request)
+
+    def _started(self, request: TurnRequest) -> StreamedRun[OutputT]:
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
         return StreamedRun(self._events(config, request), typed=config.output_type is not None)
 
@@ -442,18 +445,24 @@ class Agent(Generic[OutputT]):
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
     ) -> RunResult[OutputT]:
-        """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained)."""
-        return await self.run_stream(
+        """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained).
+
+        Nobody reads the answer as it arrives, so unless the agent has a ``logger`` (which shows it live) each
+        model answer is asked for whole where the engine allows (one reply to parse, not an event per token).
+        """
+        request = TurnRequest(
             prompt,
-            thread=thread,
+            _thread_ref(thread),
             context=context,
-            history=history,
-            settings=settings,
+            history=history or (),
+            settings=settings or self.settings or ModelSettings(),
             remember=remember,
             unattended=unattended,
             extensions=extensions,
             use_tools=use_tools,
-        ).get_result()
+            streamed=self.config.logger is not None,
+        )
+        return await self._started(request).get_result()
 
     async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
         """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.

@@ -66,6 +66,8 @@ class TurnRequest:
         unattended: nobody is there to approve tool calls: the ones the gate would ask about are refused.
         extensions: the turn extensions of this turn instead of the agent's (``None``: the agent's).
         use_tools: offer tools to the model; ``False``: it answers in text.
+        streamed: someone reads the answers as they arrive (``run_stream``); ``False`` (``run``): the engine
+            may send each whole (:attr:`ModelRequest.streamed`).
     """
 
     prompt: str
@@ -77,6 +79,7 @@ class TurnRequest:
     unattended: bool = False
     extensions: Sequence[TurnExtension] | None = None
     use_tools: bool = True
+    streamed: bool = True
 
 
 class Verdict(enum.Enum):
@@ -304,7 +307,9 @@ class Run:
         typed = self.output if self.output is not None and self.settings.json_schema is not None else None
         yield ModelCallStarted(iteration, for_output=typed is not None)
         messages = [m for m in self.transcript if id(m) not in self.aside] if self.aside else list(self.transcript)
-        request = ModelRequest(messages, self.offered_tools(), self.settings, self.config.tool_judge)
+        request = ModelRequest(
+            messages, self.offered_tools(), self.settings, self.config.tool_judge, streamed=self.request.streamed
+        )
         started = time.perf_counter()
         response: ModelResponse | None = None
         stream = self.client.stream(request)
@@ -361,7 +366,8 @@ class Run:
                 return Screened(Verdict.ASK_AGAIN, bare)
             note = self._empty_answer_note()
             return Screened(Verdict.ANSWER, bare.model_copy(update={"content": note}), shown=note)
-        if self.config.check_grounding:
+        if self.config.check_grounding and any(call.from_text or call.extra for call in reply.tool_calls):
+            # only calls a small model wrote as text are checked; structured calls need no evidence gathered
             evidence = conversation_evidence([*self.transcript, reply])
             kept = self._grounded(reply.tool_calls, evidence)
             if not kept:

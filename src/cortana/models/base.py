@@ -133,12 +133,15 @@ class ModelRequest:
         tools: the tools offered.
         settings: how to generate.
         judge: a second opinion on the first tool call of a user's turn, for engines that guide calls.
+        streamed: someone reads the answer as it arrives; ``False`` lets a client ask for it whole (one reply
+            to parse instead of an event per token): its events are then the whole text at once, and the end.
     """
 
     messages: list[Message]
     tools: list[ToolSpec] = field(default_factory=list)
     settings: ModelSettings = field(default_factory=ModelSettings)
     judge: CallJudge | None = None
+    streamed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

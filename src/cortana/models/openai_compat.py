@@ -239,6 +239,10 @@ class OpenAICompatClient(HttpClient):
             yield dataclasses.replace(event, message=message)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if not request.streamed:
+            for event in await self._whole(request):
+                yield event
+            return
         answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
         usage = Usage()
         finish_reason: str | None = None
@@ -302,6 +306,53 @@ class OpenAICompatClient(HttpClient):
         stop: StopReason = "length" if finish_reason == "length" else "stop"
         for event in answer.final_events(usage, stop, reported_model or self.model):
             yield event
+
+    async def _whole(self, request: ModelRequest) -> list[ModelEvent]:
+        """The answer asked for whole (``"stream": false``: one JSON reply), as the events a stream would end with.
+
+        For a caller that does not read the answer as it arrives (:attr:`ModelRequest.streamed`): the same
+        answer, read and checked the same way (text calls recovered, arguments parsed), for one parse of one
+        body instead of an event per token.
+        """
+        body = self.request_body(request)
+        body["stream"] = False
+        body.pop("stream_options", None)
+        data = await self.http.request_json(
+            "POST", f"{self.api_path}/chat/completions", json_body=body, on_error=self.error_for
+        )
+        where = f"{self.engine} at {self.base_url}"
+        reply = json_object(data, "the reply", where)
+        if "error" in reply:
+            raise ModelError(f"{self.engine} reported an error: {error_text(json.dumps(reply))}")
+        answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
+        events: list[ModelEvent] = []
+        choices = json_items(reply.get("choices"), "choices", where)
+        if not choices:
+            raise ModelError(f"{where} answered with no choice: {json.dumps(reply)[:200]!r}")
+        choice = json_object(choices[0], "a choice", where)
+        message = json_object(choice.get("message"), "a choice's message", where)
+        if thinking := json_text(message.get("reasoning_content"), "reasoning_content", where):
+            events.append(answer.add_thinking(thinking))
+        if (content := json_text(message.get("content"), "content", where)) and (shown := answer.add_text(content)):
+            events.append(shown)
+        for index, entry in enumerate(json_items(message.get("tool_calls"), "tool_calls", where)):
+            call = json_object(entry, "a tool call", where)
+            function = json_object(call.get("function"), "a tool call's function", where)
+            answer.add_call_delta(
+                index,
+                id=json_text(call.get("id"), "a tool call's id", where),
+                name=json_text(function.get("name"), "a tool call's name", where),
+                arguments=json_text(function.get("arguments"), "a tool call's arguments", where),
+            )
+        usage = self._usage(
+            json_object(reply.get("usage"), "usage", where),
+            json_object(reply.get("timings"), "timings", where),
+            Usage(),
+        )
+        model = reply.get("model")
+        stop: StopReason = "length" if choice.get("finish_reason") == "length" else "stop"
+        events += answer.final_events(usage, stop, model if isinstance(model, str) and model else self.model)
+        return events
 
     @staticmethod
     def _usage(usage: dict[str, Any] | None, timings: dict[str, Any] | None, previous: Usage) -> Usage:
