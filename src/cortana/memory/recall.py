@@ -302,9 +302,9 @@ class Recall:
             if not fresh:
                 continue
             shown.update((item[0], item[1], item[2], item[3].content) for item in fresh)
-            thread_id, _, created, _ = fresh[0]
-            day = datetime.datetime.fromtimestamp(created).strftime("%Y-%m-%d")
-            lines.append(f"- thread {thread_id}, {day}:")
+            # when it was said, not which thread: a thread id is 20-odd tokens the model can do nothing with
+            when = datetime.datetime.fromtimestamp(fresh[0][2]).strftime("%Y-%m-%d %H:%M")
+            lines.append(f"- {when}:")
             for _, role, _, message in fresh:
                 text = strip_turn_context(message.content) if role == "user" else message.content
                 text = " ".join(text.split())
