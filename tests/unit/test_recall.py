@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
@@ -50,6 +51,8 @@ async def test_a_new_thread_recalls_the_resources_earlier_messages(memory: Store
     assert "user: By the way, my dog is called Biscuit." in context
     assert "assistant: Biscuit is a lovely name!" in context, "neighbours come with each hit"
     assert "Peru" not in context and "auth.py" not in context.split("Biscuit is a lovely name!")[1]
+    assert re.search(r"^- \d{4}-\d\d-\d\d \d\d:\d\d:$", context, re.MULTILINE), "each exchange says when it was"
+    assert "thread" not in context, "not which thread: its id is tokens the model can do nothing with"
 
 
 async def test_a_question_and_its_answer_both_found_show_their_exchange_once(
