@@ -103,3 +103,35 @@ async def test_the_real_judge_withholds_the_tools_from_a_general_question_only()
     assert general.allowed == frozenset(), general.detail
     assert "list_files" in workspace.allowed, workspace.detail
     assert await judge.assess("List the files in this folder.", [read, listing]) is workspace, "asked twice, once"
+
+
+class Block:
+    """An extension whose context block is ``text``; ``lookup`` marks it a lookup of the workspace."""
+
+    def __init__(self, text: str, *, lookup: bool) -> None:
+        self.name, self.text, self.looks_up_workspace = text, text, lookup
+
+    async def context(self, thread: object, prompt: str) -> str:
+        return self.text
+
+    def tools(self, thread: object) -> list[object]:
+        return []
+
+    def turn_settings(self, thread: object, settings: ModelSettings) -> ModelSettings:
+        return settings
+
+    async def after_turn(self, result: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("allowed", "lookup_shown"), [(set(), False), ({"get_weather"}, True)])
+async def test_a_question_no_tool_is_for_gets_no_lookup_of_its_words_in_the_workspace(
+    allowed: set[str], lookup_shown: bool
+) -> None:
+    model = ScriptedModel(["Jane Austen."])
+    extensions = [Block("README.md:3: a line with Pride in it", lookup=True), Block("Local time: noon", lookup=False)]
+    agent = Agent(model, tools=[get_weather], tool_judge=FixedJudge(allowed=allowed), extensions=extensions)  # type: ignore[list-item]
+    await agent.run("Who wrote Pride and Prejudice?")
+    sent = model.requests[0].messages[-1].content
+    assert "Local time: noon" in sent, "other context stays"
+    assert ("README.md:3" in sent) is lookup_shown

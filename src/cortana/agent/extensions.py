@@ -57,6 +57,8 @@ __all__ = [
     "current_turn",
     "extension_tools",
     "gather_context",
+    "gather_context_of",
+    "looks_up_workspace",
     "turn_settings",
 ]
 
@@ -125,7 +127,10 @@ class TurnExtension(Protocol):
     Two optional attributes lift the limits on its context block: ``context_timeout``, the most
     seconds it may take before the turn goes on without it (default :data:`CONTEXT_TIMEOUT_S`,
     ``None``: no limit), and ``max_context_chars``, the most of it that joins the prompt (default
-    :data:`MAX_CONTEXT_CHARS`, ``None``: all of it).
+    :data:`MAX_CONTEXT_CHARS`, ``None``: all of it). A third, ``looks_up_workspace`` (default False),
+    says its block is what the workspace holds for the message's words (lines found, the code graph's
+    entries): it is left out of a turn the tool judge finds no tool for ("What is a mutex?"), where it
+    would only pull a general answer towards the files.
     """
 
     name: str = "extension"
@@ -174,6 +179,13 @@ async def gather_context(
     extensions: Sequence[TurnExtension], thread: ThreadRef, prompt: str, scope: TurnScope | None = None
 ) -> list[str]:
     """Every extension's context block, gathered concurrently, in the extensions' order; failures skipped."""
+    return [block for _, block in await gather_context_of(extensions, thread, prompt, scope)]
+
+
+async def gather_context_of(
+    extensions: Sequence[TurnExtension], thread: ThreadRef, prompt: str, scope: TurnScope | None = None
+) -> list[tuple[TurnExtension, str]]:
+    """As :func:`gather_context`, each block with the extension that gave it."""
     if not extensions:
         return []
     context = in_scope(scope)
@@ -182,7 +194,12 @@ async def gather_context(
         prompt = f"{prompt[:half]}\n…\n{prompt[-half:]}"
     tasks = [asyncio.create_task(_context_of(e, thread, prompt), context=context) for e in extensions]
     blocks = await asyncio.gather(*tasks)
-    return [block for block in blocks if block]
+    return [(extension, block) for extension, block in zip(extensions, blocks, strict=True) if block]
+
+
+def looks_up_workspace(extension: TurnExtension) -> bool:
+    """Whether ``extension``'s block is a lookup of the message's words in the workspace (``looks_up_workspace``)."""
+    return bool(getattr(extension, "looks_up_workspace", False))
 
 
 async def _context_of(extension: TurnExtension, thread: ThreadRef, prompt: str) -> str | None:

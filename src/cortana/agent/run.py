@@ -24,7 +24,8 @@ from cortana.agent.extensions import (
     TurnExtension,
     TurnScope,
     extension_tools,
-    gather_context,
+    gather_context_of,
+    looks_up_workspace,
     turn_settings,
 )
 from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
@@ -125,7 +126,8 @@ class Turn:
     """What memory and the extensions bring to a turn before the first model call."""
 
     history: list[Message]
-    context: list[str]
+    context: list[tuple[TurnExtension, str]]
+    """Each context block with the extension that gave it, in the extensions' order."""
     tools: list[Tool | ToolGroup]
 
 
@@ -193,24 +195,30 @@ class Run:
         tools, groups = as_tools(turn.tools)
         toolbox = Toolbox([*deps.tools, *tools], [*deps.tool_groups, *groups])
         await toolbox.load_eager()
-        user = Message.user(
-            valid_text(_with_context(request.prompt, [*turn.context, *filter(None, [request.context])]))
-        )  # what is not Unicode (a lone surrogate) replaced: the message is stored and sent whole
-        if memory is not None and request.remember:
-            await memory.append_messages(request.thread, [user])
         system_prompt = config.system_prompt(has_tools=bool(toolbox.specs()))
         past = [*([Message.system(system_prompt)] if system_prompt else []), *request.history, *turn.history]
-        transcript = [*past, user]
-        metrics = RunMetrics()
-        window = effective_context_window(config.context_window, client.context_window)
         settings = turn_settings(extensions, request.thread, request.settings, scope)
         if settings.think is not None and not client.supports_thinking:
             settings = replace(settings, think=None)
         spec = output_spec(config.output_type) if config.output_type is not None else None
         typed_at_once = spec is not None and (not request.use_tools or not (deps.tools or deps.tool_groups))
         withhold = not request.use_tools or typed_at_once
+        general = False
         if not withhold and config.tool_judge is not None:
-            withhold = await _no_tool_is_for(config.tool_judge, request.prompt, toolbox.specs(), past, settings)
+            general = withhold = await _no_tool_is_for(
+                config.tool_judge, request.prompt, toolbox.specs(), past, settings
+            )
+        # A question no tool is for gets no lookup of its words in the workspace either: lines that happen to
+        # share a word with "Who wrote Pride and Prejudice?" only pull the answer towards the files.
+        blocks = [block for extension, block in turn.context if not (general and looks_up_workspace(extension))]
+        user = Message.user(
+            valid_text(_with_context(request.prompt, [*blocks, *filter(None, [request.context])]))
+        )  # what is not Unicode (a lone surrogate) replaced: the message is stored and sent whole
+        if memory is not None and request.remember:
+            await memory.append_messages(request.thread, [user])
+        transcript = [*past, user]
+        metrics = RunMetrics()
+        window = effective_context_window(config.context_window, client.context_window)
         if spec is not None and typed_at_once:
             # An agent with no tools of its own has no work to do first: its first answer is the typed one, held
             # to the schema (which leaves no room for a call of memory's or an extension's tools either).
@@ -616,10 +624,10 @@ async def _gather_turn(
     thread = request.thread
     loading = memory.load_history(thread) if memory is not None else None
     if loading is not None and extensions:
-        history, blocks = await asyncio.gather(loading, gather_context(extensions, thread, request.prompt, scope))
+        history, blocks = await asyncio.gather(loading, gather_context_of(extensions, thread, request.prompt, scope))
     else:
         history = await loading if loading is not None else []
-        blocks = await gather_context(extensions, thread, request.prompt, scope)
+        blocks = await gather_context_of(extensions, thread, request.prompt, scope)
     return Turn(history=history, context=blocks, tools=extension_tools(extensions, thread))
 
 

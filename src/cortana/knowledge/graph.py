@@ -171,6 +171,7 @@ class KnowledgeGraph(TurnExtension):
     """
 
     name = "knowledge_graph"
+    looks_up_workspace = True  # its lookup is left out of a turn the tool judge finds no tool for
 
     def __init__(
         self,

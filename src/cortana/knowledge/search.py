@@ -97,6 +97,7 @@ class PromptSearch(TurnExtension):
     """
 
     name = "prompt_search"
+    looks_up_workspace = True  # left out of a turn the tool judge finds no tool for
 
     def __init__(self, workspace: Path | str | Workspace, *, max_lines: int = 12) -> None:
         self.space = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
