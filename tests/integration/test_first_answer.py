@@ -63,6 +63,8 @@ def test_after_the_install_warms_the_engine_a_new_folders_first_answer_reads_onl
     env = environment(home, tmp_path / "cache")
     said = cortana(home, env, "models", "warm", *ENGINE[2:])  # what scripts/start runs after installing
     assert "a first question in a new folder reads only itself" in said, said
+    start = re.search(r"read the assistant's ([\d,]+)-token start", said)
+    assert start and int(start.group(1).replace(",", "")) > 1000, f"the tools' descriptions were not read: {said}"
     assert "warm already" in cortana(home, env, "models", "warm", *ENGINE[2:]), "made once"
     read, cached = one_shot(first, env)  # no tool is for this question: it is sent without any (the tool judge)
     assert cached > 150, "the instructions were read again in a new folder"

@@ -111,7 +111,9 @@ async def _warm(args: argparse.Namespace, err: Console) -> int:
         started = time.perf_counter()
         reading = Text(f"{name}: reading the assistant's instructions and tools once, for every folder…")
         with err.status(reading):
-            async with Assistant(Path(folder), settings, client=client, heartbeat=False) as assistant:
+            # The tools must be in the prompt read: the tool judge would send "Hello." without them.
+            offered = settings.model_copy(update={"agent": settings.agent.model_copy(update={"tool_judge": False})})
+            async with Assistant(Path(folder), offered, client=client, heartbeat=False) as assistant:
                 agent = await assistant.agent()
                 turn = ModelSettings(max_tokens=1, temperature=0)
                 result = await agent.run("Hello.", settings=turn, remember=False)
