@@ -138,3 +138,15 @@ async def test_an_engine_that_dies_before_its_whole_answer_is_a_clear_error_and_
     assert len(wire.bodies(PATH)) == 2, "one retry on a fresh connection (a kept-alive one may have been dropped)"
     assert [m.content for m in memory.threads[ThreadRef(thread_id="t")]] == ["Write a story."]
     await agent.aclose()
+
+
+async def test_a_whole_answer_may_take_longer_than_an_answer_may_take_to_start(wire: WireServer) -> None:
+    # The client's timeout is for an answer to start; a whole answer starts only when it is done, so a long one
+    # written slowly must not be cut off by it.
+    slow = captured("q05_chat_plain.json")
+    slow.delay = 1.0
+    wire.add("POST", PATH, slow)
+    client = OpenAICompatClient("qwen", base_url=wire.start() + "/v1", timeout=0.3, max_retries=0)
+    events = [e async for e in client.stream(ModelRequest([], streamed=False))]
+    assert isinstance(events[-1], ModelResponse) and events[-1].message.content == "Hello!"
+    await client.aclose()

@@ -26,6 +26,11 @@ from cortana.trust import is_loopback_url
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
 
+WHOLE_ANSWER_TIMEOUT_S = 3600.0
+"""How long an answer asked for whole may take: nothing arrives until it is done, so the client's timeout (for an
+answer to start) would cut off a long answer a small CPU writes at a few tokens a second; a streamed answer has
+no such limit, its tokens keep the connection alive."""
+
 
 def _arguments_text(call: ToolCall) -> str:
     """A call's arguments as the JSON object text the chat format carries.
@@ -318,7 +323,11 @@ class OpenAICompatClient(HttpClient):
         body["stream"] = False
         body.pop("stream_options", None)
         data = await self.http.request_json(
-            "POST", f"{self.api_path}/chat/completions", json_body=body, on_error=self.error_for
+            "POST",
+            f"{self.api_path}/chat/completions",
+            json_body=body,
+            on_error=self.error_for,
+            request_timeout=WHOLE_ANSWER_TIMEOUT_S,
         )
         where = f"{self.engine} at {self.base_url}"
         reply = json_object(data, "the reply", where)
