@@ -127,6 +127,18 @@ def text_reply(words: list[str], line_delay: float = 0.0):  # type: ignore[no-un
     return Reply(lines=sse(*chunks), content_type="text/event-stream", line_end="\n\n", line_delay=line_delay)
 
 
+def whole_reply(text: str, delay: float = 0.0):  # type: ignore[no-untyped-def]
+    """An answer sent whole (``"stream": false``), as ``Agent.run()`` asks for it: a check-in, say."""
+    from tests.wire import Reply
+
+    answer = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28},
+    }
+    return Reply.json(answer) if not delay else Reply(body=Reply.json(answer).body, delay=delay)
+
+
 def tool_reply(name: str, arguments: str):  # type: ignore[no-untyped-def]
     from tests.wire import Reply
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.integration.test_cli_terminal import spawn_on, stored, text_reply
+from tests.integration.test_cli_terminal import spawn_on, stored, text_reply, whole_reply
 
 CHAT = "/v1/chat/completions"
 BEAT_SECONDS = 2.4
@@ -35,7 +35,7 @@ def chat_requests(engine) -> list[dict]:  # type: ignore[no-untyped-def,type-arg
 
 
 def test_a_check_in_appears_while_idle_and_is_kept(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
-    scripted_engine.add("POST", CHAT, text_reply(["Your call with Sam ", "starts in ten minutes."]))
+    scripted_engine.add("POST", CHAT, whole_reply("Your call with Sam starts in ten minutes."))
     child = spawn_on(scripted_engine.url, workspace, term="xterm")
     child.expect("cortana checks in:", timeout=30)
     child.expect("Your call with Sam starts in ten minutes.")
@@ -45,6 +45,7 @@ def test_a_check_in_appears_while_idle_and_is_kept(scripted_engine, workspace: P
     child.sendline("/exit")
     child.expect(pexpect.EOF, timeout=30)
     (checklist,) = chat_requests(scripted_engine)
+    assert checklist["stream"] is False, "a check-in is shown once it is whole: it is asked for whole"
     assert "HEARTBEAT_OK" in checklist["messages"][-1]["content"]
     assert "Local time:" in checklist["messages"][-1]["content"]
     bodies = [json.loads(body) for body in stored(workspace)]
@@ -53,7 +54,7 @@ def test_a_check_in_appears_while_idle_and_is_kept(scripted_engine, workspace: P
 
 
 def test_no_check_in_while_a_prompt_is_half_typed(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
-    scripted_engine.add("POST", CHAT, text_reply(["Hi there."]), text_reply(["HEARTBEAT_OK"]))
+    scripted_engine.add("POST", CHAT, text_reply(["Hi there."]), whole_reply("HEARTBEAT_OK"))
     child = spawn_on(scripted_engine.url, workspace, term="xterm")
     child.send("hello wor")
     time.sleep(4 * BEAT_SECONDS)  # several beats fall due while the prompt holds text
@@ -81,14 +82,14 @@ def test_no_heartbeat_gives_no_check_in(scripted_engine, workspace: Path) -> Non
 
 
 def test_a_check_in_that_arrives_while_typing_is_printed_above_what_was_typed(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
-    slow = text_reply(["Your call ", "with Sam ", "starts in ", "ten minutes."], line_delay=0.6)
+    slow = whole_reply("Your call with Sam starts in ten minutes.", delay=2.4)
     scripted_engine.add("POST", CHAT, slow, text_reply(["Hi there."]))
     child = spawn_on(scripted_engine.url, workspace, term="xterm")
     for _ in range(300):  # the check-in has started
         if chat_requests(scripted_engine):
             break
         time.sleep(0.05)
-    child.send("hello wor")  # typed while the check-in streams
+    child.send("hello wor")  # typed while the check-in is being written
     child.expect("cortana checks in:", timeout=30)
     child.expect("ten minutes.")
     child.sendline("ld")  # finishes the line typed before the check-in was printed
