@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cortana import Agent, ModelError, tool
+from cortana import Agent, ModelError, RunResult, tool
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelRequest, ToolSpec
 from cortana.models.llamacpp import LlamaCppClient
@@ -35,6 +35,21 @@ def sse(*chunks: dict[str, object]) -> Reply:
     return Reply(lines=lines, content_type="text/event-stream", line_end="\n\n")
 
 
+def whole(chunk: dict[str, object]) -> Reply:
+    """The same answer sent whole (``"stream": false``, as ``Agent.run()`` asks for it)."""
+    choice = chunk["choices"][0]  # type: ignore[index]
+    delta = choice["delta"]
+    message: dict[str, object] = {"role": "assistant", "content": delta.get("content", "")}
+    if "tool_calls" in delta:
+        message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in delta["tool_calls"]]
+    return Reply.json({"choices": [{"index": 0, "message": message, "finish_reason": choice["finish_reason"]}]})
+
+
+async def answered(agent: Agent[str], prompt: str, streamed: bool) -> RunResult[str]:
+    """The run's result: read as it streams (``run_stream``), or asked for whole (``run``)."""
+    return await (agent.run_stream(prompt).get_result() if streamed else agent.run(prompt))
+
+
 def call_chunk(arguments: str) -> dict[str, object]:
     call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "echo", "arguments": arguments}}
     return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]}
@@ -51,11 +66,15 @@ def wire() -> Iterator[WireServer]:
     server.stop()
 
 
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
 @pytest.mark.parametrize("arguments", [f'{{"text": {DEEP}}}', '{"text": ' + "[" * 40 + "]" * 40 + "}"])
-async def test_deeply_nested_arguments_become_a_tool_error_the_model_reads(wire: WireServer, arguments: str) -> None:
-    wire.add("POST", "/v1/chat/completions", sse(call_chunk(arguments)), sse(text_chunk("Sorry, let me answer.")))
+async def test_deeply_nested_arguments_become_a_tool_error_the_model_reads(
+    wire: WireServer, arguments: str, streamed: bool
+) -> None:
+    reply = sse if streamed else whole
+    wire.add("POST", "/v1/chat/completions", reply(call_chunk(arguments)), reply(text_chunk("Sorry, let me answer.")))
     async with LlamaCppClient("q", base_url=wire.start(), context_window=4096) as client:
-        result = await Agent(client, tools=[echo]).run("echo something")
+        result = await answered(Agent(client, tools=[echo]), "echo something", streamed)
     error = result.new_messages[2]
     assert error.role == "tool" and error.is_error and "not a valid JSON object" in error.content
     assert result.output == "Sorry, let me answer."
@@ -126,17 +145,21 @@ def test_piped_input_that_is_not_utf8_is_read(tmp_path: Path) -> None:
     assert stderr.startswith("cortana: llama.cpp is not answering at http://127.0.0.1:9")
 
 
-async def test_a_call_of_a_tool_nobody_offered_reaches_the_model_as_an_unknown_tool(wire: WireServer) -> None:
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_a_call_of_a_tool_nobody_offered_reaches_the_model_as_an_unknown_tool(
+    wire: WireServer, streamed: bool
+) -> None:
     """The 1.5B model answered with a JSON call to `slugify`, the function it was asked to write."""
     slugify = '{"name": "slugify", "arguments": {"text": "Hello World"}}'
+    reply = sse if streamed else whole
     wire.add(
         "POST",
         "/v1/chat/completions",
-        sse({"choices": [{"index": 0, "delta": {"content": slugify}, "finish_reason": "stop"}]}),
-        sse({"choices": [{"index": 0, "delta": {"content": "There is no slugify tool; here is the code."}}]}),
+        reply({"choices": [{"index": 0, "delta": {"content": slugify}, "finish_reason": "stop"}]}),
+        reply(text_chunk("There is no slugify tool; here is the code.")),
     )
     async with LlamaCppClient("q", base_url=wire.start(), context_window=4096) as client:
-        result = await Agent(client, tools=[echo]).run("Add a slugify(text) function to utils.py.")
+        result = await answered(Agent(client, tools=[echo]), "Add a slugify(text) function to utils.py.", streamed)
     error = result.new_messages[2]
     assert error.role == "tool" and error.is_error
     assert error.content == "Unknown tool 'slugify'. Available tools: echo."
