@@ -597,10 +597,11 @@ async def _no_tool_is_for(
 ) -> bool:
     """Whether the judge says none of ``tools`` is for ``question``: the turn is then answered with no tools offered.
 
-    A call of a tool the judge does not allow would be turned into prose anyway, so the tools' descriptions
-    (most of a small prompt) are left out and the model cannot reach for one: "What is a mutex?" costs its own
-    words, not the tool set's. Asked only when the choice is the model's (``tool_choice`` unset or ``"auto"``)
-    and only in a conversation that has not called a tool yet: one that has keeps its tools, so its prompt
+    On an engine that guides calls, a call of a tool the judge does not allow would be turned into prose
+    anyway; on every engine, leaving the tools' descriptions (most of a small prompt) out means the model
+    cannot reach for one, and "What is a mutex?" costs its own words, not the tool set's. Asked only when the
+    choice is the model's (``tool_choice`` unset or ``"auto"``) and only in a conversation that has not called
+    a tool yet: one that has keeps its tools, so its prompt
     keeps the beginning the engine has cached and a tool's result is never read again under another. A judge
     that fails is no opinion: the tools are offered.
     """
