@@ -601,9 +601,8 @@ async def _no_tool_is_for(
     anyway; on every engine, leaving the tools' descriptions (most of a small prompt) out means the model
     cannot reach for one, and "What is a mutex?" costs its own words, not the tool set's. Asked only when the
     choice is the model's (``tool_choice`` unset or ``"auto"``) and only in a conversation that has not called
-    a tool yet: one that has keeps its tools, so its prompt
-    keeps the beginning the engine has cached and a tool's result is never read again under another. A judge
-    that fails is no opinion: the tools are offered.
+    a tool yet: one that has keeps its tools, so its prompt keeps the beginning the engine has cached and a
+    tool's result is never read again under another. A judge that fails is no opinion: the tools are offered.
     """
     if not tools or settings.tool_choice not in (None, "auto") or any(m.tool_calls for m in past):
         return False
