@@ -367,6 +367,25 @@ class Agent(Generic[OutputT]):
                 check-in that wants the local time but not a search of the workspace for its checklist.
             use_tools: offer the tools; ``False``: the model answers in text (a reminder needs no tools).
         """
+        return self._started(
+            prompt, thread, context, history, settings, remember, unattended, extensions, use_tools, streamed=True
+        )
+
+    def _started(
+        self,
+        prompt: str,
+        thread: ThreadRef | str | None,
+        context: str | None,
+        history: Sequence[Message] | None,
+        settings: ModelSettings | None,
+        remember: bool,
+        unattended: bool,
+        extensions: Sequence[TurnExtension] | None,
+        use_tools: bool,
+        *,
+        streamed: bool,
+    ) -> StreamedRun[OutputT]:
+        """The turn ``run_stream`` and ``run`` start: their arguments as a ``TurnRequest``, on a snapshot."""
         request = TurnRequest(
             prompt,
             _thread_ref(thread),
@@ -377,10 +396,8 @@ class Agent(Generic[OutputT]):
             unattended=unattended,
             extensions=extensions,
             use_tools=use_tools,
+            streamed=streamed,
         )
-        return self._started(request)
-
-    def _started(self, request: TurnRequest) -> StreamedRun[OutputT]:
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
         return StreamedRun(self._events(config, request), typed=config.output_type is not None)
 
@@ -450,19 +467,10 @@ class Agent(Generic[OutputT]):
         Nobody reads the answer as it arrives, so unless the agent has a ``logger`` (which shows it live) each
         model answer is asked for whole where the engine allows (one reply to parse, not an event per token).
         """
-        request = TurnRequest(
-            prompt,
-            _thread_ref(thread),
-            context=context,
-            history=history or (),
-            settings=settings or self.settings or ModelSettings(),
-            remember=remember,
-            unattended=unattended,
-            extensions=extensions,
-            use_tools=use_tools,
-            streamed=self.config.logger is not None,
-        )
-        return await self._started(request).get_result()
+        streamed = self.config.logger is not None
+        return await self._started(
+            prompt, thread, context, history, settings, remember, unattended, extensions, use_tools, streamed=streamed
+        ).get_result()
 
     async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
         """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.

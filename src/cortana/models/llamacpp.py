@@ -14,10 +14,10 @@ from typing import Any, ClassVar
 
 from cortana.engines import engine_named
 from cortana.errors import ModelError
-from cortana.messages import Message, StopReason, Usage
+from cortana.messages import Message, Usage
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import THINKING_BUDGETS, ModelEvent, ModelRequest, ModelResponse, ToolSpec
-from cortana.models.chunks import json_items, json_object, json_text
+from cortana.models.chunks import json_items, json_object
 from cortana.models.guided import GuidedCalls, template_supports_guiding
 from cortana.models.openai_compat import OpenAICompatClient, to_openai_messages
 
@@ -167,14 +167,10 @@ class LlamaCppClient(OpenAICompatClient):
         usage = self._usage(json_object(reply.get("usage"), "usage", where), None, Usage())
         found: list[ModelResponse] = []
         for number, item in enumerate(json_items(reply.get("choices"), "choices", where)[:wanted]):
-            choice = json_object(item, "a choice", where)
-            message = json_object(choice.get("message"), "a choice's message", where)
-            answer = AnswerBuilder([], False)
-            answer.add_text(json_text(message.get("content"), "content", where) or "")
-            _, built = answer.finish()
-            stop: StopReason = "length" if choice.get("finish_reason") == "length" else "stop"
-            model = reply.get("model") if isinstance(reply.get("model"), str) else self.model
-            found.append(ModelResponse(built, usage if number == 0 else Usage(), stop, model))
+            events = self._choice_events(reply, item, AnswerBuilder([], False), usage if number == 0 else Usage())
+            response = events[-1]
+            assert isinstance(response, ModelResponse)  # final_events ends with it
+            found.append(response)
         if len(found) < wanted:
             raise ModelError(f"{where} answered {len(found)} of the {wanted} completions asked for")
         return found

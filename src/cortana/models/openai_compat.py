@@ -333,35 +333,38 @@ class OpenAICompatClient(HttpClient):
         reply = json_object(data, "the reply", where)
         if "error" in reply:
             raise ModelError(f"{self.engine} reported an error: {error_text(json.dumps(reply))}")
-        answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
-        events: list[ModelEvent] = []
         choices = json_items(reply.get("choices"), "choices", where)
         if not choices:
             raise ModelError(f"{where} answered with no choice: {json.dumps(reply)[:200]!r}")
-        choice = json_object(choices[0], "a choice", where)
-        message = json_object(choice.get("message"), "a choice's message", where)
-        if thinking := json_text(message.get("reasoning_content"), "reasoning_content", where):
-            events.append(answer.add_thinking(thinking))
-        if (content := json_text(message.get("content"), "content", where)) and (shown := answer.add_text(content)):
-            events.append(shown)
-        for index, entry in enumerate(json_items(message.get("tool_calls"), "tool_calls", where)):
-            call = json_object(entry, "a tool call", where)
-            function = json_object(call.get("function"), "a tool call's function", where)
-            answer.add_call_delta(
-                index,
-                id=json_text(call.get("id"), "a tool call's id", where),
-                name=json_text(function.get("name"), "a tool call's name", where),
-                arguments=json_text(function.get("arguments"), "a tool call's arguments", where),
-            )
         usage = self._usage(
             json_object(reply.get("usage"), "usage", where),
             json_object(reply.get("timings"), "timings", where),
             Usage(),
         )
+        return self._choice_events(reply, choices[0], AnswerBuilder(request.tools, self.recover_text_tool_calls), usage)
+
+    def _choice_events(self, reply: dict[str, Any], item: Any, answer: AnswerBuilder, usage: Usage) -> list[ModelEvent]:
+        """One choice of a whole reply (``"stream": false``), read into ``answer``: the events a stream of it would
+        have ended with (its thinking, its text as far as it is shown, then the ``ModelResponse``)."""
+        where = f"{self.engine} at {self.base_url}"
+        choice = json_object(item, "a choice", where)
+        message = json_object(choice.get("message"), "a choice's message", where)
+        events: list[ModelEvent] = []
+        if thinking := json_text(message.get("reasoning_content"), "reasoning_content", where):
+            events.append(answer.add_thinking(thinking))
+        if (content := json_text(message.get("content"), "content", where)) and (shown := answer.add_text(content)):
+            events.append(shown)
+        for entry in json_items(message.get("tool_calls"), "tool_calls", where):
+            call = json_object(entry, "a tool call", where)
+            function = json_object(call.get("function"), "a tool call's function", where)
+            answer.add_call(
+                json_text(function.get("name"), "a tool call's name", where) or "",
+                json_text(function.get("arguments"), "a tool call's arguments", where) or "",
+                json_text(call.get("id"), "a tool call's id", where),
+            )
         model = reply.get("model")
         stop: StopReason = "length" if choice.get("finish_reason") == "length" else "stop"
-        events += answer.final_events(usage, stop, model if isinstance(model, str) and model else self.model)
-        return events
+        return [*events, *answer.final_events(usage, stop, model if isinstance(model, str) and model else self.model)]
 
     @staticmethod
     def _usage(usage: dict[str, Any] | None, timings: dict[str, Any] | None, previous: Usage) -> Usage:
