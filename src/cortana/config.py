@@ -613,7 +613,7 @@ class FixSettings(_Section):
     """The time one fix may take, its test runs included: rounds go on until a patch passes or it is spent."""
     samples: int = Field(4, ge=1, le=16)
     """Hot samples asked of each prompt at once (the embedded engine decodes them together in its slots)."""
-    per_location: int = Field(2, ge=0, le=8)
+    per_location: int = Field(3, ge=0, le=8)
     """How many of the top locations also get a sample of their own."""
     rewrite: bool = True
     """Also ask for the functions to change written again whole (a small model writes a function better than it

@@ -78,11 +78,148 @@ async def test_a_partial_fix_is_climbed_from(tmp_path: Path) -> None:
     found.on_progress = lambda step: progress.append(step.message)
     result = await found.run("make the failing tests pass")
     assert result.status is FixStatus.FIXED, result.message
-    assert "building on a patch with 1 of 2 failing tests passing" in progress, progress
+    assert "building on a patch with which 1 of 2 failing tests pass" in progress, progress
     assert "+    return round(amount * 100)" in result.diff and "cents // 100" in result.diff, result.diff
-    climbed = next(r.messages[-1].content for r in model.requests if "makes 1 of 2 failing tests pass" in
+    climbed = next(r.messages[-1].content for r in model.requests if "with which 1 of 2 failing tests pass:" in
                    r.messages[-1].content)  # fmt: skip
     assert "return round(amount * 100)" in climbed and "test_label" in climbed.split("These still fail:")[1]
+
+
+TWO_PLACES = {
+    "conftest.py": "",
+    "shop/__init__.py": "",
+    "shop/money.py": """
+        def price(amount):
+            return f"€{amount:.2f}"
+        """,
+    "shop/receipt.py": """
+        from shop.money import price
+
+
+        def line(name, amount, currency):
+            return f"{name}: {price(amount)}"
+        """,
+    "tests/test_receipt.py": """
+        from shop.receipt import line
+
+
+        def test_a_line_in_dollars():
+            assert line("tea", 2.5, "USD") == "tea: $2.50"
+        """,
+}
+"""One failing test whose fix takes two places, each failing alone: the callee's new parameter, the caller's use."""
+CALLEE = block(
+    "shop/money.py",
+    'def price(amount):\n    return f"€{amount:.2f}"',
+    'def price(amount, currency="EUR"):\n    return {"EUR": "€", "USD": "$"}[currency] + f"{amount:.2f}"',
+)
+CALLER = block(
+    "shop/receipt.py", '    return f"{name}: {price(amount)}"', '    return f"{name}: {price(amount, currency)}"'
+)
+
+
+async def test_two_samples_that_each_make_one_half_of_a_fix_are_tried_together(tmp_path: Path) -> None:
+    """Neither half passes alone (the caller passes a currency the callee does not take yet); made together, with
+    no third sample, they pass."""
+    project = write(tmp_path / "p", TWO_PLACES)
+    model = ScriptedModel([CALLER, CALLEE])  # the greedy sample, then one hot
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, per_location=0, rounds=1, rewrite=False)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix the failing test")
+    assert result.status is FixStatus.FIXED, result.message
+    assert result.samples == 2 and result.candidates == 3, "two samples, and their merge"
+    assert "patch 1: 0 of 1 failing tests pass" in progress and "patches 2 and 1 together" in progress, progress
+    assert result.origin == "round 1, patches 2 and 1 together"
+    assert "price(amount, currency)" in result.diff and 'currency="EUR"' in result.diff, result.diff
+
+
+def test_two_patches_that_change_the_same_lines_are_not_merged() -> None:
+    from cortana.repair.coders import combined
+    from cortana.repair.patches import apply_patch, parse_patch
+
+    originals = {"a.py": "def f():\n    return 1\n\n\ndef g():\n    return 2\n"}
+    one = apply_patch(parse_patch(block("a.py", "    return 1", "    return 10")), originals)
+    other = apply_patch(parse_patch(block("a.py", "    return 1", "    return 11")), originals)
+    third = apply_patch(parse_patch(block("a.py", "    return 2", "    return 20")), originals)
+    assert not isinstance(one, str) and not isinstance(other, str) and not isinstance(third, str)
+    assert combined(one, other, originals) is None, "the same lines: one or the other, not both"
+    assert combined(one, one, originals) is None, "no more than one of them"
+    both = combined(one, third, originals)
+    assert both is not None and both.files["a.py"] == "def f():\n    return 10\n\n\ndef g():\n    return 20\n"
+
+
+CLI_FLAG = {
+    "conftest.py": "",
+    "app/__init__.py": "",
+    "app/cli.py": """
+        import argparse
+
+
+        def parser():
+            found = argparse.ArgumentParser(prog="say")
+            found.add_argument("words", nargs="*")
+            return found
+
+
+        def main(argv):
+            args = parser().parse_args(argv)
+            return " ".join(args.words)
+        """,
+    "tests/test_cli.py": """
+        from app.cli import main
+
+
+        def test_upper():
+            said = main(["--upper", "a", "b"])
+            assert said == "A B"
+        """,
+}
+"""A new flag: accepted by the parser alone, the test no longer stops at the call but at its assertion."""
+ACCEPTED = block(
+    "app/cli.py",
+    '    found.add_argument("words", nargs="*")',
+    '    found.add_argument("words", nargs="*")\n    found.add_argument("--upper", action="store_true")',
+)
+USED = block(
+    "app/cli.py",
+    '    return " ".join(args.words)',
+    '    said = " ".join(args.words)\n    return said.upper() if args.upper else said',
+)
+
+
+async def test_a_patch_that_gets_the_failing_test_further_is_climbed_from(tmp_path: Path) -> None:
+    """No test passes with the parser's half of a new flag, but the failing test gets further (to its assertion,
+    from an error at the call): the next round builds on it."""
+    project = write(tmp_path / "p", CLI_FLAG)
+    model = ScriptedModel([ACCEPTED, "nothing", USED])  # round 1: greedy, then 1 hot; round 2: on top of it
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, per_location=0, rounds=2, rewrite=False)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("add an --upper flag")
+    assert result.status is FixStatus.FIXED, result.message
+    assert "patch 1: 0 of 1 failing tests pass, 1 get further" in progress, progress
+    assert "building on a patch with which 1 failing test gets further than before" in progress, progress
+    climbed = model.requests[-1].messages[-1].content
+    assert "with which 1 failing test gets further than before:" in climbed and "--upper" in climbed, climbed
+    assert '--upper", action="store_true"' in result.diff and "said.upper()" in result.diff, result.diff
+
+
+def test_how_far_a_failing_test_got() -> None:
+    from cortana.repair.run import got_further
+    from cortana.repair.testrun import Failure, Frame, TestReport
+
+    def failed(line: int, message: str, *, own: bool = True) -> TestReport:
+        frames = (Frame("tests/test_cli.py", line, "test_upper"),) if own else ()
+        frames += (Frame("app/cli.py", 9, "main"),)
+        return TestReport(ok=False, output="", failures=[Failure("tests/test_cli.py::test_upper", message, frames)])
+
+    stopped = failed(5, "SystemExit: 2")
+    assert got_further(stopped, failed(6, "AssertionError: assert 'a b' == 'A B'")) == {"tests/test_cli.py::test_upper"}
+    assert got_further(stopped, failed(5, "assert 'a b' == 'A B'")), "the same line, now an assertion"
+    assert not got_further(stopped, failed(5, "TypeError: main() takes 0 arguments")), "the same line, an error"
+    assert not got_further(failed(6, "AssertionError: x"), stopped), "back to an earlier line"
+    assert not got_further(stopped, failed(6, "AssertionError: x", own=False)), "its own line not shown"
 
 
 async def test_the_budget_ends_the_search_and_the_end_says_what_next(tmp_path: Path) -> None:

@@ -46,7 +46,20 @@ from cortana.repair.patches import (
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import is_test_file
 
-__all__ = ["ANYWHERE", "EDIT_FORMAT", "REWRITE_LINES", "Coder", "Edits", "NewDefinition", "Rewrite", "SampleKind"]
+__all__ = [
+    "ANYWHERE",
+    "EDIT_FORMAT",
+    "REWRITE_LINES",
+    "Coder",
+    "Edits",
+    "NewDefinition",
+    "Rewrite",
+    "SampleKind",
+    "combined",
+    "parses",
+    "patched",
+    "rewritable",
+]
 
 REWRITE_LINES = 80
 """The longest definition the model is asked to write again whole (a longer one gets edits only)."""
@@ -221,6 +234,20 @@ def patched(blocks: Sequence[Block], on: Patch | None, originals: Mapping[str, s
         applied = Patch((*on.blocks, *applied.blocks), {**on.files, **applied.files})
     patch = Patch(applied.blocks, {path: text for path, text in applied.files.items() if text != originals.get(path)})
     return patch if patch.files and parses(patch) else None
+
+
+def combined(first: Patch, second: Patch, originals: Mapping[str, str]) -> Patch | None:
+    """``first`` and ``second`` made together on ``originals``: one patch with the blocks of both (those they
+    share once), or None when they edit the same lines, when the result does not parse, or when it is no more
+    than one of them."""
+    blocks = [*first.blocks, *(block for block in second.blocks if block not in first.blocks)]
+    applied = apply_patch(blocks, originals)
+    if isinstance(applied, str):
+        return None
+    patch = Patch(applied.blocks, {path: text for path, text in applied.files.items() if text != originals.get(path)})
+    if patch.key() in (first.key(), second.key()) or not parses(patch):
+        return None
+    return patch
 
 
 def parses(patch: Patch) -> bool:

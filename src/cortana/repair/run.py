@@ -40,6 +40,8 @@ __all__ = [
     "Stronger",
     "Tokens",
     "configured_fields",
+    "got_further",
+    "now_passing",
 ]
 
 
@@ -99,6 +101,7 @@ class RepairSettings:
         test_timeout: seconds one test run may take.
         patch_tokens: the fewest tokens one sample may have (a rewrite gets more, by the size of what it rewrites).
         seed: the first sample's seed (each next one adds one): the same run gives the same samples.
+        merge_partners: the most earlier attempts each new one is made together with (a test run each).
     """
 
     budget_seconds: float = _CONFIGURED.budget_seconds
@@ -112,6 +115,7 @@ class RepairSettings:
     test_timeout: float = _CONFIGURED.test_timeout
     patch_tokens: int = 600
     seed: int = 1
+    merge_partners: int = 3
 
     @classmethod
     def from_config(cls, fix: FixSettings, **more: Any) -> RepairSettings:
@@ -191,8 +195,10 @@ class Attempt:
         size: how many lines it adds or removes.
         report: its tests (the failing ones first; all of them when those passed).
         fixed: failing tests it makes pass; broke: passing tests it makes fail.
+        further: failing tests that still fail with it, but further on (:func:`got_further`).
         passed: the tests accept it.
         origin: which sample first made it (``round 2, feedback rewrite, T=0.8``).
+        merges: 0 when sampled; else how many merges made it of sampled attempts (1: two of them).
     """
 
     patch: Patch
@@ -201,13 +207,20 @@ class Attempt:
     report: TestReport | None = None
     fixed: int = 0
     broke: int = 0
+    further: int = 0
     passed: bool = False
     origin: str = ""
+    merges: int = 0
 
     @property
     def partial(self) -> bool:
-        """It fixes some failing tests and breaks none: a place to climb from."""
-        return self.fixed > 0 and self.broke == 0 and not self.passed
+        """It fixes some failing tests, or gets some further, and breaks none: a place to climb from."""
+        return (self.fixed > 0 or self.further > 0) and self.broke == 0 and not self.passed
+
+    @property
+    def gain(self) -> tuple[int, int]:
+        """How much it moves the failing tests: those it fixes, then those it gets further."""
+        return self.fixed, self.further
 
 
 @dataclass
@@ -237,6 +250,7 @@ class RepairRun:
         escalated: the last round was handed to the larger model (whether or not it started): once a fix.
         stronger_from: the round the larger model started in (its own first round: round one's prompts).
         plan_only: stop once the places to change are found (plan mode).
+        greedy: the greedy prompts asked so far, with the model asked (the same prompt is not asked again).
     """
 
     request: FixRequest
@@ -263,6 +277,7 @@ class RepairRun:
     escalated: bool = False
     stronger_from: int = 0
     plan_only: bool = False
+    greedy: set[tuple[str, str]] = field(default_factory=set)
 
     @property
     def seconds(self) -> float:
@@ -275,15 +290,17 @@ class RepairRun:
         return self.seconds >= self.settings.budget_seconds
 
     def closest(self) -> Attempt | None:
-        """The attempt that came closest: most failing tests fixed less tests broken, then votes, then size."""
+        """The attempt that came closest: most failing tests fixed less tests broken, then most got further, then
+        votes, then size."""
         tried = [a for a in self.attempts.values() if a.report is not None]
-        return max(tried, key=lambda a: (a.fixed - a.broke, a.votes, -a.size)) if tried else None
+        return max(tried, key=lambda a: (a.fixed - a.broke, a.further, a.votes, -a.size)) if tried else None
 
     def best_partial(self) -> Attempt | None:
-        """The partial fix (some failing tests pass, none broken) that fixes the most, better than the base."""
-        floor = self.base.fixed if self.base is not None else 0
-        partial = [a for a in self.attempts.values() if a.partial and a.fixed > floor]
-        return max(partial, key=lambda a: (a.fixed, a.votes, -a.size)) if partial else None
+        """The partial fix (failing tests pass or get further, none broken) that moves them most, better than the
+        base."""
+        floor = self.base.gain if self.base is not None else (0, 0)
+        partial = [a for a in self.attempts.values() if a.partial and a.gain > floor]
+        return max(partial, key=lambda a: (a.gain, a.votes, -a.size)) if partial else None
 
     def labels(self) -> list[str]:
         return [location.label for location in self.locations]
@@ -354,6 +371,20 @@ def now_passing(before: TestReport, after: TestReport) -> set[str]:
             if ran and not any(failure.file == failed for failure in after.failures):
                 fixed.add(failed)
     return fixed
+
+
+def got_further(before: TestReport, after: TestReport) -> set[str]:
+    """The tests that fail in both runs but got further in ``after``: they stop at a later line of their own, or
+    at the same line on an assertion where before an error was raised (``--reverse`` now accepted, the output
+    still wrong). Tests are a dense reward: a change in one of two places a fix needs passes no test, but it
+    moves where they fail."""
+    was = {failure.test: failure.reached for failure in before.failures}
+    further: set[str] = set()
+    for failure in after.failures:
+        old, new = was.get(failure.test), failure.reached
+        if old is not None and new is not None and new > old:
+            further.add(failure.test)
+    return further
 
 
 @dataclass

@@ -237,6 +237,16 @@ class Failure:
         """The test function's name (without parameters or class)."""
         return self.test.split("::")[-1].split("[", 1)[0]
 
+    @property
+    def reached(self) -> tuple[int, bool] | None:
+        """How far the test got: the line of its own file where it stopped, and whether it stopped there on an
+        assertion (the code it called ran to its end and gave a wrong value) rather than an error raised on the
+        way; None when the traceback does not show the test's own line."""
+        own = next((frame for frame in self.frames if frame.file == self.file), None)
+        if own is None:
+            return None
+        return own.line, self.message.startswith("AssertionError") or self.message.startswith("assert ")
+
 
 TRACE_PLUGIN = """\
 # Cortana's call tracer for pytest: which functions of the project each test runs (for fault localization), and,

@@ -54,7 +54,7 @@ from cortana.knowledge.index import GraphIndex
 from cortana.messages import Message, ToolCall
 from cortana.models.base import ModelClient, ModelRequest, ModelSettings, complete
 from cortana.prompts import as_data, prompt_text
-from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, parses, rewritable
+from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, combined, parses, rewritable
 from cortana.repair.feedback import calls_of, failing_text
 from cortana.repair.fitting import adds_gap, gaps, without_gap
 from cortana.repair.localize import Location, localize, missing_definitions, views_for
@@ -71,6 +71,7 @@ from cortana.repair.run import (
     RepairSettings,
     Stage,
     Stronger,
+    got_further,
     now_passing,
 )
 from cortana.repair.scratch import ScratchCopy
@@ -204,8 +205,9 @@ class RepairWorkflow:
 
     async def _search(self, run: RepairRun) -> RepairResult:
         """Rounds of samples until a patch passes, the rounds run out or the budget is spent; between rounds, the
-        climb to a partial fix. A pass that only adds the failing assertion's gap (``+ 1``) is held to the end of
-        its round, in case a real fix comes (``fitting.py``)."""
+        climb to a partial fix (one that fixes some failing tests, or gets them further, breaking none). A pass
+        that only adds the failing assertion's gap (``+ 1``) is held to the end of its round, in case a real fix
+        comes (``fitting.py``)."""
         while True:
             found = gaps(run.failing)
             for ask in self._asks(run):
@@ -213,12 +215,12 @@ class RepairWorkflow:
                     break
                 for sampled in await self._sample(run, ask):
                     for patch, origin in self._candidates(run, sampled, ask.origin, found):
-                        kept = await self._try(run, patch, origin)
-                        if kept is None:
-                            continue
-                        if not adds_gap(kept.patch, run.originals, found):
-                            return await self._keep(run, kept)
-                        self._hold(run, kept, found)
+                        for kept in [await self._try(run, patch, origin), *await self._merges(run, patch)]:
+                            if kept is None:
+                                continue
+                            if not adds_gap(kept.patch, run.originals, found):
+                                return await self._keep(run, kept)
+                            self._hold(run, kept, found)
             if run.held is not None:
                 return await self._keep(run, run.held, fitted=found)
             if run.out_of_time or run.round >= self.settings.rounds:
@@ -245,18 +247,56 @@ class RepairWorkflow:
         first = [(less, f"{origin}, less the test's difference")] if less is not None and less.files else []
         return [*first, (sampled, origin)]
 
-    async def _try(self, run: RepairRun, patch: Patch, origin: str) -> Attempt | None:
-        """Count ``patch`` as a sample (validated at once when new); the attempt when the tests accept it (with
-        nothing failing before, two samples must agree)."""
+    async def _try(self, run: RepairRun, patch: Patch, origin: str, *, merges: int = 0) -> Attempt | None:
+        """Count ``patch`` as a sample (validated at once when new; ``merges``: made of attempts, no sample);
+        the attempt when the tests accept it (with nothing failing before, two samples must agree)."""
         attempt = run.attempts.get(patch.key())
         if attempt is not None:
             attempt.votes += 1
         else:
-            attempt = run.attempts[patch.key()] = Attempt(patch, 1, changed_lines(run.originals, patch))
+            attempt = run.attempts[patch.key()] = Attempt(patch, 1, changed_lines(run.originals, patch), merges=merges)
             attempt.origin = f"round {run.round}, {origin}"
             await self._validate(run, attempt, len(run.attempts))
         assert run.before is not None
         return attempt if attempt.passed and (run.before.failed or attempt.votes >= 2) else None
+
+    async def _merges(self, run: RepairRun, patch: Patch) -> list[Attempt | None]:
+        """``patch`` made together with each of the earlier attempts that change other lines, most promising first
+        (at most ``merge_partners``): a fix needed in two functions is often drawn one function per sample, each
+        sample failing alone (``daily_report`` passing the currency that ``format_price`` does not take yet). A
+        merge that moves the failing tests is merged once more (a change in three places). No model call: a test
+        run each. The merges that pass (an empty list: none)."""
+        attempt = run.attempts.get(patch.key())
+        if attempt is None or attempt.votes > 1:
+            return []
+        return await self._merged_with_others(run, attempt)
+
+    async def _merged_with_others(self, run: RepairRun, attempt: Attempt) -> list[Attempt | None]:
+        if attempt.passed or attempt.broke or attempt.merges > 1 or (attempt.merges and not attempt.partial):
+            return []
+        partners = [other for other in run.attempts.values() if other is not attempt and other.report is not None
+                    and not other.passed and not other.broke]  # fmt: skip
+        partners.sort(key=lambda other: (other.gain, other.votes, -other.size), reverse=True)
+        tried = 0
+        for other in partners:
+            if tried >= self.settings.merge_partners or run.out_of_time:
+                break
+            together = combined(attempt.patch, other.patch, run.originals)
+            if together is None or together.key() in run.attempts:
+                continue
+            tried += 1
+            numbers = list(run.attempts)
+            one, two = numbers.index(attempt.patch.key()) + 1, numbers.index(other.patch.key()) + 1
+            self._say(run, Stage.VALIDATE, f"patches {one} and {two} together")
+            depth = max(attempt.merges, other.merges) + 1
+            kept = await self._try(run, together, f"patches {one} and {two} together", merges=depth)
+            if kept is not None:
+                return [kept]
+            made = run.attempts[together.key()]
+            more = await self._merged_with_others(run, made)
+            if more:
+                return more
+        return []
 
     async def _keep(self, run: RepairRun, attempt: Attempt, *, fitted: set[str] | None = None) -> RepairResult:
         """The result for a passing ``attempt``, trimmed to the edits the tests need unless more was asked."""
@@ -306,8 +346,7 @@ class RepairWorkflow:
             return
         run.base = partial
         assert run.before is not None
-        failing = len(run.before.failed)
-        self._say(run, Stage.CLIMB, f"building on a patch with {partial.fixed} of {failing} failing tests passing")
+        self._say(run, Stage.CLIMB, f"building on a patch with which {_gain(run, partial)}")
         run.scratch.write(partial.patch.files)
         try:
             run.current = await self._tests(run, trace=True)
@@ -397,9 +436,8 @@ class RepairWorkflow:
         patched = run.index.with_files(base.patch.files)
         views = views_for(run.locations, patched)
         hot, many = self.settings.temperature, self.settings.samples
-        fixed = f"{base.fixed} of {len(run.before.failed)}"
         lead = prompt_text("repair_climb").format(
-            diff=as_data(unified_diff(run.originals, base.patch)), fixed=fixed, failing=_still_failing(run)
+            diff=as_data(unified_diff(run.originals, base.patch)), gain=_gain(run, base), failing=_still_failing(run)
         )
         symbols = [loc.symbol for loc in run.locations[: self.settings.per_location] if rewritable(loc.symbol)]
         tops = [symbol for symbol in symbols if symbol is not None]
@@ -448,6 +486,10 @@ class RepairWorkflow:
         most = ask.coder.tokens() or self.settings.patch_tokens
         seed = self.settings.seed + 100 * run.round + run.samples
         settings = ModelSettings(temperature=ask.temperature, seed=seed, max_tokens=most, grammar=grammar)
+        if ask.count == 1 and ask.temperature == 0:  # a greedy answer is the same answer: asked once a fix
+            if (client.model, prompt) in run.greedy:
+                return []
+            run.greedy.add((client.model, prompt))
         request = ModelRequest([Message.system(prompt_text("repair_system")), Message.user(prompt)], settings=settings)
         what = f"{ask.count} samples" if ask.count > 1 else "a sample"
         self._say(run, Stage.SAMPLE, f"round {run.round}: {what} ({ask.origin})")
@@ -515,9 +557,11 @@ class RepairWorkflow:
                 attempt.fixed = len(now_passing(before, first))
                 if not first.ok:
                     attempt.report = first
-                    shown = f"patch {number}: {attempt.fixed} of {len(failing)} failing tests pass"
+                    attempt.further = len(got_further(before, first))
+                    further = f", {attempt.further} get further" if attempt.further else ""
+                    shown = f"patch {number}: {attempt.fixed} of {len(failing)} failing tests pass{further}"
                     self._say(run, Stage.VALIDATE, shown)
-                    if attempt.fixed:  # a partial fix must break nothing to be climbed from
+                    if attempt.fixed or attempt.further:  # a partial fix must break nothing to be climbed from
                         whole = await self._tests(run)
                         attempt.broke = len(before.passed - whole.passed)
                     return
@@ -785,6 +829,16 @@ def _remapped(locations: Sequence[Location], index: SymbolIndex) -> list[Locatio
         again = [s for s in index.named(symbol.qualname) if s.file == location.file] if symbol is not None else []
         moved.append(Location(location.file, again[0] if again else None, location.score, location.reasons))
     return moved
+
+
+def _gain(run: RepairRun, attempt: Attempt) -> str:
+    """What ``attempt`` does for the failing tests, in words (``1 of 2 failing tests pass``)."""
+    assert run.before is not None
+    parts = [f"{attempt.fixed} of {len(run.before.failed)} failing tests pass"] if attempt.fixed else []
+    if attempt.further:
+        some = "test gets" if attempt.further == 1 else "tests get"
+        parts.append(f"{attempt.further} failing {some} further than before")
+    return " and ".join(parts) or "no failing test passes"
 
 
 def _still_failing(run: RepairRun) -> str:
