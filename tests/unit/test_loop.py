@@ -642,6 +642,39 @@ async def test_an_answer_that_stays_empty_shows_a_note_with_what_the_tools_did()
     assert len(model.requests) == 3
 
 
+async def test_a_reply_that_replays_the_text_of_its_call_is_no_answer() -> None:
+    """Seen on the 1.5B: its call's narration written again after the results, and nothing else."""
+
+    @tool
+    def grep_files(pattern: str) -> str:
+        """Search the files."""
+        return "netclient/config.py:3:MAX_RETRIES = 4"
+
+    narration = "To answer this, I'll use the `grep_files` function. Here's the JSON response:"
+    model = ScriptedModel(
+        [
+            tool_call_response(tool_call("grep_files", pattern="retries"), text=narration),
+            narration.replace(" Here", "\nHere") + "\n",  # the same words, other whitespace
+            "fetch retries 4 times by default (MAX_RETRIES).",
+        ]
+    )
+    result = await Agent(model, tools=[grep_files]).run("How many times does fetch retry?")
+    assert result.output == "fetch retries 4 times by default (MAX_RETRIES)."
+    assert "Your last reply gave them no answer" in model.requests[2].messages[-1].content
+
+    stuck = ScriptedModel(
+        [tool_call_response(tool_call("grep_files", pattern="retries"), text=narration)] + [narration] * 2
+    )
+    stuck_result = await Agent(stuck, tools=[grep_files]).run("How many times does fetch retry?")
+    assert stuck_result.output == "(The model gave no answer. This turn ran 1 tool call(s): grep_files.)"
+
+
+async def test_an_answer_that_repeats_words_of_a_reply_without_a_call_is_kept() -> None:
+    model = ScriptedModel(["Paris.", "Paris."])
+    assert (await Agent(model).run("Capital of France?")).output == "Paris."
+    assert len(model.requests) == 1
+
+
 async def test_an_empty_answer_without_tools_says_so() -> None:
     result = await Agent(ScriptedModel(["", ""])).run("Hello?")
     assert result.output == "(The model gave no answer. Try rephrasing the question.)"

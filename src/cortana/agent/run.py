@@ -95,7 +95,7 @@ class Verdict(enum.Enum):
     WITHHOLD_TOOLS = "withhold_tools"
     """No grounded call, or repeats after the nudge: ask again, with no tools offered."""
     ASK_AGAIN = "ask_again"
-    """An empty reply (no text, no calls): ask once more for an answer."""
+    """An empty reply (no text, no calls), or one that only replays the text of an earlier call: ask once more."""
     RETRY = "retry"
     """Prose right after a failed call, as if the task were done or impossible: ask once to correct the call."""
 
@@ -359,7 +359,7 @@ class Run:
         once, and then tools are withheld.
         """
         if not reply.tool_calls:
-            if reply.content.strip() and not self._only_calls_as_text(reply):
+            if reply.content.strip() and not self._only_calls_as_text(reply) and not self._replays_narration(reply):
                 return Screened(Verdict.RETRY if self._gave_up_after_failure() else Verdict.ANSWER, reply)
             if not self.asked_again:
                 return Screened(Verdict.ASK_AGAIN, reply)
@@ -523,6 +523,19 @@ class Run:
             and bool(self.calls.failed)
             and self.transcript[-1].role == "tool"
             and self.budget.used < self.budget.limit
+        )
+
+    def _replays_narration(self, reply: Message) -> bool:
+        """Whether this prose is the text of one of this turn's earlier replies that made calls, word for word.
+
+        Given its tool's results, the 1.5B model sometimes writes again what it wrote with the call ("To answer
+        this, I'll use the `grep_files` function... Here's the JSON response:") and stops: that announces a call
+        it no longer makes and answers nothing, so it is treated as no answer (asked once more, then the note).
+        """
+        said = " ".join(reply.content.split())
+        return any(
+            message.role == "assistant" and message.tool_calls and " ".join(message.content.split()) == said
+            for message in self.new_messages
         )
 
     def _only_calls_as_text(self, reply: Message) -> bool:
