@@ -13,9 +13,11 @@ from cortana import PermissionDecision
 from cortana.config import child_process_environment
 from cortana.messages import ToolCall
 from cortana.repair import RepairSettings, RepairWorkflow, find_test_command, is_change_request, run_tests
+from cortana.repair.coders import parses
 from cortana.repair.localize import asks_to_change_tests, localize
 from cortana.repair.patches import (
     Block,
+    Patch,
     View,
     apply_patch,
     body_indent,
@@ -28,7 +30,7 @@ from cortana.repair.patches import (
     without_new_comments,
 )
 from cortana.repair.scratch import ScratchCopy
-from cortana.repair.symbols import SymbolIndex
+from cortana.repair.symbols import SymbolIndex, parse_quietly
 from cortana.repair.testrun import TestCommand, is_test_file
 from cortana.testing import ScriptedModel
 from cortana.tools import Tool
@@ -514,3 +516,13 @@ def test_definitions_are_read_at_their_indentation_and_the_grammar_keeps_to_them
         without_new_comments(new, old)
         == 'def f(x):\n    s = "a # b"\n    # a comment of its own\n    return x  # the identity\n'
     )
+
+
+def test_a_samples_odd_literal_draws_no_warning_on_the_terminal(recwarn: pytest.WarningsRecorder) -> None:
+    """Seen on the 0.5B: ``<unknown>:10: SyntaxWarning: invalid decimal literal`` printed in the middle of a fix."""
+    odd = Patch((), {"pkg/util.py": 'x = "\\d"\ny = 0 if 1else 2\n'})
+    assert parses(odd)
+    assert parse_quietly("def f():\n    return 1\n").body
+    with pytest.raises(SyntaxError):
+        parse_quietly("x = 10abc\n")
+    assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning | DeprecationWarning)]

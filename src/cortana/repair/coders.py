@@ -20,7 +20,6 @@ samples, the coder reads, the tests judge.
 
 from __future__ import annotations
 
-import ast
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -43,7 +42,7 @@ from cortana.repair.patches import (
     reachable,
     without_new_comments,
 )
-from cortana.repair.symbols import Symbol, SymbolIndex
+from cortana.repair.symbols import Symbol, SymbolIndex, parse_quietly
 from cortana.repair.testrun import is_test_file
 
 __all__ = [
@@ -255,7 +254,7 @@ def parses(patch: Patch) -> bool:
     for path, text in patch.files.items():
         if path.endswith(".py"):
             try:
-                ast.parse(text)
+                parse_quietly(text)
             except (SyntaxError, ValueError, RecursionError):
                 return False
     return True

@@ -30,6 +30,7 @@ import tokenize
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cortana.repair.symbols import parse_quietly
 from cortana.tools.builtin.files import loose_edit
 
 __all__ = [
@@ -335,7 +336,7 @@ _MOST_CUTS = 8
 def _function(code: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The function ``code`` starts with, when it parses."""
     try:
-        tree = ast.parse(textwrap.dedent(code))
+        tree = parse_quietly(textwrap.dedent(code))
     except (SyntaxError, ValueError, RecursionError):
         return None
     first = tree.body[0] if tree.body else None

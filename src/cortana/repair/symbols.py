@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from cortana.config import BUILD_OUTPUT_FOLDERS, NOT_PROJECT_FOLDERS
 from cortana.repair.testrun import is_test_file
 
-__all__ = ["MAX_FILES", "SKIPPED_FOLDERS", "Symbol", "SymbolIndex"]
+__all__ = ["MAX_FILES", "SKIPPED_FOLDERS", "Symbol", "SymbolIndex", "parse_quietly"]
 
 MAX_FILES = 2_000
 MAX_FILE_BYTES = 512 * 1024
@@ -84,7 +85,7 @@ class SymbolIndex:
                 if path.stat().st_size > MAX_FILE_BYTES:
                     continue
                 text = path.read_text(encoding="utf-8")
-                tree = ast.parse(text, filename=relative)
+                tree = parse_quietly(text, relative)
             except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
                 continue
             index.texts[relative] = text
@@ -97,7 +98,7 @@ class SymbolIndex:
         for relative, text in files.items():
             changed.texts[relative] = text
             try:
-                tree = ast.parse(text, filename=relative)
+                tree = parse_quietly(text, relative)
             except (SyntaxError, ValueError, RecursionError):
                 continue
             changed.symbols += _definitions(tree, relative, text.splitlines())
@@ -120,6 +121,14 @@ class SymbolIndex:
         """A definition's text, as it is in its file."""
         lines = self.texts.get(symbol.file, "").splitlines()
         return "\n".join(lines[symbol.start - 1 : symbol.end])
+
+
+def parse_quietly(text: str, filename: str = "<unknown>") -> ast.Module:
+    """``text`` parsed, without the warnings a model's code can draw (``<unknown>:10: SyntaxWarning: invalid
+    decimal literal`` on the user's terminal); a ``SyntaxError`` still raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, filename=filename)
 
 
 def _python_files(root: Path) -> Iterator[Path]:
