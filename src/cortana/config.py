@@ -618,6 +618,9 @@ class FixSettings(_Section):
     rewrite: bool = True
     """Also ask for the functions to change written again whole (a small model writes a function better than it
     writes search/replace edits of one)."""
+    mutants: int = Field(40, ge=0, le=400)
+    """The most small changes of the blamed functions (an operator, a bound, a string a failing test asks for) tried
+    without a model after the first sample, a test run each (0: none)."""
     rounds: int = Field(4, ge=1, le=10)
     """The most sampling rounds; each after the first climbs from a partial fix, or starts from the closest
     attempt."""

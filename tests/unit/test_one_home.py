@@ -82,6 +82,7 @@ def test_the_fix_settings_have_one_default_each() -> None:
         "budget_seconds",
         "samples",
         "per_location",
+        "mutants",
         "rewrite",
         "rounds",
         "test_timeout",

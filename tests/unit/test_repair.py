@@ -238,6 +238,9 @@ class Gate:
 
 
 def workflow(project: Path, model: ScriptedModel, gate: Gate | None = None, **settings: object) -> RepairWorkflow:
+    """The workflow on ``project`` with ``model``'s scripted samples; the small changes that need no model are off
+    unless ``mutants`` is given (these bugs are one token away: the samples are what the tests here judge)."""
+    settings.setdefault("mutants", 0)
     return RepairWorkflow(
         model, project, test_command=find_test_command(project), environment=ENV,
         authorize=gate, settings=RepairSettings(**settings),  # type: ignore[arg-type]

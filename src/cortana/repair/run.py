@@ -102,6 +102,7 @@ class RepairSettings:
         patch_tokens: the fewest tokens one sample may have (a rewrite gets more, by the size of what it rewrites).
         seed: the first sample's seed (each next one adds one): the same run gives the same samples.
         merge_partners: the most earlier attempts each new one is made together with (a test run each).
+        mutants: the most small changes of the blamed functions tried without a model (``mutants.py``).
     """
 
     budget_seconds: float = _CONFIGURED.budget_seconds
@@ -116,6 +117,7 @@ class RepairSettings:
     patch_tokens: int = 600
     seed: int = 1
     merge_partners: int = 3
+    mutants: int = _CONFIGURED.mutants
 
     @classmethod
     def from_config(cls, fix: FixSettings, **more: Any) -> RepairSettings:
@@ -251,6 +253,7 @@ class RepairRun:
         stronger_from: the round the larger model started in (its own first round: round one's prompts).
         plan_only: stop once the places to change are found (plan mode).
         greedy: the greedy prompts asked so far, with the model asked (the same prompt is not asked again).
+        mutated: whether the small changes that need no model (``mutants.py``) were tried.
     """
 
     request: FixRequest
@@ -278,6 +281,7 @@ class RepairRun:
     stronger_from: int = 0
     plan_only: bool = False
     greedy: set[tuple[str, str]] = field(default_factory=set)
+    mutated: bool = False
 
     @property
     def seconds(self) -> float:

@@ -54,10 +54,11 @@ from cortana.knowledge.index import GraphIndex
 from cortana.messages import Message, ToolCall
 from cortana.models.base import ModelClient, ModelRequest, ModelSettings, complete
 from cortana.prompts import as_data, prompt_text
-from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, combined, parses, rewritable
+from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, combined, parses, patched, rewritable
 from cortana.repair.feedback import calls_of, failing_text
 from cortana.repair.fitting import adds_gap, gaps, without_gap
 from cortana.repair.localize import Location, localize, missing_definitions, views_for
+from cortana.repair.mutants import BUDGET_SHARE, mutants
 from cortana.repair.patches import Patch, View, apply_patch, changed_lines, unified_diff
 from cortana.repair.rename import rename_patch
 from cortana.repair.request import FixRequest
@@ -221,6 +222,13 @@ class RepairWorkflow:
                             if not adds_gap(kept.patch, run.originals, found):
                                 return await self._keep(run, kept)
                             self._hold(run, kept, found)
+                if not run.mutated:  # after the first sample: what needs no model
+                    run.mutated = True
+                    kept = await self._mutate(run)
+                    if kept is not None:
+                        if not adds_gap(kept.patch, run.originals, found):
+                            return await self._keep(run, kept)
+                        self._hold(run, kept, found)
             if run.held is not None:
                 return await self._keep(run, run.held, fitted=found)
             if run.out_of_time or run.round >= self.settings.rounds:
@@ -228,6 +236,43 @@ class RepairWorkflow:
             run.round += 1
             await self._climb(run)
             await self._escalate(run)
+
+    async def _mutate(self, run: RepairRun) -> Attempt | None:
+        """The small changes of the top locations' functions (``mutants.py``), each judged by the failing tests,
+        strings a failing assertion asks for first: a test run each, no model call, for at most ``BUDGET_SHARE`` of
+        the budget. Not when the code lacks a definition the tests need (no small change writes one); a mutant
+        that fixes some tests is a partial fix like a sample's, and is made together with earlier attempts. The
+        first that passes, or None."""
+        assert run.index is not None
+        if not self.settings.mutants or not run.failing:
+            return None
+        if missing_definitions(run.request.text, run.failing, run.index):
+            return None
+        shown = [loc.symbol for loc in run.locations[: self.settings.per_location] if rewritable(loc.symbol)]
+        symbols = [symbol for symbol in shown if symbol is not None]
+        made = [mutant for symbol in symbols for mutant in mutants(symbol, run.index, run.failing)]
+        made.sort(key=lambda mutant: not mutant.asked)  # the strings the tests ask for first, else in rank order
+        made = made[: self.settings.mutants]
+        if not made:
+            return None
+        names = ", ".join(dict.fromkeys(symbol.qualname for symbol in symbols))
+        self._say(run, Stage.SAMPLE, f"round {run.round}: {len(made)} small changes of {names}, no model")
+        until = run.seconds + BUDGET_SHARE * self.settings.budget_seconds
+        for mutant in made:
+            if run.out_of_time or run.seconds > until:
+                break
+            patch = patched([mutant.block], None, run.originals)
+            if patch is None:
+                continue
+            kept = await self._try(run, patch, f"a small change: {mutant.what}")
+            if kept is not None:
+                return kept
+            attempt = run.attempts[patch.key()]
+            if attempt.partial:
+                for merged in await self._merged_with_others(run, attempt):
+                    if merged is not None:
+                        return merged
+        return None
 
     def _hold(self, run: RepairRun, passing: Attempt, found: set[str]) -> None:
         """Keep the first pass that only adds the test's difference aside to the end of the round."""
