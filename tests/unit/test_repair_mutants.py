@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from cortana.repair import FixStatus
-from cortana.repair.mutants import mutants
+from cortana.repair.mutants import mutants, worth_mutating
 from cortana.repair.symbols import SymbolIndex
 from cortana.repair.testrun import Failure
 from cortana.testing import ScriptedModel
@@ -129,3 +129,19 @@ async def test_no_small_changes_for_a_missing_definition_or_when_turned_off(tmp_
         result = await found.run(request)
         assert result.status is not FixStatus.FIXED, (request, result.message)
         assert not any("small changes" in line for line in progress), (request, progress)
+
+
+def test_only_a_failure_of_code_that_ran_and_got_something_wrong_is_worth_small_changes() -> None:
+    def failing(*messages: str) -> list[Failure]:
+        return [Failure(f"tests/test_x.py::test_{number}", message) for number, message in enumerate(messages)]
+
+    assert worth_mutating(failing("AssertionError: assert 'hello_world' == 'hello-world'"))
+    assert worth_mutating(failing("ZeroDivisionError: division by zero"))
+    assert worth_mutating(failing("KeyError: 'timeout'"))
+    assert worth_mutating(failing("SystemExit: 2", "AssertionError: assert [3, 2] == [2, 3]")), "one is enough"
+    assert worth_mutating(failing('TypeError: can only concatenate str (not "int") to str'))
+    assert not worth_mutating(failing("NotImplementedError"))
+    assert not worth_mutating(failing("SystemExit: 2"))
+    assert not worth_mutating(failing("ImportError: cannot import name 'clamp' from 'geometry.bounds'"))
+    assert not worth_mutating(failing("TypeError: format_price() got an unexpected keyword argument 'currency'"))
+    assert not worth_mutating(failing(""))

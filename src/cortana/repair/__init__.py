@@ -9,6 +9,7 @@
     run.py        RepairRun: one fix's state; RepairResult, RepairSettings, Progress, Stronger
     coders.py     the formats a sample is written in (Rewrite, Edits, NewDefinition)
     feedback.py   what the tests computed, in words for a sample
+    mutants.py    small changes of a blamed function, made without a model
     workflow.py   RepairWorkflow: the pipeline's stages, and applying a fix
     tool.py       the workflow as a tool an agent's loop can call (fix_with_tests)
     routing.py    which requests go through it without being named (is_change_request)

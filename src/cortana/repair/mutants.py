@@ -44,7 +44,7 @@ from cortana.repair.patches import Block
 from cortana.repair.symbols import Symbol, SymbolIndex, parse_quietly
 from cortana.repair.testrun import Failure
 
-__all__ = ["BUDGET_SHARE", "Mutant", "mutants"]
+__all__ = ["BUDGET_SHARE", "Mutant", "mutants", "worth_mutating"]
 
 BUDGET_SHARE = 0.15
 """The most of a fix's time budget the small changes take (a test run each): on a project whose tests take
@@ -80,6 +80,8 @@ _NAMES: dict[str, tuple[str, ...]] = {
     "False": ("True",),
 }
 _STRING_EQUALITY = re.compile(r"assert (?P<got>'[^'\n]*'|\"[^\"\n]*\") == (?P<wanted>'[^'\n]*'|\"[^\"\n]*\")")
+_MISSING = frozenset({"NotImplementedError", "SystemExit", "ImportError", "ModuleNotFoundError"})
+_ARGUMENTS = re.compile(r"\(\) (?:got an unexpected keyword|missing \d+ required|takes \d+)")
 _MOST_LONGER = 3
 """How much longer than the literal it replaces a string from a failing assertion may be."""
 
@@ -97,6 +99,21 @@ class Mutant:
     block: Block
     what: str
     asked: bool = False
+
+
+def worth_mutating(failing: Sequence[Failure]) -> bool:
+    """Whether some failing test says the code ran and got something wrong (an assertion on a value, an error the
+    code raised), rather than that a piece is missing: a stub's ``NotImplementedError``, argparse's ``SystemExit``
+    on a flag it does not know yet, an import of what does not exist, a call with arguments a function does not
+    take yet. A missing piece is not one token away, and the small changes would only spend the samples' time."""
+    for failure in failing:
+        first = failure.message.strip().splitlines()[0] if failure.message.strip() else ""
+        kind = first.split(":", 1)[0].strip()
+        if kind in _MISSING or (kind == "TypeError" and _ARGUMENTS.search(first)):
+            continue
+        if first:
+            return True
+    return False
 
 
 def mutants(symbol: Symbol, index: SymbolIndex, failing: Sequence[Failure] = ()) -> list[Mutant]:

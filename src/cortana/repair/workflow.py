@@ -58,7 +58,7 @@ from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, combi
 from cortana.repair.feedback import calls_of, failing_text
 from cortana.repair.fitting import adds_gap, gaps, without_gap
 from cortana.repair.localize import Location, localize, missing_definitions, views_for
-from cortana.repair.mutants import BUDGET_SHARE, mutants
+from cortana.repair.mutants import BUDGET_SHARE, mutants, worth_mutating
 from cortana.repair.patches import Patch, View, apply_patch, changed_lines, unified_diff
 from cortana.repair.rename import rename_patch
 from cortana.repair.request import FixRequest
@@ -240,13 +240,14 @@ class RepairWorkflow:
     async def _mutate(self, run: RepairRun) -> Attempt | None:
         """The small changes of the top locations' functions (``mutants.py``), each judged by the failing tests,
         strings a failing assertion asks for first: a test run each, no model call, for at most ``BUDGET_SHARE`` of
-        the budget. Not when the code lacks a definition the tests need (no small change writes one); a mutant
+        the budget. Not when the code lacks a definition the tests need, nor when no failing test says the code
+        ran and got something wrong (``worth_mutating``: a stub, a flag argparse does not know yet); a mutant
         that fixes some tests is a partial fix like a sample's, and is made together with earlier attempts. The
         first that passes, or None."""
         assert run.index is not None
         if not self.settings.mutants or not run.failing:
             return None
-        if missing_definitions(run.request.text, run.failing, run.index):
+        if missing_definitions(run.request.text, run.failing, run.index) or not worth_mutating(run.failing):
             return None
         shown = [loc.symbol for loc in run.locations[: self.settings.per_location] if rewritable(loc.symbol)]
         symbols = [symbol for symbol in shown if symbol is not None]
