@@ -28,9 +28,10 @@ def cortana(root: Path, url: str, *args: str) -> subprocess.CompletedProcess[str
 
 
 def test_yes_fix_the_failing_test_finds_tries_and_applies_the_fix(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The samples' order (the small changes that need no model are off: `int -> round` is one of them)."""
     root = project(tmp_path)
     (root / "cortana.yml").write_text(
-        "memory:\n  recall: false\ngraphify:\n  enabled: false\nfix:\n  per_location: 1\n"
+        "memory:\n  recall: false\ngraphify:\n  enabled: false\nfix:\n  per_location: 1\n  mutants: 0\n"
     )
     scripted_engine.add("POST", "/v1/chat/completions", text_reply([TEST_EDIT]), text_reply([FIX]))
     done = cortana(root, scripted_engine.url, "--yes", "fix the failing test")
@@ -50,6 +51,17 @@ def test_yes_fix_the_failing_test_finds_tries_and_applies_the_fix(scripted_engin
     edits = next(body for body in requests if "FILE: shop/money.py" in body["grammar"])
     assert requests.index(edits) > 2, "then edits anywhere in the code shown"
     assert not any("FILE: tests/" in body["grammar"] for body in requests), "the tests are not offered to patch"
+
+
+def test_a_one_token_bug_is_fixed_by_a_small_change_after_one_sample(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = project(tmp_path)
+    (root / "cortana.yml").write_text("memory:\n  recall: false\ngraphify:\n  enabled: false\n")
+    scripted_engine.add("POST", "/v1/chat/completions", text_reply([TEST_EDIT]))
+    done = cortana(root, scripted_engine.url, "--yes", "fix the failing test")
+    assert done.returncode == 0, done.stderr
+    assert "+    return round(cents * 0.2)" in done.stdout and "Applied to shop/money.py." in done.stdout
+    assert "small changes of vat" in done.stderr and "no model" in done.stderr, done.stderr
+    assert len([r for r in scripted_engine.requests if r.path == "/v1/chat/completions"]) == 1
 
 
 def test_without_a_terminal_or_yes_nothing_changes(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
