@@ -46,7 +46,8 @@ def index_of(tmp_path: Path, source: str, name: str = "m.py") -> SymbolIndex:
 
 
 def test_a_string_the_failing_assertion_asks_for_comes_first(tmp_path: Path) -> None:
-    index = write(tmp_path, SLUG) and SymbolIndex.build(tmp_path)
+    write(tmp_path, SLUG)
+    index = SymbolIndex.build(tmp_path)
     (slugify,) = [s for s in index.symbols if s.name == "slugify"]
     failing = [Failure("tests/test_slug.py::test_default_separator_is_a_dash", "assert 'hello_world' == 'hello-world'")]
     made = mutants(slugify, index, failing)

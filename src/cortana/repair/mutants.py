@@ -131,8 +131,9 @@ def mutants(symbol: Symbol, index: SymbolIndex, failing: Sequence[Failure] = ())
     wanted = _string_fixes(failing)
     made: list[Mutant] = []
     seen: set[str] = {source}
-    edits = [*_string_edits(source, docstring, wanted), *_token_edits(source, docstring), *_boundary_edits(source)]
-    asked = len(list(_string_edits(source, docstring, wanted)))
+    strings = list(_string_edits(source, docstring, wanted))
+    edits = [*strings, *_token_edits(source, docstring), *_boundary_edits(source)]
+    asked = len(strings)
     for number, ((row, column), (end_row, end_column), replacement, what) in enumerate(edits):
         start, end = offsets[row - 1] + column, offsets[end_row - 1] + end_column
         changed = source[:start] + replacement + source[end:]
@@ -190,14 +191,15 @@ def _token_edits(source: str, docstring: set[int]) -> Iterator[_Edit]:
     """The classic operators, neighbour names and integer boundaries, token by token."""
     tokens = list(_tokens(source))
     for number, token in enumerate(tokens):
-        if token.start[0] in docstring or (number and tokens[number - 1].string in ("def", "class")):
+        previous = tokens[number - 1].string if number else ""
+        if token.start[0] in docstring or previous in ("def", "class"):
             continue  # the docstring and the definition's own name stay
         if token.type == tokenize.OP and token.string in _OPERATORS:
-            if token.string in ("*", "**") and tokens[number - 1].string in ("(", ","):
+            if token.string == "*" and previous in ("(", ","):
                 continue  # *args, keyword-only marker
             for other in _OPERATORS[token.string]:
                 yield token.start, token.end, other, f"{token.string} -> {other}"
-        elif token.type == tokenize.NAME and token.string in _NAMES and tokens[number - 1].string not in (":", "->"):
+        elif token.type == tokenize.NAME and token.string in _NAMES and previous not in (":", "->"):
             for other in _NAMES[token.string]:
                 yield token.start, token.end, other, f"{token.string} -> {other}"
         elif token.type == tokenize.NUMBER and token.string.isdigit():
