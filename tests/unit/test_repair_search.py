@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from cortana import Assistant, Settings
+from cortana.models.base import ModelRequest
 from cortana.repair import FixRequest, FixStatus
 from cortana.repair.feedback import calls_of, failing_text
 from cortana.repair.localize import localize
@@ -513,3 +514,75 @@ async def test_the_larger_models_next_round_builds_on_what_it_tried(
     assert result.status is FixStatus.FIXED and result.origin.startswith("round 3"), result.origin
     later = [request.messages[-1].content for request in larger.requests[4:]]
     assert later and "The code above already has this change" in later[0], "a retry on top of its closest attempt"
+
+
+MISSING_CLAMP = {
+    "conftest.py": "",
+    "geo/__init__.py": "",
+    "geo/bounds.py": """
+        def inside(value, low, high):
+            return low <= value <= high
+        """,
+    "tests/test_bounds.py": """
+        from geo.bounds import clamp, inside
+
+
+        def test_inside():
+            assert inside(3, 1, 5)
+
+
+        def test_clamp_inside_the_range():
+            assert clamp(5, 0, 10) == 5
+
+
+        def test_clamp_outside():
+            assert clamp(12, 0, 10) == 10
+        """,
+}
+"""A definition the tests import and the code lacks: before it exists, the whole test file is one failure."""
+WRONG_CLAMP = "def clamp(value, low, high):\n    return value\n"
+RIGHT_CLAMP = "def clamp(value, low, high):\n    return max(low, min(value, high))\n"
+
+
+def test_a_test_file_that_now_runs_gets_further_by_its_passing_tests() -> None:
+    from cortana.repair.run import got_further, now_passing
+    from cortana.repair.testrun import Failure, TestReport
+
+    def report(passed: set[str], failed: list[str]) -> TestReport:
+        return TestReport(ok=False, output="", passed=passed, failures=[Failure(test, "E") for test in failed])
+
+    before = report(set(), ["tests/test_bounds.py"])
+    runs = report({"tests/test_bounds.py::test_inside", "tests/test_bounds.py::test_a"}, ["tests/test_bounds.py::b"])
+    assert got_further(before, runs) == {"tests/test_bounds.py::test_inside", "tests/test_bounds.py::test_a"}
+    assert not now_passing(before, runs), "one of its tests still fails: not fixed"
+    assert not got_further(before, report(set(), ["tests/test_bounds.py::b"])), "it runs, but nothing of it passes"
+    assert not got_further(before, report({"tests/test_other.py::x"}, ["tests/test_bounds.py"])), "still no import"
+    whole = report({"tests/test_bounds.py::test_inside"}, [])
+    assert now_passing(before, whole) == {"tests/test_bounds.py"} and not got_further(before, whole), "fixed"
+
+
+async def test_a_missing_definition_written_wrong_is_climbed_from(tmp_path: Path) -> None:
+    """Reproduces the 0.5B's add-clamp runs: every sample of the missing function imported, none was right, and
+    each counted as "0 of 1 failing tests pass" (the file's import error), so none was built on, and the round's
+    other prompts went on writing it blind. Written once, even wrong, the function turns that one failure into the
+    file's own tests: the round ends there, and the next rewrites it with what they computed."""
+    project = write(tmp_path / "p", MISSING_CLAMP)
+
+    def answer(request: ModelRequest) -> str:
+        prompt = request.messages[-1].content
+        if "clamp(value=12, low=0, high=10) returned 12" in prompt:  # the climb's rewrite, told what clamp did
+            return RIGHT_CLAMP
+        return WRONG_CLAMP if len(model.requests) == 1 else "nothing"
+
+    model = ScriptedModel([answer] * 30)
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, rounds=2)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("add clamp(value, low, high) to geo/bounds.py")
+    assert "patch 1: 0 of 1 failing tests pass, 2 get further" in progress, progress
+    assert "building on a patch with which 2 failing tests get further than before" in progress, progress
+    assert "round 1: a sample (new, T=0.8)" not in progress, "the round's other prompts were made from the import error"
+    assert result.status is FixStatus.FIXED, (result.message, progress)
+    assert len(model.requests) == 2, "one sample wrote clamp, the next, told what it returned, fixed it"
+    assert "round 2: a sample (feedback rewrite, T=0)" in progress, progress
+    assert "max(low, min(value, high))" in result.diff and "return value\n" not in result.diff, result.diff

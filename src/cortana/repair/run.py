@@ -39,6 +39,7 @@ __all__ = [
     "Stage",
     "Stronger",
     "Tokens",
+    "collected",
     "configured_fields",
     "got_further",
     "now_passing",
@@ -198,6 +199,7 @@ class Attempt:
         report: its tests (the failing ones first; all of them when those passed).
         fixed: failing tests it makes pass; broke: passing tests it makes fail.
         further: failing tests that still fail with it, but further on (:func:`got_further`).
+        collected: a test file that could not be collected before runs with it (:func:`collected`).
         passed: the tests accept it.
         origin: which sample first made it (``round 2, feedback rewrite, T=0.8``).
         merges: 0 when sampled; else how many merges made it of sampled attempts (1: two of them).
@@ -210,6 +212,7 @@ class Attempt:
     fixed: int = 0
     broke: int = 0
     further: int = 0
+    collected: bool = False
     passed: bool = False
     origin: str = ""
     merges: int = 0
@@ -381,13 +384,31 @@ def got_further(before: TestReport, after: TestReport) -> set[str]:
     """The tests that fail in both runs but got further in ``after``: they stop at a later line of their own, or
     at the same line on an assertion where before an error was raised (``--reverse`` now accepted, the output
     still wrong). Tests are a dense reward: a change in one of two places a fix needs passes no test, but it
-    moves where they fail."""
+    moves where they fail. A test file that could not be collected before counts by its tests (:func:`collected`)."""
     was = {failure.test: failure.reached for failure in before.failures}
     further: set[str] = set()
     for failure in after.failures:
         old, new = was.get(failure.test), failure.reached
         if old is not None and new is not None and new > old:
             further.add(failure.test)
+    return further | collected(before, after)
+
+
+def collected(before: TestReport, after: TestReport) -> set[str]:
+    """The tests that now pass in a test file that could not be collected before, while others of it still fail.
+
+    A missing definition fails a whole file at its import: one opaque failure. A patch that writes the definition,
+    however wrong, turns it into the file's own tests, some passing and the rest failing with values to go on
+    (``clamp(5, 0, 10)`` returned ``True``): a place to climb from, ranked by how many of them pass. A file none of
+    whose tests fails any more is fixed (:func:`now_passing`), not further.
+    """
+    further: set[str] = set()
+    for file in (test for test in before.failed if "::" not in test):
+        if file in after.failed:
+            continue  # still not collected
+        mine = file + "::"
+        if any(test.startswith(mine) for test in after.failed):
+            further |= {test for test in after.passed if test.startswith(mine)}
     return further
 
 

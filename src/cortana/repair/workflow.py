@@ -72,6 +72,7 @@ from cortana.repair.run import (
     RepairSettings,
     Stage,
     Stronger,
+    collected,
     got_further,
     now_passing,
 )
@@ -229,6 +230,8 @@ class RepairWorkflow:
                         if not adds_gap(kept.patch, run.originals, found):
                             return await self._keep(run, kept)
                         self._hold(run, kept, found)
+                if self._stale(run):
+                    break
             if run.held is not None:
                 return await self._keep(run, run.held, fitted=found)
             if run.out_of_time or run.round >= self.settings.rounds:
@@ -236,6 +239,16 @@ class RepairWorkflow:
             run.round += 1
             await self._climb(run)
             await self._escalate(run)
+
+    def _stale(self, run: RepairRun) -> bool:
+        """Whether the round's other prompts show evidence that no longer holds: a partial fix made a test file run
+        that could not be collected (a missing definition, now written). They were made from its one import error;
+        the climb shows the function and what its tests computed with it, so it comes at once."""
+        partial = run.best_partial()
+        if partial is None or not partial.collected or run.held is not None:
+            return False
+        self._say(run, Stage.CLIMB, "the tests that could not run now run: the round ends here, to build on that")
+        return True
 
     async def _mutate(self, run: RepairRun) -> Attempt | None:
         """The small changes of the top locations' functions (``mutants.py``), each judged by the failing tests,
@@ -604,6 +617,7 @@ class RepairWorkflow:
                 if not first.ok:
                     attempt.report = first
                     attempt.further = len(got_further(before, first))
+                    attempt.collected = bool(collected(before, first))
                     further = f", {attempt.further} get further" if attempt.further else ""
                     shown = f"patch {number}: {attempt.fixed} of {len(failing)} failing tests pass{further}"
                     self._say(run, Stage.VALIDATE, shown)
