@@ -565,7 +565,8 @@ async def test_a_missing_definition_written_wrong_is_climbed_from(tmp_path: Path
     """Reproduces the 0.5B's add-clamp runs: every sample of the missing function imported, none was right, and
     each counted as "0 of 1 failing tests pass" (the file's import error), so none was built on, and the round's
     other prompts went on writing it blind. Written once, even wrong, the function turns that one failure into the
-    file's own tests: the round ends there, and the next rewrites it with what they computed."""
+    file's own tests: the round ends once that prompt's hot batch is in, and the next rewrites it with what they
+    computed."""
     project = write(tmp_path / "p", MISSING_CLAMP)
 
     def answer(request: ModelRequest) -> str:
@@ -581,8 +582,12 @@ async def test_a_missing_definition_written_wrong_is_climbed_from(tmp_path: Path
     result = await found.run("add clamp(value, low, high) to geo/bounds.py")
     assert "patch 1: 0 of 1 failing tests pass, 2 get further" in progress, progress
     assert "building on a patch with which 2 failing tests get further than before" in progress, progress
-    assert "round 1: a sample (new, T=0.8)" not in progress, "the round's other prompts were made from the import error"
+    at = progress.index("patch 1: 0 of 1 failing tests pass, 2 get further")
+    assert progress[at + 1 : at + 3] == [
+        "round 1: a sample (new, T=0.8)",  # the prompt that wrote it, drawn hot too
+        "the tests that could not run now run: the round ends here, to build on that",
+    ], progress
     assert result.status is FixStatus.FIXED, (result.message, progress)
-    assert len(model.requests) == 2, "one sample wrote clamp, the next, told what it returned, fixed it"
+    assert len(model.requests) == 3, "clamp written, its hot sample, then, told what it returned, fixed"
     assert "round 2: a sample (feedback rewrite, T=0)" in progress, progress
     assert "max(low, min(value, high))" in result.diff and "return value\n" not in result.diff, result.diff

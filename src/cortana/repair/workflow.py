@@ -212,7 +212,8 @@ class RepairWorkflow:
         comes (``fitting.py``)."""
         while True:
             found = gaps(run.failing)
-            for ask in self._asks(run):
+            asks = self._asks(run)
+            for position, ask in enumerate(asks):
                 if run.out_of_time or self._hand_over_now(run):
                     break
                 for sampled in await self._sample(run, ask):
@@ -230,7 +231,8 @@ class RepairWorkflow:
                         if not adds_gap(kept.patch, run.originals, found):
                             return await self._keep(run, kept)
                         self._hold(run, kept, found)
-                if self._stale(run):
+                following = asks[position + 1] if position + 1 < len(asks) else None
+                if (following is None or following.coder != ask.coder) and self._stale(run):
                     break
             if run.held is not None:
                 return await self._keep(run, run.held, fitted=found)
@@ -243,7 +245,8 @@ class RepairWorkflow:
     def _stale(self, run: RepairRun) -> bool:
         """Whether the round's other prompts show evidence that no longer holds: a partial fix made a test file run
         that could not be collected (a missing definition, now written). They were made from its one import error;
-        the climb shows the function and what its tests computed with it, so it comes at once."""
+        the climb shows the function and what its tests computed with it, so it comes next. Asked once the prompt
+        that wrote it has had its hot batch too (:meth:`_search`): more answers to that prompt may write it whole."""
         partial = run.best_partial()
         if partial is None or not partial.collected or run.held is not None:
             return False
