@@ -591,3 +591,30 @@ async def test_a_missing_definition_written_wrong_is_climbed_from(tmp_path: Path
     assert len(model.requests) == 3, "clamp written, its hot sample, then, told what it returned, fixed"
     assert "round 2: a sample (feedback rewrite, T=0)" in progress, progress
     assert "max(low, min(value, high))" in result.diff and "return value\n" not in result.diff, result.diff
+
+
+async def test_a_climb_from_a_file_that_runs_keeps_its_round(tmp_path: Path) -> None:
+    """Once the climb builds on such a fix, a better one later in the round is climbed from after the round, as
+    any partial fix: the rule is for prompts made from the import error, and the climb's were not."""
+    files = dict(MISSING_CLAMP)
+    files["tests/test_bounds.py"] += "\n\n        def test_clamp_below():\n            assert clamp(-3, 0, 10) == 0\n"
+    project = write(tmp_path / "p", files)
+    better = "def clamp(value, low, high):\n    return min(value, high)\n"
+
+    def answer(request: ModelRequest) -> str:
+        prompt = request.messages[-1].content
+        if "returned 12" in prompt:  # round 2's feedback rewrite, on top of `return value`
+            return better
+        if "already has this change" in prompt and "Write the function clamp" in prompt:  # round 2's next prompt
+            return RIGHT_CLAMP
+        return WRONG_CLAMP if len(model.requests) == 1 else "nothing"
+
+    model = ScriptedModel([answer] * 30)
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, rounds=3)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("add clamp(value, low, high) to geo/bounds.py")
+    assert result.status is FixStatus.FIXED, (result.message, progress)
+    ended = [message for message in progress if message.startswith("the tests that could not run now run")]
+    assert len(ended) == 1, progress
+    assert "round 2: a sample (climb, rewrite, T=0)" in progress, "round 2 went on after the better feedback rewrite"

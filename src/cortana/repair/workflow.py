@@ -247,8 +247,10 @@ class RepairWorkflow:
         that could not be collected (a missing definition, now written). They were made from its one import error;
         the climb shows the function and what its tests computed with it, so it comes next. Asked once the prompt
         that wrote it has had its hot batch too (:meth:`_search`): more answers to that prompt may write it whole."""
+        if run.held is not None or (run.base is not None and run.base.collected):
+            return False  # a pass is held to the end of the round; a climb from such a fix already shows them
         partial = run.best_partial()
-        if partial is None or not partial.collected or run.held is not None:
+        if partial is None or not partial.collected:
             return False
         self._say(run, Stage.CLIMB, "the tests that could not run now run: the round ends here, to build on that")
         return True
