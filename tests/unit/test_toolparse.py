@@ -117,6 +117,21 @@ SHAPES = [
         [("get_weather", {"city": "A"}), ("get_weather", {"city": "B"})],
     ),
     ('<function=get_weather>{"city": "Lima"}</function>', [("get_weather", {"city": "Lima"})]),
+    # the 1.5B's answer to a code question, as an element of the tool list it was shown (returned as its answer)
+    (
+        '<tools>\n    <function name="get_weather" arguments=\'{"city": "Lima", "unit": "celsius"}\'/>\n</tools>',
+        [("get_weather", {"city": "Lima", "unit": "celsius"})],
+    ),
+    ('<function name="get_weather">{"city": "Lima"}</function>', [("get_weather", {"city": "Lima"})]),
+    (
+        '<function name="get_weather" arguments="{&quot;city&quot;: &quot;Oslo&quot;}" />',
+        [("get_weather", {"city": "Oslo"})],
+    ),
+    (
+        '<tools><function name="get_weather" arguments=\'{"city": "A"}\'/><function name="calculate" '
+        'arguments=\'{"expression": "1+1"}\'/></tools>',
+        [("get_weather", {"city": "A"}), ("calculate", {"expression": "1+1"})],
+    ),
     ('get_weather(city="Paris", unit="celsius")', [("get_weather", {"city": "Paris", "unit": "celsius"})]),
     (
         '[get_weather("Rome"), fs.list_dir(path="/tmp")]',
@@ -153,6 +168,7 @@ def test_other_shapes(text: str, expected: list) -> None:  # type: ignore[type-a
         '```python\nget_weather(city="Paris")\n```\nThat is how you would call it in Python.',
         "The get_weather tool needs a city.",
         '{"city": "Paris", "temperature": 21}',
+        "<function name=\"delete_everything\" arguments='{}'/>",  # not an offered tool
     ],
 )
 def test_prose_and_unknown_names_stay_text(text: str) -> None:
@@ -201,6 +217,17 @@ def test_streaming_never_shows_a_call_and_shows_all_prose(size: int) -> None:
     assert stream(code, size) == (code, [])
     assert stream('{"a": 1} is JSON', size) == ('{"a": 1} is JSON', [])
     assert stream("get the weather", size) == ("get the weather", [])
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 1000])
+def test_streaming_never_shows_a_function_element(size: int) -> None:
+    for text in (
+        '<tools>\n    <function name="get_weather" arguments=\'{"city": "Lima"}\'/>\n</tools>',
+        'Let me look.\n<function name="get_weather" arguments=\'{"city": "Lima"}\'/>',
+    ):
+        shown, calls = stream(text, size)
+        assert "function" not in shown and calls == [("get_weather", {"city": "Lima"})], shown
+    assert stream("<function> is a tag", size) == ("<function> is a tag", [])
 
 
 def test_streaming_prose_is_not_held_back() -> None:

@@ -3,8 +3,9 @@
 Measured on llama.cpp with ``--jinja``: Qwen2.5-Coder 0.5B/1.5B answer a tool
 request with a ```json fenced block or bare JSON in the message content, and
 the server returns no ``tool_calls``. Other models write ``<tool_call>`` tags,
-several calls in one block, ``<function=name>{...}</function>`` or
-``name(arg=value)``. Every adapter passes its answer through
+several calls in one block, ``<function=name>{...}</function>``, a
+``<function name="..." arguments='{...}'/>`` element (the 1.5B, wrapped in
+``<tools>`` like the tool list it was shown) or ``name(arg=value)``. Every adapter passes its answer through
 :func:`recover_tool_calls` (and, while streaming, :class:`TextToolCallFilter`),
 so the loop sees ordinary :class:`ToolCall` s whatever the model wrote.
 
@@ -21,6 +22,7 @@ arguments that still do not validate reach the model as a tool error.
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import uuid
@@ -48,6 +50,14 @@ MAX_ARGUMENT_DEPTH = 32
 # is prose and one call, as the streaming filter sees it, not one broken block.
 _TAG = re.compile(r"<(tool_call|tools)>\s*((?:(?!<\1>).)*?)\s*(?:</\1>|\Z)", re.S)
 _FUNCTION_TAG = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.S)
+# The 1.5B model also writes a call as an element like those of a tool list, in <tools> or alone:
+# <function name="grep_files" arguments='{"pattern": "to_kelvin"}'/> (or its arguments as the element's body).
+_FUNCTION_ELEMENT = re.compile(
+    r"""<function\s+name\s*=\s*(["'])([\w.\-]+)\1"""
+    r"""(?:\s+(?:arguments|parameters|args)\s*=\s*(?:'([^']*)'|"([^"]*)"))?"""
+    r"""\s*(?:/>|>\s*(.*?)\s*</function>)""",
+    re.S,
+)
 _FENCE = re.compile(r"```[ \t]*([\w\-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
 # Not "python": a python block with a call in it is more often an example than a call.
 _FENCE_LANGUAGES = {"", "json", "json5", "jsonc", "tool_call", "tool_code", "tool"}
@@ -74,7 +84,13 @@ def recover_tool_calls(text: str, tools: Sequence[ToolSpec]) -> tuple[str, list[
     calls: list[ToolCall] = []
     cut: list[tuple[int, int]] = []
 
-    for pattern, parse in ((_TAG, _parse_block), (_FUNCTION_TAG, _parse_function_tag), (_FENCE, _parse_fence)):
+    patterns = (
+        (_TAG, _parse_block),
+        (_FUNCTION_TAG, _parse_function_tag),
+        (_FUNCTION_ELEMENT, _parse_function_element),
+        (_FENCE, _parse_fence),
+    )
+    for pattern, parse in patterns:
         for match in pattern.finditer(text):
             if any(start < match.end() and match.start() < end for start, end in cut):
                 continue
@@ -114,10 +130,17 @@ def _distinct(calls: list[ToolCall]) -> list[ToolCall]:
 
 
 def _parse_block(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
-    """The inside of ``<tool_call>`` tags: one or more JSON calls, or ``name(...)``."""
+    """The inside of ``<tool_call>`` tags: one or more JSON calls, ``name(...)``, or ``<function name=...>``
+    elements."""
     body = match.group(2)
     found, consumed = _parse_leading(body, names)
-    return found if found and not body[consumed:].strip() else []
+    if found and not body[consumed:].strip():
+        return found
+    elements = list(_FUNCTION_ELEMENT.finditer(body))
+    if not elements or _FUNCTION_ELEMENT.sub("", body).strip():
+        return []  # prose, or something besides calls, in the block
+    calls = [_parse_function_element(element, names) for element in elements]
+    return [call for found in calls for call in found] if all(calls) else []
 
 
 def _parse_function_tag(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
@@ -127,6 +150,18 @@ def _parse_function_tag(match: re.Match[str], names: dict[str, ToolSpec]) -> lis
         return []
     arguments = load_json(match.group(2)) if match.group(2).strip() else {}
     return [_make_call(spec, arguments, match.group(2))]
+
+
+def _parse_function_element(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
+    """``<function name="grep_files" arguments='{...}'/>``, its arguments an attribute (a double-quoted one
+    HTML-escaped) or the element's body; none: no arguments."""
+    spec = names.get(loose_name(match.group(2)))
+    if spec is None:
+        return []
+    single, double, body = match.group(3), match.group(4), match.group(5)
+    raw = single if single is not None else html.unescape(double) if double is not None else body or ""
+    arguments = load_json(raw) if raw.strip() else {}
+    return [_make_call(spec, arguments, raw)]
 
 
 def _parse_fence(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
@@ -434,7 +469,8 @@ class TextToolCallFilter:
                 return "wait", None
             language = body[3:].strip().lower()
             return ("hold", "```") if language in _FENCE_LANGUAGES else None
-        for tag, closer in (("<tool_call>", "</tool_call>"), ("<tools>", "</tools>"), ("<function=", "</function>")):
+        tags = (("<tool_call>", "</tool_call>"), ("<tools>", "</tools>"), ("<function=", "</function>"))
+        for tag, closer in (*tags, ("<function name", None)):  # an element ends "/>" or "</function>": to the end
             if body.startswith(tag):
                 return "hold", closer
             if tag.startswith(body):
