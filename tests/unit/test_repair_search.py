@@ -12,7 +12,7 @@ import pytest
 
 from cortana import Assistant, Settings
 from cortana.models.base import ModelRequest
-from cortana.repair import FixRequest, FixStatus
+from cortana.repair import FixRequest, FixStatus, RepairResult
 from cortana.repair.feedback import calls_of, failing_text
 from cortana.repair.localize import localize
 from cortana.repair.symbols import SymbolIndex
@@ -544,6 +544,14 @@ WRONG_CLAMP = "def clamp(value, low, high):\n    return value\n"
 RIGHT_CLAMP = "def clamp(value, low, high):\n    return max(low, min(value, high))\n"
 
 
+async def _add_clamp(project: Path, model: ScriptedModel, *, rounds: int) -> tuple[RepairResult, list[str]]:
+    """The fix of MISSING_CLAMP's request with ``model``'s answers: its result and its progress lines."""
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, rounds=rounds)
+    found.on_progress = lambda step: progress.append(step.message)
+    return await found.run("add clamp(value, low, high) to geo/bounds.py"), progress
+
+
 def test_a_test_file_that_now_runs_gets_further_by_its_passing_tests() -> None:
     from cortana.repair.run import got_further, now_passing
     from cortana.repair.testrun import Failure, TestReport
@@ -576,10 +584,7 @@ async def test_a_missing_definition_written_wrong_is_climbed_from(tmp_path: Path
         return WRONG_CLAMP if len(model.requests) == 1 else "nothing"
 
     model = ScriptedModel([answer] * 30)
-    progress: list[str] = []
-    found = workflow(project, model, samples=1, rounds=2)
-    found.on_progress = lambda step: progress.append(step.message)
-    result = await found.run("add clamp(value, low, high) to geo/bounds.py")
+    result, progress = await _add_clamp(project, model, rounds=2)
     assert "patch 1: 0 of 1 failing tests pass, 2 get further" in progress, progress
     assert "building on a patch with which 2 failing tests get further than before" in progress, progress
     at = progress.index("patch 1: 0 of 1 failing tests pass, 2 get further")
@@ -610,10 +615,7 @@ async def test_a_climb_from_a_file_that_runs_keeps_its_round(tmp_path: Path) -> 
         return WRONG_CLAMP if len(model.requests) == 1 else "nothing"
 
     model = ScriptedModel([answer] * 30)
-    progress: list[str] = []
-    found = workflow(project, model, samples=1, rounds=3)
-    found.on_progress = lambda step: progress.append(step.message)
-    result = await found.run("add clamp(value, low, high) to geo/bounds.py")
+    result, progress = await _add_clamp(project, model, rounds=3)
     assert result.status is FixStatus.FIXED, (result.message, progress)
     ended = [message for message in progress if message.startswith("the tests that could not run now run")]
     assert len(ended) == 1, progress
