@@ -14,6 +14,7 @@ from cortana.config import child_process_environment
 from cortana.messages import ToolCall
 from cortana.repair import RepairSettings, RepairWorkflow, find_test_command, is_change_request, run_tests
 from cortana.repair.coders import parses
+from cortana.repair.feedback import failing_text
 from cortana.repair.localize import asks_to_change_tests, localize
 from cortana.repair.patches import (
     Block,
@@ -141,6 +142,43 @@ async def test_a_collection_error_and_a_crash_frame_are_failures(tmp_path: Path)
     assert "cannot import name 'clamp'" in by_test["tests/test_missing.py"].details
     crash = by_test["tests/test_first.py::test_first"]
     assert crash.message.startswith("IndexError") and crash.frames[-1].file == "pkg/util.py"
+
+
+async def test_a_call_that_raised_is_told_apart_from_one_that_returned_none(tmp_path: Path) -> None:
+    project = write(tmp_path / "p", {
+        "conftest.py": "",
+        "pkg/__init__.py": "",
+        "pkg/lists.py": (
+            "def check(items):\n    if not items:\n        raise ValueError('empty')\n\n\n"
+            "def dedupe(items, key=None):\n    check(items)\n    raise NotImplementedError\n\n\n"
+            "def nothing(items):\n    return None\n\n\n"
+            "def guarded(items):\n    try:\n        check(items)\n    except ValueError:\n        pass\n"
+            "    return len(items)\n"
+        ),
+        "tests/test_lists.py": (
+            "from pkg.lists import dedupe, guarded, nothing\n\n\n"
+            "def test_dedupe():\n    assert dedupe([3, 1, 3]) == [3, 1]\n\n\n"
+            "def test_nothing():\n    assert nothing([1]) == [1]\n\n\n"
+            "def test_guarded():\n    assert guarded([]) == 1\n"
+        ),
+    })  # fmt: skip
+    report = await run_tests(find_test_command(project), project, ENV, trace=True)  # type: ignore[arg-type]
+    shown = {
+        test.split("::")[-1]: [(value.name, value.arguments, value.returned, value.raised) for value in values]
+        for test, values in report.values.items()
+    }
+    assert shown["test_dedupe"] == [
+        ("dedupe", "items=[3, 1, 3], key=None", None, "NotImplementedError"),  # not "returned None"
+        ("check", "items=[3, 1, 3]", "None", None),
+    ]
+    assert shown["test_nothing"] == [("nothing", "items=[1]", "None", None)]
+    assert shown["test_guarded"] == [
+        ("guarded", "items=[]", "0", None),
+        ("check", "items=[]", None, "an exception"),  # caught on the way: not the test's own error
+    ]
+    [dedupe] = [f for f in report.failures if f.name == "test_dedupe"]
+    index = SymbolIndex.build(project)
+    assert "dedupe(items=[3, 1, 3], key=None) raised NotImplementedError" in failing_text([dedupe], index, report)
 
 
 async def test_a_run_past_its_time_limit_is_stopped(tmp_path: Path) -> None:

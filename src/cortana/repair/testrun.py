@@ -251,7 +251,7 @@ class Failure:
 TRACE_PLUGIN = """\
 # Cortana's call tracer for pytest: which functions of the project each test runs (for fault localization), and,
 # for a test that fails, what the project's functions were called with and gave back (for the fix's feedback).
-import json, os, reprlib, sys
+import dis, json, os, reprlib, sys
 
 import pytest
 
@@ -263,6 +263,10 @@ _MOST = 12
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = _SHORT.maxother = 80
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+_RETURNS = {{dis.opmap[name] for name in (  # where a frame stops when it returns or yields (3.13: at RESUME)
+    "RETURN_VALUE", "RETURN_CONST", "YIELD_VALUE", "RESUME",
+    "INSTRUMENTED_RETURN_VALUE", "INSTRUMENTED_RETURN_CONST", "INSTRUMENTED_YIELD_VALUE", "INSTRUMENTED_RESUME",
+) if name in dis.opmap}}
 
 
 def _is_test(path):
@@ -305,11 +309,15 @@ def pytest_runtest_call(item):
             if len(values) < _MOST and not _is_test(relative) and not frame.f_code.co_name.startswith("<"):
                 open_calls[id(frame)] = len(values)
                 name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
-                values.append([relative, frame.f_code.co_firstlineno, name, _arguments(frame), None])
+                values.append([relative, frame.f_code.co_firstlineno, name, _arguments(frame), None, None])
         else:
             at = open_calls.pop(id(frame), None)
             if at is not None:
-                values[at][4] = _shown(arg)
+                code, last = frame.f_code.co_code, frame.f_lasti
+                if arg is None and 0 <= last < len(code) and code[last] not in _RETURNS:
+                    values[at][5] = "an exception"  # left by an exception: no value came back
+                else:
+                    values[at][4] = _shown(arg)
 
     sys.setprofile(profile)
     try:
@@ -325,7 +333,20 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" and report.failed:
-        _VALUES[item.nodeid] = getattr(item, "_cortana_values", [])
+        values = getattr(item, "_cortana_values", [])
+        if call.excinfo is not None:
+            raised = type(call.excinfo.value).__name__
+            through = set()
+            try:
+                for entry in call.excinfo.traceback:
+                    code = entry.frame.code.raw
+                    through.add((os.path.realpath(code.co_filename), code.co_firstlineno))
+            except Exception:
+                pass  # a traceback pytest cannot walk: the calls keep "an exception"
+            for row in values:
+                if row[5] is not None and (os.path.realpath(_ROOT + row[0]), row[1]) in through:
+                    row[5] = raised
+        _VALUES[item.nodeid] = values
 
 
 def pytest_sessionfinish(session):
@@ -345,7 +366,9 @@ class CallValue:
         file, line: the function (its file and first line).
         name: its qualified name.
         arguments: ``name=value`` pairs, each shown short.
-        returned: what it returned, shown short (``None`` also when it raised).
+        returned: what it returned, shown short; ``None`` when it raised.
+        raised: the name of the exception it raised (``"an exception"`` when the failing test's own error did not
+            pass through it); ``None`` when it returned.
     """
 
     file: str
@@ -353,6 +376,7 @@ class CallValue:
     name: str
     arguments: str
     returned: str | None
+    raised: str | None = None
 
 
 @dataclass(slots=True)
@@ -467,11 +491,12 @@ def _read_trace(path: Path) -> tuple[dict[str, set[tuple[str, int]]], dict[str, 
             calls[str(test)] = {(str(file).replace(os.sep, "/"), int(line)) for file, line in pairs}
         for test, rows in (data.get("values") or {}).items():
             values[str(test)] = [
-                CallValue(str(file).replace(os.sep, "/"), int(line), str(name)[:200], str(arguments)[:400],
-                          None if returned is None else str(returned)[:200])
-                for file, line, name, arguments, returned in rows[:20]
+                CallValue(str(row[0]).replace(os.sep, "/"), int(row[1]), str(row[2])[:200], str(row[3])[:400],
+                          None if row[4] is None else str(row[4])[:200],
+                          None if len(row) < 6 or row[5] is None else str(row[5])[:80])
+                for row in rows[:20]
             ]  # fmt: skip
-    except (AttributeError, TypeError, ValueError):
+    except (AttributeError, IndexError, TypeError, ValueError):
         return calls, {}
     return calls, values
 
