@@ -620,3 +620,102 @@ async def test_a_climb_from_a_file_that_runs_keeps_its_round(tmp_path: Path) -> 
     ended = [message for message in progress if message.startswith("the tests that could not run now run")]
     assert len(ended) == 1, progress
     assert "round 2: a sample (climb, rewrite, T=0)" in progress, "round 2 went on after the better feedback rewrite"
+
+
+STUB_DEDUPE = {
+    "conftest.py": "",
+    "utils/__init__.py": "",
+    "utils/lists.py": '''
+        def dedupe(items, key=None):
+            """The items without repeats, in order; with ``key``, two items repeat when it gives both the same."""
+            raise NotImplementedError
+        ''',
+    "tests/test_lists.py": """
+        from utils.lists import dedupe
+
+
+        def test_dedupe():
+            assert dedupe([3, 1, 3]) == [3, 1]
+
+
+        def test_dedupe_with_a_key():
+            assert dedupe(["a", "A", "b"], key=str.lower) == ["a", "b"]
+        """,
+}
+"""A stub both tests stop at: its first fix without ``key`` passes one and takes the other to its assertion."""
+WITHOUT_KEY = (
+    "def dedupe(items, key=None):\n"
+    '    """The items without repeats, in order; with ``key``, two items repeat when it gives both the same."""\n'
+    "    kept = []\n    for item in items:\n        if item not in kept:\n"
+    "            kept.append(item)\n    return kept\n"
+)
+WITH_KEY = (
+    "def dedupe(items, key=None):\n"
+    '    """The items without repeats, in order; with ``key``, two items repeat when it gives both the same."""\n'
+    "    kept, seen = [], set()\n    for item in items:\n        marker = item if key is None else key(item)\n"
+    "        if marker not in seen:\n            seen.add(marker)\n            kept.append(item)\n    return kept\n"
+)
+
+
+async def test_the_climb_is_told_what_a_stub_raised_and_which_parameter_its_fix_ignores(tmp_path: Path) -> None:
+    """Reproduces the 1.5B's docstring-dedupe run: the first sample wrote dedupe without ``key`` (one test passes,
+    the other gets to its assertion). Round one's prompts say the stub raised NotImplementedError (they said it
+    "returned None"); the climb's feedback rewrite is told what dedupe returned with a key, and that its code never
+    reads ``key``."""
+    project = write(tmp_path / "p", STUB_DEDUPE)
+    prompts: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        prompt = request.messages[-1].content
+        prompts.append(prompt)
+        if "Its code never reads key, which these calls give it." in prompt:
+            return WITH_KEY
+        return WITHOUT_KEY if len(prompts) == 1 else "nothing"
+
+    model = ScriptedModel([answer] * 30)
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, rounds=2)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("implement dedupe as its docstring says")
+    assert "dedupe(items=[3, 1, 3], key=None) raised NotImplementedError" in prompts[0], prompts[0]
+    assert "returned None" not in prompts[0] and "never reads" not in "".join(prompts[:-1]), "a stub reads none"
+    assert "patch 1: 1 of 2 failing tests pass, 1 get further" in progress, progress
+    assert result.status is FixStatus.FIXED, (result.message, progress)
+    assert "returned ['a', 'A', 'b']" in prompts[-1] and "round 2: a sample (feedback rewrite, T=0)" in progress
+    assert "marker = item if key is None else key(item)" in result.diff, result.diff
+
+
+async def test_a_partial_fix_that_gets_the_others_further_keeps_its_round(tmp_path: Path) -> None:
+    """A new flag accepted by the parser alone gets the failing test further; the round goes on to its other
+    prompts (the rewrite of the parser and its use together fixed the 1.5B's cli-reverse-flag in 67 s; ending the
+    round there to climb lost it, 272 s and no fix). Only a test file that could not run and now runs ends it."""
+    project = write(tmp_path / "p", CLI_FLAG)
+    model = ScriptedModel([ACCEPTED] + ["nothing"] * 20)
+    progress: list[str] = []
+    found = workflow(project, model, samples=1, per_location=0, rounds=1, rewrite=False)
+    found.on_progress = lambda step: progress.append(step.message)
+    await found.run("add an --upper flag")
+    assert not any("the round ends here" in message for message in progress), progress
+    at = progress.index("patch 1: 0 of 1 failing tests pass, 1 get further")
+    assert progress[at + 1].startswith("round 1: "), progress
+
+
+async def test_a_parameter_the_code_never_reads_is_named_only_when_the_calls_give_it(tmp_path: Path) -> None:
+    from cortana.repair.feedback import unread_parameters
+
+    files = dict(STUB_DEDUPE)
+    files["utils/lists.py"] = WITHOUT_KEY
+    project = write(tmp_path / "p", files)
+    report = await run_tests(find_test_command(project), project, ENV, trace=True)  # type: ignore[arg-type]
+    index = SymbolIndex.build(project)
+    dedupe = next(s for s in index.named("dedupe") if s.file == "utils/lists.py")
+    assert unread_parameters(dedupe, index, report, report.failures) == "key"
+    keyless = [f for f in report.failures if f.name == "test_dedupe_with_a_key"]
+    assert unread_parameters(dedupe, index, report, []) == "", "no failing test gives it a key"
+    assert keyless and unread_parameters(dedupe, index, report, keyless) == "key"
+    files["utils/lists.py"] = STUB_DEDUPE["utils/lists.py"]
+    stub = write(tmp_path / "stub", files)
+    report = await run_tests(find_test_command(stub), stub, ENV, trace=True)  # type: ignore[arg-type]
+    index = SymbolIndex.build(stub)
+    dedupe = next(s for s in index.named("dedupe") if s.file == "utils/lists.py")
+    assert unread_parameters(dedupe, index, report, report.failures) == "", "a stub reads none: nothing to say"

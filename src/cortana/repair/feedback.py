@@ -12,13 +12,16 @@ the project's text and values: escaped for the prompt and bounded.
 
 from __future__ import annotations
 
+import ast
+import re
+import textwrap
 from collections.abc import Sequence
 
 from cortana.prompts import as_data
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import CallValue, Failure, TestReport
 
-__all__ = ["MOST_TESTS", "calls_of", "failing_text"]
+__all__ = ["MOST_TESTS", "calls_of", "failing_text", "unread_parameters"]
 
 MOST_TESTS = 3
 """The most failing tests described (the others are counted)."""
@@ -72,6 +75,38 @@ def calls_of(symbol: Symbol, report: TestReport | None, failing: Sequence[Failur
     return as_data("\n".join(list(seen)[:MOST_CALLS]))
 
 
+def unread_parameters(symbol: Symbol, index: SymbolIndex, report: TestReport | None, failing: Sequence[Failure]) -> str:
+    """The parameters of ``symbol`` its code never reads though the failing tests' calls give them a value
+    (``key``, ``currency``), joined by commas; "" when there are none, or when it reads none of its parameters (a
+    stub: nothing to say about one of them). A parameter the code ignores is the commonest way a function "takes"
+    an option and does nothing with it, and a small model shown the calls alone writes the same body again."""
+    if report is None or symbol.kind == "class":
+        return ""
+    try:
+        tree = ast.parse(textwrap.dedent(index.source(symbol)))
+    except (SyntaxError, ValueError):
+        return ""
+    function = next((node for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    if function is None:
+        return ""
+    arguments = function.args
+    names = [a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]]
+    names = [name for name in names if name not in ("self", "cls") and not name.startswith("_")]
+    read: set[str] = set()
+    for statement in function.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name):
+                read.add(node.id)
+    if read & {"locals", "vars", "eval", "exec"} or not read & set(names):
+        return ""  # it reads its arguments some other way, or none at all
+    given: set[str] = set()
+    for failure in failing[:MOST_TESTS]:
+        for call in report.values.get(failure.test, []):
+            if call.file == symbol.file and call.line == symbol.start and call.name.endswith(symbol.name):
+                given |= {n for n in names if re.search(rf"(?:^|, ){re.escape(n)}=(?!None(?:,|$))", call.arguments)}
+    return ", ".join(name for name in names if name in given and name not in read)
+
+
 def _first_line(failure: Failure) -> str:
     return failure.message.splitlines()[0] if failure.message else "failed"
 
@@ -82,5 +117,7 @@ def _details(failure: Failure) -> list[str]:
 
 
 def _call(call: CallValue) -> str:
+    if call.raised is not None:
+        return f"{call.name}({call.arguments}) raised {call.raised}"
     returned = f" returned {call.returned}" if call.returned is not None else ""
     return f"{call.name}({call.arguments}){returned}"

@@ -55,7 +55,7 @@ from cortana.messages import Message, ToolCall
 from cortana.models.base import ModelClient, ModelRequest, ModelSettings, complete
 from cortana.prompts import as_data, prompt_text
 from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, combined, parses, patched, rewritable
-from cortana.repair.feedback import calls_of, failing_text
+from cortana.repair.feedback import calls_of, failing_text, unread_parameters
 from cortana.repair.fitting import adds_gap, gaps, without_gap
 from cortana.repair.localize import Location, localize, missing_definitions, views_for
 from cortana.repair.mutants import BUDGET_SHARE, mutants, worth_mutating
@@ -486,7 +486,9 @@ class RepairWorkflow:
         seen = calls_of(symbol, run.current, run.failing)
         if not seen:
             return []
-        lead = prompt_text("repair_feedback").format(name=as_data(symbol.qualname), calls=seen)
+        unread = unread_parameters(symbol, index, run.current, run.failing)
+        told = f"Its code never reads {as_data(unread)}, which these calls give it.\n" if unread else ""
+        lead = prompt_text("repair_feedback").format(name=as_data(symbol.qualname), calls=seen, unread=told)
         feedback = Rewrite([symbol], index, lead)
         hot, many = self.settings.temperature, self.settings.samples
         return [
