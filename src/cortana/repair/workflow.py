@@ -463,10 +463,10 @@ class RepairWorkflow:
         if len(together) > 1:  # a change that takes them all at once (a new flag: the parser and its use)
             asks.append(Ask(Rewrite(together, index), 0.0, label="rewrite together"))
         asks += self._feedback_asks(run, symbols[:1], index, None, fresh=fresh)
+        if symbols:  # before the edits: in the development half's runs edits never passed alone (merges only)
+            asks.append(Ask(Rewrite(symbols[:1], index), hot, many))
         edits = Edits(views, index, ANYWHERE, run.request.tests_may_change)
         asks += [Ask(edits, 0.0, label="anywhere"), Ask(edits, hot, many, label="anywhere")]
-        if symbols:
-            asks.append(Ask(Rewrite(symbols[:1], index), hot, many))
         for location in run.locations[: settings.per_location]:
             if location.symbol in symbols:
                 continue  # its greedy rewrite is the sample made for just it
