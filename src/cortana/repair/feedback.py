@@ -15,10 +15,10 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from cortana.prompts import as_data
-from cortana.repair.symbols import Symbol, SymbolIndex
+from cortana.repair.symbols import Symbol, SymbolIndex, parse_quietly
 from cortana.repair.testrun import CallValue, Failure, TestReport
 
 __all__ = ["MOST_TESTS", "calls_of", "failing_text", "unread_parameters"]
@@ -65,13 +65,7 @@ def failing_text(failing: Sequence[Failure], index: SymbolIndex, report: TestRep
 def calls_of(symbol: Symbol, report: TestReport | None, failing: Sequence[Failure]) -> str:
     """The calls of ``symbol`` in the failing tests (``to_cents(amount=4.35) returned 434``), for a rewrite of it;
     "" when the run recorded none."""
-    if report is None:
-        return ""
-    seen: dict[str, None] = {}
-    for failure in failing[:MOST_TESTS]:
-        for call in report.values.get(failure.test, []):
-            if call.file == symbol.file and call.line == symbol.start and call.name.endswith(symbol.name):
-                seen[_call(call)] = None
+    seen = dict.fromkeys(_call(call) for call in _calls(symbol, report, failing))
     return as_data("\n".join(list(seen)[:MOST_CALLS]))
 
 
@@ -80,10 +74,10 @@ def unread_parameters(symbol: Symbol, index: SymbolIndex, report: TestReport | N
     (``key``, ``currency``), joined by commas; "" when there are none, or when it reads none of its parameters (a
     stub: nothing to say about one of them). A parameter the code ignores is the commonest way a function "takes"
     an option and does nothing with it, and a small model shown the calls alone writes the same body again."""
-    if report is None or symbol.kind == "class":
+    if symbol.kind == "class":
         return ""
     try:
-        tree = ast.parse(textwrap.dedent(index.source(symbol)))
+        tree = parse_quietly(textwrap.dedent(index.source(symbol)))
     except (SyntaxError, ValueError):
         return ""
     function = next((node for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)), None)
@@ -92,19 +86,26 @@ def unread_parameters(symbol: Symbol, index: SymbolIndex, report: TestReport | N
     arguments = function.args
     names = [a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]]
     names = [name for name in names if name not in ("self", "cls") and not name.startswith("_")]
-    read: set[str] = set()
-    for statement in function.body:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Name):
-                read.add(node.id)
+    read = symbol.calls  # every name the definition reads
     if read & {"locals", "vars", "eval", "exec"} or not read & set(names):
         return ""  # it reads its arguments some other way, or none at all
-    given: set[str] = set()
+    given = {
+        name
+        for call in _calls(symbol, report, failing)
+        for name in names
+        if re.search(rf"(?:^|, ){re.escape(name)}=(?!None(?:,|$))", call.arguments)
+    }
+    return ", ".join(name for name in names if name in given and name not in read)
+
+
+def _calls(symbol: Symbol, report: TestReport | None, failing: Sequence[Failure]) -> Iterator[CallValue]:
+    """The traced calls of ``symbol`` in the first failing tests."""
+    if report is None:
+        return
     for failure in failing[:MOST_TESTS]:
         for call in report.values.get(failure.test, []):
             if call.file == symbol.file and call.line == symbol.start and call.name.endswith(symbol.name):
-                given |= {n for n in names if re.search(rf"(?:^|, ){re.escape(n)}=(?!None(?:,|$))", call.arguments)}
-    return ", ".join(name for name in names if name in given and name not in read)
+                yield call
 
 
 def _first_line(failure: Failure) -> str:
