@@ -14,7 +14,8 @@ same seed:
 Success is the task's own check (the tests, as they were, must pass; or the answer holds what it must). Per arm,
 model and split: tasks finished, median and worst wall time per task (engine start included), mean model calls
 and, for the workflow, samples per minute. The development half is where every choice was made; the held-out
-half is only reported. Results: ``bench/results/repair_MODEL.json``.
+half is only reported. Results: ``bench/results/repair_MODEL.json``; a fix's row keeps its progress lines (seconds
+into the fix, then the step), to see where its time went.
 
     python bench/repair.py --model qwen2.5-coder-1.5b --split held-out --baseline /tmp/main/src
     python bench/repair.py --model qwen2.5-coder-0.5b --split held-out --last-round qwen2.5-coder-1.5b
@@ -65,14 +66,17 @@ async def run_library_task(
             engine = await EmbeddedClient.start(model)
             async with Assistant(workspace, settings, client=engine, heartbeat=False) as assistant:
                 if assistant.wants_fix(task.prompt):
-                    outcome = await assistant.fix(task.prompt)
+                    steps: list[str] = []
+                    outcome = await assistant.fix(
+                        task.prompt, on_progress=lambda step: steps.append(f"{step.seconds:6.1f} {step.message}")
+                    )
                     result = outcome.result
                     answer = outcome.answer
                     row.update(through_workflow=True, status=str(result.status), model_calls=result.model_calls,
                                samples=result.samples, candidates=result.candidates,
                                samples_per_minute=round(result.samples_per_minute, 1),
                                fix_seconds=round(result.seconds, 1), origin=result.origin,
-                               last_round_on=result.stronger)  # fmt: skip
+                               last_round_on=result.stronger, progress=steps[-80:])  # fmt: skip
                 else:
                     run = await assistant.ask(task.prompt)
                     answer = str(run.output)

@@ -11,13 +11,14 @@ import httpx
 import pytest
 
 from cortana import Assistant, Settings
+from cortana.messages import Usage
 from cortana.models.base import ModelRequest
 from cortana.repair import FixRequest, FixStatus, RepairResult
 from cortana.repair.feedback import calls_of, failing_text
 from cortana.repair.localize import localize
 from cortana.repair.symbols import SymbolIndex
 from cortana.repair.testrun import find_test_command, run_tests
-from cortana.testing import ScriptedModel
+from cortana.testing import ScriptedModel, ScriptedResponse
 from tests.unit.test_repair import ENV, FIX, HACK, ONE_CALL_AWAY, block, workflow, write
 
 TWO_BUGS = {
@@ -229,6 +230,83 @@ async def test_the_budget_ends_the_search_and_the_end_says_what_next(tmp_path: P
     result = await workflow(project, ScriptedModel([FIX] * 20), budget_seconds=0.01, rounds=9).run("fix it")
     assert result.status is FixStatus.FAILED and result.samples == 0
     assert "give it more time (fix.budget_seconds: 0.01)" in result.message and "larger model" in result.message
+
+
+def test_the_tokens_left_in_the_budget_come_from_the_requests_like_it() -> None:
+    """How fast answers are written is read from the requests like it (the same model, as many answers: their
+    median), else from one with fewer answers as if these came one after another; with nothing to go by, no cap.
+    The answers' test runs (two each) are kept out of the time left."""
+    import time
+
+    from cortana.repair.run import RepairRun, RepairSettings
+    from cortana.repair.testrun import TestCommand
+
+    run = RepairRun(FixRequest.parse("fix it"), RepairSettings(budget_seconds=180), TestCommand("pytest", "pytest", ""))
+    assert run.tokens_left("small", 1) is None, "the first request: nothing to go by"
+    run.started = time.perf_counter() - 150
+    run.rates = {("small", 1): [10.0, 2.0, 8.0], ("small", 4): [3.0]}
+    assert run.rate("small", 1) == 8.0, "the median, not one slow request"
+    assert run.rate("small", 8) == min(10.0 / 8, 2.0 / 8, 8.0 / 8, 3.0 * 4 / 8)
+    assert run.rate("large", 4) is None and run.tokens_left("large", 4) is None, "another model: nothing to go by"
+    assert 230 <= (run.tokens_left("small", 1) or 0) <= 240, "about 30 s at 8 tokens a second"
+    run.test_seconds = [1.0, 5.0, 1.0, 1.0]
+    assert 150 <= (run.tokens_left("small", 1) or 0) <= 160, "two runs of the slowest of the last three (5 s) kept out"
+    run.started = time.perf_counter() - 200
+    assert run.tokens_left("small", 4) == 0, "past the budget"
+
+
+class _TimedEngine:
+    """Answers that take their tokens' time on a clock the model moves: ``rate`` tokens a second, ``want``
+    tokens each unless the request allows fewer. Each is "nothing to change": no patch, nothing passes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, rate: float, want: int = 200) -> None:
+        import time
+        from types import SimpleNamespace
+
+        from cortana.repair import run as run_module
+
+        self.offset, self.rate, self.want, clock = 0.0, rate, want, time.perf_counter
+        monkeypatch.setattr(run_module, "time", SimpleNamespace(perf_counter=lambda: clock() + self.offset))
+
+    def __call__(self, request: ModelRequest) -> ScriptedResponse:
+        written = min(self.want, request.settings.max_tokens or self.want)
+        self.offset += written / self.rate
+        return ScriptedResponse("nothing to change", usage=Usage(prompt_tokens=100, completion_tokens=written))
+
+
+async def test_the_budget_is_kept_a_request_is_cut_to_what_fits_or_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reproduces the overrun: a batch begun just before the 180 s budget ran to its end, up to two minutes past
+    what the plan promised. Here answers of 200 tokens are written at 2 a second (100 s each): after the first,
+    the batch of four is left out (no answer of it would end in time), the next greedy answer is asked with only
+    the tokens that fit, and the fix ends within the budget, saying so."""
+    engine = _TimedEngine(monkeypatch, rate=2)
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    progress: list[str] = []
+    found = workflow(project, ScriptedModel([engine] * 20), samples=4, per_location=2, rounds=3, rewrite=False)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix it")
+    assert result.status is FixStatus.FAILED, progress
+    assert any("(anywhere, T=0.8) left out: no answer would end within the 180 s budget" in line
+               for line in progress), progress  # fmt: skip
+    assert any("tokens to end within the budget" in line for line in progress), progress
+    assert result.samples == 2 and result.seconds <= 181, progress
+    assert not any(line.startswith("round 2") for line in progress), "no time for one more answer: no round 2"
+
+
+async def test_rounds_go_on_while_an_answer_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 20 tokens a second (10 s a greedy answer, 40 s a batch of four here), rounds go on, the last requests
+    are cut to what fits, and the fix ends within the budget."""
+    engine = _TimedEngine(monkeypatch, rate=20)
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    progress: list[str] = []
+    found = workflow(project, ScriptedModel([engine] * 60), samples=4, per_location=2, rounds=4, rewrite=False)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix it")
+    assert result.status is FixStatus.FAILED, progress
+    assert any(line.startswith("round 2") for line in progress), progress
+    assert 170 <= result.seconds <= 182, progress
 
 
 def test_a_callee_the_tests_blame_ranks_as_high_as_the_function_the_request_names(tmp_path: Path) -> None:

@@ -104,6 +104,9 @@ def _edit(path: str, diff: str) -> str:
     raise UserError("the repair workflow writes its fix itself")
 
 
+FEWEST_TOKENS = 64
+"""Late in the budget an answer is asked with only the tokens that can be written before it ends; with fewer
+than this (a few lines of code), it is not asked."""
 TEST_TOOL = Tool(_run_tests, name="run_command", description="Run a shell command in the workspace.")
 """What the gate is asked about before the tests run: running them is running the project's code."""
 EDIT_TOOL = Tool(_edit, name="edit_file", description="Change a file in the workspace.")
@@ -236,11 +239,19 @@ class RepairWorkflow:
                     break
             if run.held is not None:
                 return await self._keep(run, run.held, fitted=found)
-            if run.out_of_time or run.round >= self.settings.rounds:
+            if run.out_of_time or run.round >= self.settings.rounds or not self._another_round_fits(run):
                 return self._failed(run)
             run.round += 1
             await self._climb(run)
             await self._escalate(run)
+
+    def _another_round_fits(self, run: RepairRun) -> bool:
+        """After a round that left an ask out for time: whether one answer could still be written within the
+        budget. If not, the fix ends here rather than climb and localize for a round with no time to sample."""
+        if not run.cut_short:
+            return True
+        left = run.tokens_left((run.stronger or self.client).model, 1)
+        return left is None or left >= FEWEST_TOKENS
 
     def _stale(self, run: RepairRun) -> bool:
         """Whether the round's other prompts show evidence that no longer holds: a partial fix made a test file run
@@ -549,20 +560,38 @@ class RepairWorkflow:
         assert run.index is not None
         brief = _brief(run, ask)
         prompt = prompt_text("repair_request").format(**brief, instruction=ask.coder.instruction())
+        greedy = ask.count == 1 and ask.temperature == 0
+        if greedy and (client.model, prompt) in run.greedy:
+            return []  # a greedy answer is the same answer: asked once a fix
+        what = f"{ask.count} samples" if ask.count > 1 else "a sample"
         most = ask.coder.tokens() or self.settings.patch_tokens
+        left = run.tokens_left(client.model, ask.count)
+        if left is not None and left < most:  # late in the budget: what can be written before it ends
+            if left < min(most, FEWEST_TOKENS):
+                run.cut_short = True
+                self._say(run, Stage.SAMPLE, f"round {run.round}: {what} ({ask.origin}) left out: no answer would end "
+                          f"within the {self.settings.budget_seconds:g} s budget")  # fmt: skip
+                return []
+            most = left
+        if greedy:
+            run.greedy.add((client.model, prompt))
         seed = self.settings.seed + 100 * run.round + run.samples
         settings = ModelSettings(temperature=ask.temperature, seed=seed, max_tokens=most, grammar=grammar)
-        if ask.count == 1 and ask.temperature == 0:  # a greedy answer is the same answer: asked once a fix
-            if (client.model, prompt) in run.greedy:
-                return []
-            run.greedy.add((client.model, prompt))
         request = ModelRequest([Message.system(prompt_text("repair_system")), Message.user(prompt)], settings=settings)
-        what = f"{ask.count} samples" if ask.count > 1 else "a sample"
-        self._say(run, Stage.SAMPLE, f"round {run.round}: {what} ({ask.origin})")
+        each = " each" if ask.count > 1 else ""
+        cap = f", at most {most} tokens{each} to end within the budget" if left is not None and left == most else ""
+        self._say(run, Stage.SAMPLE, f"round {run.round}: {what} ({ask.origin}){cap}")
+        began = run.seconds
         if ask.count > 1:
             responses = await client.complete_many(request, ask.count)
         else:
             responses = [await complete(client, request)]
+        longest, took = (
+            max((response.usage.completion_tokens for response in responses), default=0),
+            run.seconds - began,
+        )
+        if longest >= FEWEST_TOKENS and took > 0:  # a short answer's time is mostly reading its prompt
+            run.rates.setdefault((client.model, ask.count), []).append(longest / took)
         run.model_calls += 1 if ask.count <= client.parallel_samples else len(responses)
         run.samples += len(responses)
         patches = []
@@ -701,7 +730,8 @@ class RepairWorkflow:
         from cortana.repair.testrun import run_tests
 
         assert run.scratch is not None
-        return await run_tests(
+        began = run.seconds
+        report = await run_tests(
             run.command,
             run.scratch.root,
             self.environment,
@@ -710,6 +740,9 @@ class RepairWorkflow:
             trace=trace,
             sandbox=self.sandbox.elsewhere(run.scratch.root),
         )
+        if not trace:  # a candidate's run (a traced one, for localizing, is slower and rarer)
+            run.test_seconds.append(run.seconds - began)
+        return report
 
     # -- applying ---------------------------------------------------------------------------------------------
 
