@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from cortana import Assistant, Settings
-from cortana.messages import Usage
 from cortana.models.base import ModelRequest
 from cortana.repair import FixRequest, FixStatus, RepairResult
 from cortana.repair.feedback import calls_of, failing_text
@@ -232,81 +231,94 @@ async def test_the_budget_ends_the_search_and_the_end_says_what_next(tmp_path: P
     assert "give it more time (fix.budget_seconds: 0.01)" in result.message and "larger model" in result.message
 
 
-def test_the_tokens_left_in_the_budget_come_from_the_requests_like_it() -> None:
-    """How fast answers are written is read from the requests like it (the same model, as many answers: their
-    median), else from one with fewer answers as if these came one after another; with nothing to go by, no cap.
-    The answers' test runs (two each) are kept out of the time left."""
+def test_how_long_an_ask_will_take_comes_from_the_asks_like_it() -> None:
+    """Read from the asks like it (the same model, as many answers: the median of the last three), else from one
+    with fewer answers (more answers never take less); with nothing to go by, it is asked."""
     import time
 
     from cortana.repair.run import RepairRun, RepairSettings
     from cortana.repair.testrun import TestCommand
 
     run = RepairRun(FixRequest.parse("fix it"), RepairSettings(budget_seconds=180), TestCommand("pytest", "pytest", ""))
-    assert run.tokens_left("small", 1) is None, "the first request: nothing to go by"
     run.started = time.perf_counter() - 150
-    run.rates = {("small", 1): [10.0, 2.0, 8.0], ("small", 4): [3.0]}
-    assert run.rate("small", 1) == 8.0, "the median, not one slow request"
-    assert run.rate("small", 8) == min(10.0 / 8, 2.0 / 8, 8.0 / 8, 3.0 * 4 / 8)
-    assert run.rate("large", 4) is None and run.tokens_left("large", 4) is None, "another model: nothing to go by"
-    assert 230 <= (run.tokens_left("small", 1) or 0) <= 240, "about 30 s at 8 tokens a second"
-    run.test_seconds = [1.0, 5.0, 1.0, 1.0]
-    assert 150 <= (run.tokens_left("small", 1) or 0) <= 160, "two runs of the slowest of the last three (5 s) kept out"
-    run.started = time.perf_counter() - 200
-    assert run.tokens_left("small", 4) == 0, "past the budget"
+    run.took = {("small", 1): [60.0, 12.0, 8.0, 20.0], ("small", 4): [25.0]}
+    assert run.expected("small", 1) == 12.0, "the median of the last three: not the slow one long ago"
+    assert run.fits("small", 1) and run.fits("small", 4), "150 s + 25 s ends within 180 s"
+    assert run.expected("small", 8) == 60.0 and not run.fits("small", 8), "fewer answers: a lower bound"
+    assert run.expected("large", 4) is None and run.fits("large", 4), "another model: nothing to go by"
+    run.started = time.perf_counter() - 160
+    assert not run.fits("small", 4) and run.fits("small", 1)
+    assert 19 <= run.seconds_left <= 20
 
 
-class _TimedEngine:
-    """Answers that take their tokens' time on a clock the model moves: ``rate`` tokens a second, ``want``
-    tokens each unless the request allows fewer. Each is "nothing to change": no patch, nothing passes."""
+class _SlowEngine:
+    """Answers on a clock the model moves: ``greedy`` seconds for a greedy answer, ``hot`` for each other one.
+    Each is "nothing to change": no patch, nothing passes."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, rate: float, want: int = 200) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, greedy: float, hot: float) -> None:
         import time
         from types import SimpleNamespace
 
         from cortana.repair import run as run_module
 
-        self.offset, self.rate, self.want, clock = 0.0, rate, want, time.perf_counter
+        self.offset, self.greedy, self.hot, clock = 0.0, greedy, hot, time.perf_counter
         monkeypatch.setattr(run_module, "time", SimpleNamespace(perf_counter=lambda: clock() + self.offset))
 
-    def __call__(self, request: ModelRequest) -> ScriptedResponse:
-        written = min(self.want, request.settings.max_tokens or self.want)
-        self.offset += written / self.rate
-        return ScriptedResponse("nothing to change", usage=Usage(prompt_tokens=100, completion_tokens=written))
+    def __call__(self, request: ModelRequest) -> str:
+        self.offset += self.hot if request.settings.temperature else self.greedy
+        return "nothing to change"
 
 
-async def test_the_budget_is_kept_a_request_is_cut_to_what_fits_or_left_out(
+async def test_an_ask_like_one_that_took_too_long_is_not_begun_late(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reproduces the overrun: a batch begun just before the 180 s budget ran to its end, up to two minutes past
-    what the plan promised. Here answers of 200 tokens are written at 2 a second (100 s each): after the first,
-    the batch of four is left out (no answer of it would end in time), the next greedy answer is asked with only
-    the tokens that fit, and the fix ends within the budget, saying so."""
-    engine = _TimedEngine(monkeypatch, rate=2)
+    """Reproduces the overrun: a batch begun just before the 180 s budget ran to its end, up to a minute past what
+    the plan promised. Each answer here takes 100 s: after the first, no other ask is expected to end within the
+    budget, so none is begun, no round follows, and the end says the budget ran out."""
+    engine = _SlowEngine(monkeypatch, greedy=100, hot=100)
     project = write(tmp_path / "p", ONE_CALL_AWAY)
     progress: list[str] = []
-    found = workflow(project, ScriptedModel([engine] * 20), samples=4, per_location=2, rounds=3, rewrite=False)
+    model = ScriptedModel([engine] * 20)
+    found = workflow(project, model, samples=4, per_location=2, rounds=3, rewrite=False)
     found.on_progress = lambda step: progress.append(step.message)
     result = await found.run("fix it")
-    assert result.status is FixStatus.FAILED, progress
-    assert any("(anywhere, T=0.8) left out: no answer would end within the 180 s budget" in line
+    assert result.status is FixStatus.FAILED and result.samples == 1, progress
+    assert any("4 samples (anywhere, T=0.8) left out: the last like it took 100 s, past the budget" in line
                for line in progress), progress  # fmt: skip
-    assert any("tokens to end within the budget" in line for line in progress), progress
-    assert result.samples == 2 and result.seconds <= 181, progress
-    assert not any(line.startswith("round 2") for line in progress), "no time for one more answer: no round 2"
+    assert not any(line.startswith("round 2") for line in progress), "not even one answer would fit: no round 2"
+    assert "give it more time (fix.budget_seconds: 180)" in result.message
 
 
-async def test_rounds_go_on_while_an_answer_fits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """At 20 tokens a second (10 s a greedy answer, 40 s a batch of four here), rounds go on, the last requests
-    are cut to what fits, and the fix ends within the budget."""
-    engine = _TimedEngine(monkeypatch, rate=20)
+async def test_a_round_that_left_a_batch_out_is_followed_while_one_answer_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Greedy answers take 10 s and hot ones 25 s each (a batch of four: 100 s). Round one runs its batch and its
+    greedy asks (131 s); round two's batch is left out, and still round three begins, because one greedy answer
+    would end within the budget."""
+    engine = _SlowEngine(monkeypatch, greedy=10, hot=25)
     project = write(tmp_path / "p", ONE_CALL_AWAY)
     progress: list[str] = []
-    found = workflow(project, ScriptedModel([engine] * 60), samples=4, per_location=2, rounds=4, rewrite=False)
+    found = workflow(project, ScriptedModel([engine] * 40), samples=4, per_location=2, rounds=3, rewrite=False)
     found.on_progress = lambda step: progress.append(step.message)
     result = await found.run("fix it")
     assert result.status is FixStatus.FAILED, progress
-    assert any(line.startswith("round 2") for line in progress), progress
-    assert 170 <= result.seconds <= 182, progress
+    assert any(line.startswith("round 2") and "left out" in line for line in progress), progress
+    assert any(line.startswith("round 3") for line in progress), progress
+    assert result.seconds <= 180, "what was begun ended within the budget"
+
+
+async def test_a_request_still_running_when_the_budget_ends_is_stopped(tmp_path: Path) -> None:
+    """The first request of a fix has nothing to go by: when its answer is not there when the budget ends, it is
+    dropped (llama.cpp stops writing a reply whose request is gone), and the fix ends then, saying so."""
+    project = write(tmp_path / "p", ONE_CALL_AWAY)
+    progress: list[str] = []
+    slow = ScriptedModel([ScriptedResponse(FIX, delay=120)])
+    found = workflow(project, slow, samples=4, per_location=2, rounds=3, rewrite=False, budget_seconds=4)
+    found.on_progress = lambda step: progress.append(step.message)
+    result = await found.run("fix it")
+    assert result.status is FixStatus.FAILED and result.samples == 0, progress
+    assert any("a sample (anywhere, T=0) stopped at the budget, unanswered" in line for line in progress), progress
+    assert result.seconds < 60, "stopped at the budget, not when the answer came"
 
 
 def test_a_callee_the_tests_blame_ranks_as_high_as_the_function_the_request_names(tmp_path: Path) -> None:

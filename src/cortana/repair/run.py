@@ -257,10 +257,9 @@ class RepairRun:
         plan_only: stop once the places to change are found (plan mode).
         greedy: the greedy prompts asked so far, with the model asked (the same prompt is not asked again).
         mutated: whether the small changes that need no model (``mutants.py``) were tried.
-        rates: how fast each request wrote, by model and number of answers: its longest answer's tokens per
-            second of the whole request (prompt reading included) (:meth:`tokens_left`).
-        test_seconds: how long the test runs on candidates took, the latest last.
-        cut_short: an ask was left out because no answer of it would have ended within the budget.
+        took: how long each ask that made a request took, its answers' test runs included, by model and number of
+            answers (:meth:`expected`).
+        cut_short: an ask was left out, or stopped, because it would have ended past the budget.
     """
 
     request: FixRequest
@@ -289,8 +288,7 @@ class RepairRun:
     plan_only: bool = False
     greedy: set[tuple[str, str]] = field(default_factory=set)
     mutated: bool = False
-    rates: dict[tuple[str, int], list[float]] = field(default_factory=dict)
-    test_seconds: list[float] = field(default_factory=list)
+    took: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     cut_short: bool = False
 
     @property
@@ -303,27 +301,26 @@ class RepairRun:
         """The budget is spent."""
         return self.seconds >= self.settings.budget_seconds
 
-    def rate(self, model: str, count: int) -> float | None:
-        """Tokens a second each of ``count`` answers from ``model`` is written at: the median of the requests like
-        it; with none yet, the slowest with fewer answers as if these were written one after another (a batch
-        decoded together is faster than that). None: nothing to go by yet."""
-        same = self.rates.get((model, count))
+    def expected(self, model: str, count: int) -> float | None:
+        """How long an ask of ``count`` answers from ``model`` is expected to take, tests included: the median of
+        the last three such asks; with none yet, the longest ask of that model with fewer answers (a lower bound:
+        more answers never take less). None: nothing to go by yet."""
+        same = self.took.get((model, count))
         if same:
-            return sorted(same)[len(same) // 2]
-        fewer = [rate * answers / count for (name, answers), rates in self.rates.items()
-                 if name == model and answers < count for rate in rates]  # fmt: skip
-        return min(fewer) if fewer else None
+            return sorted(same[-3:])[len(same[-3:]) // 2]
+        fewer = [seconds for (name, answers), took in self.took.items() if name == model and answers < count
+                 for seconds in took]  # fmt: skip
+        return max(fewer) if fewer else None
 
-    def tokens_left(self, model: str, count: int) -> int | None:
-        """The most tokens each of ``count`` answers from ``model`` can have, asked now, for the request and its
-        answers' test runs (two each: the failing tests, then all or a merge) to end within the budget. The budget
-        is what the plan promised: a batch begun just before it used to run a minute or two past. None: nothing
-        to go by yet (the first request of a fix)."""
-        rate = self.rate(model, count)
-        if rate is None:
-            return None
-        tests = 2 * count * max(self.test_seconds[-3:], default=0.0)
-        return max(0, int((self.settings.budget_seconds - self.seconds - tests) * rate))
+    def fits(self, model: str, count: int) -> bool:
+        """Whether an ask of ``count`` answers from ``model``, begun now, is expected to end within the budget."""
+        expected = self.expected(model, count)
+        return expected is None or self.seconds + expected <= self.settings.budget_seconds
+
+    @property
+    def seconds_left(self) -> float:
+        """What is left of the budget (0 once spent)."""
+        return max(0.0, self.settings.budget_seconds - self.seconds)
 
     def closest(self) -> Attempt | None:
         """The attempt that came closest: most failing tests fixed less tests broken, then most got further, then

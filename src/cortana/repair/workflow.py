@@ -104,9 +104,6 @@ def _edit(path: str, diff: str) -> str:
     raise UserError("the repair workflow writes its fix itself")
 
 
-FEWEST_TOKENS = 64
-"""Late in the budget an answer is asked with only the tokens that can be written before it ends; with fewer
-than this (a few lines of code), it is not asked."""
 TEST_TOOL = Tool(_run_tests, name="run_command", description="Run a shell command in the workspace.")
 """What the gate is asked about before the tests run: running them is running the project's code."""
 EDIT_TOOL = Tool(_edit, name="edit_file", description="Change a file in the workspace.")
@@ -219,6 +216,13 @@ class RepairWorkflow:
             for position, ask in enumerate(asks):
                 if run.out_of_time or self._hand_over_now(run):
                     break
+                model = (run.stronger or self.client).model
+                if not run.fits(model, ask.count):
+                    run.cut_short = True
+                    self._say(run, Stage.SAMPLE, f"round {run.round}: {_asked(ask)} left out: the last like it took "
+                              f"{run.expected(model, ask.count):.0f} s, past the budget")  # fmt: skip
+                    continue
+                began, drawn = run.seconds, run.samples
                 for sampled in await self._sample(run, ask):
                     for patch, origin in self._candidates(run, sampled, ask.origin, found):
                         for kept in [await self._try(run, patch, origin), *await self._merges(run, patch)]:
@@ -227,6 +231,8 @@ class RepairWorkflow:
                             if not adds_gap(kept.patch, run.originals, found):
                                 return await self._keep(run, kept)
                             self._hold(run, kept, found)
+                if run.samples > drawn:  # a request was made and answered (a greedy prompt asked before makes none)
+                    run.took.setdefault((model, ask.count), []).append(run.seconds - began)
                 if not run.mutated:  # after the first sample: what needs no model
                     run.mutated = True
                     kept = await self._mutate(run)
@@ -248,10 +254,7 @@ class RepairWorkflow:
     def _another_round_fits(self, run: RepairRun) -> bool:
         """After a round that left an ask out for time: whether one answer could still be written within the
         budget. If not, the fix ends here rather than climb and localize for a round with no time to sample."""
-        if not run.cut_short:
-            return True
-        left = run.tokens_left((run.stronger or self.client).model, 1)
-        return left is None or left >= FEWEST_TOKENS
+        return not run.cut_short or run.fits((run.stronger or self.client).model, 1)
 
     def _stale(self, run: RepairRun) -> bool:
         """Whether the round's other prompts show evidence that no longer holds: a partial fix made a test file run
@@ -560,38 +563,26 @@ class RepairWorkflow:
         assert run.index is not None
         brief = _brief(run, ask)
         prompt = prompt_text("repair_request").format(**brief, instruction=ask.coder.instruction())
-        greedy = ask.count == 1 and ask.temperature == 0
-        if greedy and (client.model, prompt) in run.greedy:
-            return []  # a greedy answer is the same answer: asked once a fix
-        what = f"{ask.count} samples" if ask.count > 1 else "a sample"
         most = ask.coder.tokens() or self.settings.patch_tokens
-        left = run.tokens_left(client.model, ask.count)
-        if left is not None and left < most:  # late in the budget: what can be written before it ends
-            if left < min(most, FEWEST_TOKENS):
-                run.cut_short = True
-                self._say(run, Stage.SAMPLE, f"round {run.round}: {what} ({ask.origin}) left out: no answer would end "
-                          f"within the {self.settings.budget_seconds:g} s budget")  # fmt: skip
-                return []
-            most = left
-        if greedy:
-            run.greedy.add((client.model, prompt))
         seed = self.settings.seed + 100 * run.round + run.samples
         settings = ModelSettings(temperature=ask.temperature, seed=seed, max_tokens=most, grammar=grammar)
+        if ask.count == 1 and ask.temperature == 0:  # a greedy answer is the same answer: asked once a fix
+            if (client.model, prompt) in run.greedy:
+                return []
+            run.greedy.add((client.model, prompt))
         request = ModelRequest([Message.system(prompt_text("repair_system")), Message.user(prompt)], settings=settings)
-        each = " each" if ask.count > 1 else ""
-        cap = f", at most {most} tokens{each} to end within the budget" if left is not None and left == most else ""
-        self._say(run, Stage.SAMPLE, f"round {run.round}: {what} ({ask.origin}){cap}")
-        began = run.seconds
-        if ask.count > 1:
-            responses = await client.complete_many(request, ask.count)
-        else:
-            responses = [await complete(client, request)]
-        longest, took = (
-            max((response.usage.completion_tokens for response in responses), default=0),
-            run.seconds - began,
-        )
-        if longest >= FEWEST_TOKENS and took > 0:  # a short answer's time is mostly reading its prompt
-            run.rates.setdefault((client.model, ask.count), []).append(longest / took)
+        self._say(run, Stage.SAMPLE, f"round {run.round}: {_asked(ask)}")
+        try:
+            async with asyncio.timeout(run.seconds_left):  # the engine stops writing when the request is dropped
+                if ask.count > 1:
+                    responses = await client.complete_many(request, ask.count)
+                else:
+                    responses = [await complete(client, request)]
+        except TimeoutError:
+            run.cut_short = True
+            run.model_calls += 1
+            self._say(run, Stage.SAMPLE, f"round {run.round}: {_asked(ask)} stopped at the budget, unanswered")
+            return []
         run.model_calls += 1 if ask.count <= client.parallel_samples else len(responses)
         run.samples += len(responses)
         patches = []
@@ -730,8 +721,7 @@ class RepairWorkflow:
         from cortana.repair.testrun import run_tests
 
         assert run.scratch is not None
-        began = run.seconds
-        report = await run_tests(
+        return await run_tests(
             run.command,
             run.scratch.root,
             self.environment,
@@ -740,9 +730,6 @@ class RepairWorkflow:
             trace=trace,
             sandbox=self.sandbox.elsewhere(run.scratch.root),
         )
-        if not trace:  # a candidate's run (a traced one, for localizing, is slower and rarer)
-            run.test_seconds.append(run.seconds - began)
-        return report
 
     # -- applying ---------------------------------------------------------------------------------------------
 
@@ -833,6 +820,11 @@ class RepairWorkflow:
         )  # fmt: skip
 
 
+def _asked(ask: Ask) -> str:
+    """An ask as progress names it: ``4 samples (rewrite, T=0.8)``."""
+    return f"{f'{ask.count} samples' if ask.count > 1 else 'a sample'} ({ask.origin})"
+
+
 def _plan(run: RepairRun, before: TestReport) -> str:
     """The fix as a plan: what fails, where the change goes (best first), and how it would be found and checked."""
     failing = ", ".join(failure.test for failure in before.failures[:5]) or before.summary()
@@ -866,7 +858,7 @@ def _result(run: RepairRun, status: FixStatus, message: str, **fields: object) -
 def _next_steps(run: RepairRun) -> str:
     """What to try when nothing passed: more time, a hint, a larger model."""
     steps = []
-    if run.out_of_time:
+    if run.out_of_time or run.cut_short:  # spent, or what was left would not do for one more request
         steps.append(f"give it more time (fix.budget_seconds: {run.settings.budget_seconds:g})")
     steps.append("say where the change goes or what it should do (a function's name, the expected value)")
     steps.append("or run it on a larger model (`cortana models`)")
