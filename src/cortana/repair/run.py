@@ -259,7 +259,8 @@ class RepairRun:
         mutated: whether the small changes that need no model (``mutants.py``) were tried.
         took: how long each ask that made a request took, its answers' test runs included, by model and number of
             answers (:meth:`expected`).
-        cut_short: an ask was left out, or stopped, because it would have ended past the budget.
+        cut_short: the last round in which an ask was left out, or stopped, because it would have ended past the
+            budget (0: none).
     """
 
     request: FixRequest
@@ -289,7 +290,7 @@ class RepairRun:
     greedy: set[tuple[str, str]] = field(default_factory=set)
     mutated: bool = False
     took: dict[tuple[str, int], list[float]] = field(default_factory=dict)
-    cut_short: bool = False
+    cut_short: int = 0
 
     @property
     def seconds(self) -> float:

@@ -218,9 +218,10 @@ class RepairWorkflow:
                     break
                 model = (run.stronger or self.client).model
                 if not run.fits(model, ask.count):
-                    run.cut_short = True
-                    self._say(run, Stage.SAMPLE, f"round {run.round}: {_asked(ask)} left out: the last like it took "
-                              f"{run.expected(model, ask.count):.0f} s, past the budget")  # fmt: skip
+                    if run.cut_short != run.round:  # said once a round: the asks after it are left out alike
+                        self._say(run, Stage.SAMPLE, f"round {run.round}: {_asked(ask)} left out: the last like it "
+                                  f"took {run.expected(model, ask.count):.0f} s, past the budget")  # fmt: skip
+                    run.cut_short = run.round
                     continue
                 began, drawn = run.seconds, run.samples
                 for sampled in await self._sample(run, ask):
@@ -254,7 +255,7 @@ class RepairWorkflow:
     def _another_round_fits(self, run: RepairRun) -> bool:
         """After a round that left an ask out for time: whether one answer could still be written within the
         budget. If not, the fix ends here rather than climb and localize for a round with no time to sample."""
-        return not run.cut_short or run.fits((run.stronger or self.client).model, 1)
+        return run.cut_short != run.round or run.fits((run.stronger or self.client).model, 1)
 
     def _stale(self, run: RepairRun) -> bool:
         """Whether the round's other prompts show evidence that no longer holds: a partial fix made a test file run
@@ -579,7 +580,7 @@ class RepairWorkflow:
                 else:
                     responses = [await complete(client, request)]
         except TimeoutError:
-            run.cut_short = True
+            run.cut_short = run.round
             run.model_calls += 1
             self._say(run, Stage.SAMPLE, f"round {run.round}: {_asked(ask)} stopped at the budget, unanswered")
             return []
