@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,7 @@ from cortana.sandbox.policy import Sandbox
 from cortana.tools.builtin.commands import run_shell
 
 __all__ = [
+    "MAX_REPORT_BYTES",
     "CallValue",
     "Failure",
     "Frame",
@@ -56,6 +58,11 @@ MAX_OUTPUT = 12_000
 """The most characters of a test run's output kept (its head and tail)."""
 PRINTED_CHARS = 600
 """The most of a failing test's stderr kept (its end: where an error message is)."""
+MAX_REPORT_BYTES = 32 * 1024 * 1024
+"""The most of a report file a test run wrote (pytest's JUnit XML, the call trace) that is read back. A report
+holds a line or two a test and, for a failure, its traceback and the end of its stderr: a suite of 10,000 tests
+reports in a few MB. The file is the project's tests' to write, though, and read whole a 1 GiB one cost 2.1 GB
+of memory: one past this bound is left unread, and the run counts by its exit status and output."""
 _CAPTURED_HEADER = re.compile(r"^-+ Captured [\w ]+ -+$", re.MULTILINE)
 _FRAME = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+): in (?P<function>\S+)\s*$")
 _NATIVE_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+\.py)", line (?P<line>\d+), in (?P<function>\S+)\s*$')
@@ -187,9 +194,38 @@ def _has_pytest(python: str) -> bool:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")[:1_000_000]
+        return _read_bounded(path, 4_000_000).decode("utf-8")[:1_000_000]
     except (OSError, UnicodeDecodeError):
         return ""
+
+
+class _TooLarge(OSError):
+    """A file over the bound it is read up to (:func:`_read_bounded`); ``size`` is its size in bytes."""
+
+    def __init__(self, path: Path, size: int, limit: int) -> None:
+        super().__init__(f"{path} is {size:,} bytes, over the {limit:,} read of it")
+        self.size = size
+        self.limit = limit
+
+
+def _read_bounded(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
+    """The bytes of the regular file at ``path``, read up to ``limit``.
+
+    Raises:
+        _TooLarge: the file is over ``limit`` (nothing of it is read).
+        OSError: it cannot be read, or it is not a regular file (a FIFO the tests left there would block).
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as file:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if status.st_size > limit:
+            raise _TooLarge(path, status.st_size, limit)
+        data = file.read(status.st_size + 1)  # one past its size: a file that grows meanwhile is seen to
+    if len(data) > limit:
+        raise _TooLarge(path, len(data), limit)
+    return data
 
 
 def _read_json(path: Path) -> object:
@@ -468,18 +504,35 @@ async def run_tests(
         if finished.timed_out:
             return TestReport(False, output=finished.output, seconds=seconds, timed_out=True)
         report = TestReport(finished.returncode == 0, output=finished.output, seconds=seconds)
-        if report_file is not None and report_file.is_file():
-            read_junit(report_file.read_bytes(), folder, report)
+        if report_file is not None:
+            _read_junit_file(report_file, folder, report)
         calls_file = Path(scratch) / "calls.json"
         if trace and calls_file.is_file():
             report.calls, report.values = _read_trace(calls_file)
         return report
 
 
-def _read_trace(path: Path) -> tuple[dict[str, set[tuple[str, int]]], dict[str, list[CallValue]]]:
-    """The tracer's file (written by the project's tests: read as untrusted, every field checked)."""
+def _read_junit_file(path: Path, folder: Path, report: TestReport) -> None:
+    """Fill ``report`` from pytest's JUnit XML at ``path``; one over :data:`MAX_REPORT_BYTES` is left unread, and
+    the run's output says so (the workflow then goes by the exit status and the output, as for other runners)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _read_bounded(path)
+    except _TooLarge as over:
+        report.output += (
+            f"\n(Cortana left the run's JUnit report unread: it is {over.size / 2**20:,.0f} MiB, over the "
+            f"{over.limit >> 20} MiB it reads of one, so only the exit status and this output count. Tests that print "
+            "without end fill it, their stderr kept for each; quiet them, or name fewer tests in cortana.yml `test:`.)"
+        )
+        return
+    except OSError:
+        return  # no report: pytest stopped before it wrote one
+    read_junit(data, folder, report)
+
+
+def _read_trace(path: Path) -> tuple[dict[str, set[tuple[str, int]]], dict[str, list[CallValue]]]:
+    """The tracer's file (written by the project's tests: read as untrusted, bounded, every field checked)."""
+    try:
+        data = json.loads(_read_bounded(path).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}, {}
     if not isinstance(data, dict):
