@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
@@ -53,6 +54,10 @@ MODEL_NAME = "cortana"
 
 KEEPALIVE_SECONDS = 15.0
 """A comment line goes to an idle event stream this often, so proxies keep it open."""
+MAX_NUMBER_DIGITS = 18
+"""The most digits a number in a header is read with (an int64's worth): the check-ins' ids count up from 1, and
+a body's length past it is past any limit; read whole, a number of 5,000 digits raised (Python's int() refuses
+more than 4,300) and the client was answered with a 500 and a traceback in the log."""
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -124,11 +129,20 @@ class Guard:
             )
             await response(scope, receive, send)
             return
-        length = headers.get("content-length", "")
-        if length.isdigit() and int(length) > self.max_body:
+        length = _whole_number(headers.get("content-length", ""))
+        if length is not None and length > self.max_body:  # one that is no number: the body's own reading counts
             await too_large(self.max_body)(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _whole_number(text: str) -> int | None:
+    """``text`` as a whole number in ASCII digits, any past :data:`MAX_NUMBER_DIGITS` as one more than an int64
+    holds; None when it is none (``-3``, ``12abc``, ``²``: str.isdigit() says yes to that, and int() no)."""
+    text = text.strip()
+    if not text or not text.isascii() or not text.isdigit():
+        return None
+    return int(text) if len(text) <= MAX_NUMBER_DIGITS else 10**MAX_NUMBER_DIGITS
 
 
 def _host_name(header: str) -> str:
@@ -165,6 +179,10 @@ async def read_json(request: Request, limit: int) -> Any:
         value = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequest(f"the body is not valid JSON: {error}") from None
+    except ValueError as error:  # a number past Python's 4,300 digits (int() refuses it; a plain ValueError)
+        digits = re.search(r"has (\d+) digits", str(error))
+        size = f"{int(digits[1]):,} digits" if digits else "thousands of digits"
+        raise BadRequest(f"the body holds a number of {size}; no field takes one that long") from None
     except RecursionError:
         raise BadRequest("the body's JSON is nested too deeply to read; send messages as a flat list") from None
     try:
@@ -293,8 +311,18 @@ class ChatAPI:
     async def events(self, request: Request) -> Response:
         """The assistant's check-ins as server-sent events (``id:`` numbered; ``Last-Event-ID`` resumes); with
         ``?thread=ID``, only the check-ins that belong to that thread."""
-        after_text = request.headers.get("last-event-id", "0")
-        after = int(after_text) if after_text.isdigit() else 0
+        given = request.headers.get("last-event-id", "").strip()
+        after = _whole_number(given) if given else 0
+        if after is None or after >= 10**MAX_NUMBER_DIGITS:
+            shown = repr(given[:20]) + (f" ({len(given):,} characters)" if len(given) > 20 else "")
+            return error_response(
+                400,
+                f"The Last-Event-ID header must be the id of a check-in this server sent, a whole number such as 42 "
+                f"(at most {MAX_NUMBER_DIGITS} digits), not {shown}; leave it out to hear the newest check-ins.",
+                "invalid_request_error",
+                param="Last-Event-ID",
+                code="invalid_last_event_id",
+            )
         thread = request.query_params.get("thread") or None
 
         async def stream() -> AsyncIterator[str]:
