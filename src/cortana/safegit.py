@@ -40,6 +40,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cortana.safefs import SafeTree
 from cortana.sandbox.policy import Sandbox, helper_python
 
 __all__ = ["ALWAYS", "NEUTRAL", "exclude_from_git", "safe_git_environment"]
@@ -360,31 +361,27 @@ def exclude_from_git(root: Path, names: Sequence[str]) -> list[str]:
     one), opened without following links: a ``.git`` that is a file (a worktree, a submodule) or that links
     elsewhere is left alone, as is a folder that is no repository.
     """
-    git = root / ".git"
-    if git.is_symlink() or not git.is_dir():
-        return []
-    info = git / "info"
+    tree = SafeTree(root)  # Cortana's one writer: .git or info/ swapped for a symlink is refused, never followed
+    git = tree.lstat(".git")
+    if git is None or not stat.S_ISDIR(git.st_mode):
+        return []  # a worktree's or submodule's .git file, a symlink, or no repository: left alone
+    path = ".git/info/exclude"
     try:
-        if info.is_symlink():
+        found = tree.lstat(path)
+        if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_size > MAX_EXCLUDE_BYTES):
             return []
-        info.mkdir(exist_ok=True)
-        path = info / "exclude"
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        descriptor = os.open(path, flags, 0o644)
+        text = tree.read_bytes(path, MAX_EXCLUDE_BYTES).decode("utf-8", "replace") if found is not None else ""
     except OSError:
         return []
-    with os.fdopen(descriptor, "r+b") as handle:
-        info_stat = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info_stat.st_mode) or info_stat.st_size > MAX_EXCLUDE_BYTES:
-            return []
-        text = handle.read().decode("utf-8", "replace")
-        present = {line.strip() for line in text.splitlines()}
-        wanted = [f"/{name.strip('/')}" + ("/" if name.endswith("/") else "") for name in names]
-        missing = [pattern for pattern in wanted if pattern not in present]
-        if not missing:
-            return []
-        block = ([] if EXCLUDE_HEADER in present else [EXCLUDE_HEADER]) + missing
-        lead = "" if not text or text.endswith("\n") else "\n"
-        handle.seek(0, os.SEEK_END)
-        handle.write((lead + "\n".join(block) + "\n").encode("utf-8"))
+    present = {line.strip() for line in text.splitlines()}
+    wanted = [f"/{name.strip('/')}" + ("/" if name.endswith("/") else "") for name in names]
+    missing = [pattern for pattern in wanted if pattern not in present]
+    if not missing:
+        return []
+    block = ([] if EXCLUDE_HEADER in present else [EXCLUDE_HEADER]) + missing
+    lead = "" if not text or text.endswith("\n") else "\n"
+    try:
+        tree.write_text(path, text + lead + "\n".join(block) + "\n")
+    except OSError:
+        return []
     return missing

@@ -118,10 +118,12 @@ class CheckpointCommands:
             self._say(f"Left as they are: {', '.join(result.changed_since)}.", "yellow")
         if result.not_kept:
             self._say(f"Not kept (too large to keep), left as they are: {', '.join(result.not_kept)}.", "yellow")
-        if not result.restored and not result.changed_since and not result.not_kept:
+        for path, why in result.refused.items():
+            self._say(f"Refused to put back {path}: {why}.", "red")
+        if not (result.restored or result.changed_since or result.not_kept or result.refused):
             self._say(f"No files to restore for {what}.")
         self._say(f"({NOT_COVERED}.)", "dim")
-        return not result.changed_since and not result.not_kept
+        return not result.changed_since and not result.not_kept and not result.refused
 
     async def _rewind_chat(self, checkpoint: Checkpoint) -> None:
         """A new thread with the conversation before ``checkpoint``'s turn; the old thread stays in memory."""

@@ -21,6 +21,7 @@ from cortana.cli.session import settings_for
 from cortana.display import printable
 from cortana.knowledge.project_doc import starting_doc
 from cortana.repair.testrun import find_test_command
+from cortana.safefs import SafeTree
 
 __all__ = ["run_init"]
 
@@ -55,11 +56,13 @@ async def run_init(args: argparse.Namespace) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             console.print("Not written.")
             return 1
-    try:
-        with target.open("x", encoding="utf-8") as handle:  # "x": never over a file made meanwhile
-            handle.write(draft)
+    try:  # exclusive, through Cortana's one writer: never over a file (or a symlink) made meanwhile
+        SafeTree(workspace).write_text(target.name, draft, exclusive=True)
     except FileExistsError:
         console.print(Text(printable(f"{target} appeared meanwhile; not overwritten.")))
+        return 1
+    except OSError as error:
+        console.print(Text(printable(f"{target} was not written: {error}")))
         return 1
     console.print(Text(printable(f"Wrote {target}. Cortana reads it from now on (`/context` shows it).")))
     return 0

@@ -21,7 +21,6 @@ import shutil
 import signal
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from cortana.config import child_process_environment, graphify_out
 from cortana.errors import UserError
+from cortana.safefs import PathRefused, SafeTree
 from cortana.safegit import safe_git_environment
 from cortana.sandbox.policy import Confined, Sandbox
 
@@ -215,26 +215,37 @@ def write_ignore_block(root: Path, patterns: Sequence[str]) -> bool:
     """
     lines = check_patterns(patterns)
     path = root / IGNORE_FILE
+    tree = SafeTree(root)  # Cortana's one writer: a symlink there is refused, never followed
     if path.is_symlink():
         raise UserError(f"{path} is a symbolic link; Cortana only writes its exclude block into a plain file.")
     try:
-        old = _read_ignore_file(path)
+        fd, info = tree.open_regular(IGNORE_FILE)
     except FileNotFoundError:
         old = ""
+    except OSError as error:
+        raise UserError(f"{path} cannot be read: {error}") from None
+    else:
+        with os.fdopen(fd, "rb") as handle:
+            if info.st_size > MAX_IGNORE_BYTES:
+                raise UserError(f"{path} is larger than {MAX_IGNORE_BYTES:,} bytes; Cortana leaves it alone.")
+            old = handle.read(MAX_IGNORE_BYTES).decode("utf-8", "replace")
     before, block, after = _split(old.splitlines())
     if block == lines and (lines or not old):
         return False
     managed = [BLOCK_BEGIN, *lines, BLOCK_END] if lines else []
     new_lines = [*before, *managed, *after]
-    if not any(line.strip() for line in new_lines):
-        if old:
-            path.unlink()
-            return True
-        return False
-    new = "\n".join(new_lines) + "\n"
-    if new == old:
-        return False
-    _write_atomically(path, new)
+    try:
+        if not any(line.strip() for line in new_lines):
+            if old:
+                tree.unlink(IGNORE_FILE)
+                return True
+            return False
+        new = "\n".join(new_lines) + "\n"
+        if new == old:
+            return False
+        tree.write_text(IGNORE_FILE, new)
+    except PathRefused as refused:
+        raise UserError(str(refused)) from None
     return True
 
 
@@ -253,15 +264,3 @@ def _split(lines: list[str]) -> tuple[list[str], list[str], list[str]]:
     except ValueError:
         return lines, [], []
     return lines[:begin], [line for line in lines[begin + 1 : end] if line.strip()], lines[end + 1 :]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise

@@ -28,7 +28,6 @@ ever run.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -50,6 +49,7 @@ from cortana.learning.snapshot import (
 from cortana.messages import Message
 from cortana.models.base import ModelClient, ModelRequest, ModelSettings, complete
 from cortana.prompts import prompt_text
+from cortana.safefs import PathRefused, SafeTree
 
 __all__ = [
     "MAX_DIFF_CHARS",
@@ -79,7 +79,6 @@ MAX_PROMPT_CHARS = 12_000
 
 _MAX_COMMAND_CHARS = 1_000
 _MAX_NOTE_CHARS = 2_000
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _NAME_DISALLOWED = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -331,34 +330,27 @@ def skill_file(folder: Path, name: str) -> Path:
 def save_skill(folder: Path, skill: Skill, *, overwrite: bool = False) -> Path:
     """Write ``skill`` as ``folder/skills/<name>/SKILL.md`` and return that path.
 
-    The folders are made as needed. An existing file is replaced only with
-    ``overwrite`` (atomically; a symlink there is replaced, not followed).
+    The folders are made as needed, through Cortana's one writer (:class:`cortana.safefs.SafeTree`): a symlink
+    on the way (``skills/`` swapped for a link out of the folder) is refused, never followed. An existing file is
+    replaced only with ``overwrite`` (atomically; a symlink there is refused).
 
     Raises:
-        UserError: the file exists and ``overwrite`` is false, or the name cannot be a folder name.
+        UserError: the file exists and ``overwrite`` is false, the name cannot be a folder name, or a symlink is on
+            the way.
         SkillError: the skill's text would be over 64 KiB.
     """
     path = skill_file(folder, skill.name)
     text = render_skill(skill).encode("utf-8")
-    exists = UserError(f"{path} exists already: pick another name for the skill, or pass overwrite=True to replace it.")
-    if not overwrite and os.path.lexists(path):
-        raise exists
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not overwrite:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o644)
-        except FileExistsError:
-            raise exists from None
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text)
-        return path
-    temporary = path.with_name(f".{SKILL_FILE}.{os.getpid()}.tmp")
+    tree = SafeTree(folder)
+    relative = path.relative_to(folder)
     try:
-        temporary.write_bytes(text)
-        os.replace(temporary, path)
-    finally:
-        if os.path.lexists(temporary):
-            temporary.unlink()
+        tree.write_bytes(relative, text, exclusive=not overwrite, shown=str(path))
+    except FileExistsError:
+        raise UserError(
+            f"{path} exists already: pick another name for the skill, or pass overwrite=True to replace it."
+        ) from None
+    except PathRefused as refused:
+        raise UserError(f"{refused}; the skill was not saved") from None
     return path
 
 

@@ -8,8 +8,10 @@ rewound too. They live in Cortana's cache folder, one SQLite file per workspace,
 
 Restoring puts each file the turns changed back as it was before the first of them (a file they created is
 removed), and refuses, file by file, one that changed since the turn wrote it (someone else's change), unless
-the caller says to overwrite it. What ``run_command`` changed is not covered: commands write files Cortana never
-sees, as in Claude Code.
+the caller says to overwrite it. It writes through Cortana's one writer (:class:`cortana.safefs.SafeTree`): a
+file or folder that a command swapped for a symlink since is refused, with the reason, never followed out of the
+workspace. What ``run_command`` changed is not covered: commands write files Cortana never sees, as in Claude
+Code.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from cortana.display import valid_text
 from cortana.memory.migrations import Migration, apply_migrations
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, RunResult, ThreadRef
+from cortana.safefs import PathRefused, SafeTree
 
 if TYPE_CHECKING:
     from cortana.memory.stored import StoredMemory
@@ -82,12 +85,13 @@ class Checkpoint:
 
 @dataclass
 class Restored:
-    """What a restore did: the files put back, those it would not overwrite (changed since), and those it could
-    not (not kept: too large)."""
+    """What a restore did: the files put back, those it would not overwrite (changed since), those it could not
+    (not kept: too large), and those it refused (path -> why: a symlink on the way, a folder where the file was)."""
 
     restored: list[str] = field(default_factory=list)
     changed_since: list[str] = field(default_factory=list)
     not_kept: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 def _digest(data: bytes) -> str:
@@ -108,6 +112,7 @@ class Checkpoints:
         self, workspace: Path, path: Path | None = None, *, keep_turns: int = KEEP_TURNS, max_bytes: int = MAX_BYTES
     ) -> None:
         self.workspace = workspace.resolve()
+        self.tree = SafeTree(self.workspace)
         digest = hashlib.sha256(os.fsencode(self.workspace)).hexdigest()[:20]  # a folder name need not be UTF-8
         self.path = path or cache_dir() / "checkpoints" / f"{digest}.db"
         self.keep_turns = keep_turns
@@ -182,12 +187,13 @@ class Checkpoints:
 
     def _read(self, path: Path) -> tuple[bytes | None, int, bool]:
         try:
-            size = path.stat().st_size
+            fd, info = self.tree.open_regular(path)  # PathRefused (a symlink swapped in): the write is refused too
         except FileNotFoundError:
             return None, 0, False
-        if size > MAX_FILE_BYTES:
-            return None, size, True
-        return path.read_bytes(), size, True
+        with os.fdopen(fd, "rb") as handle:
+            if info.st_size > MAX_FILE_BYTES:
+                return None, info.st_size, True
+            return handle.read(MAX_FILE_BYTES + 1), info.st_size, True
 
     def _relative(self, path: Path) -> str | None:
         try:
@@ -251,14 +257,16 @@ class Checkpoints:
                 if existed and not kept:
                     outcome.not_kept.append(relative)
                     continue
-                target = self.workspace / relative
-                if existed and before is not None:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    _write_back(target, before)
-                else:
-                    target.unlink(missing_ok=True)  # the turns created it
+                try:
+                    if existed and before is not None:
+                        self.tree.write_bytes(relative, before)
+                    else:
+                        self.tree.unlink(relative)  # the turns created it
+                except OSError as error:  # a symlink swapped in on the way, a folder where the file was...
+                    outcome.refused[relative] = _reason(error)
+                    continue
                 outcome.restored.append(relative)
-            if not outcome.changed_since and not outcome.not_kept:
+            if not outcome.changed_since and not outcome.not_kept and not outcome.refused:
                 self._connection().execute("DELETE FROM turns WHERE id >= ?", (turn_id,))
                 if self._turn is not None and self._turn >= turn_id:
                     self._turn = None
@@ -286,12 +294,11 @@ class Checkpoints:
                 plan[path] = (before, bool(existed), False, before is not None or not existed or size == 0)
             last_after[path] = after
         for path, (before, existed, _, kept) in list(plan.items()):
-            target = self.workspace / path
             try:
-                now = _digest(target.read_bytes())
+                now = _digest(self.tree.read_bytes(path))
             except FileNotFoundError:
                 now = None
-            except OSError:
+            except OSError:  # a symlink now, or something else than a file: not what the turn left
                 now = ""
             plan[path] = (before, existed, now != last_after[path], kept)
         return plan
@@ -316,14 +323,6 @@ def _name(stored: bytes | str) -> str:
     return os.fsdecode(stored)
 
 
-def _write_back(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` atomically (a partial file never stays), keeping its mode."""
-    partial = target.with_name(f".{target.name}.cortana-restore-{os.getpid()}")
-    try:
-        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
-        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+def _reason(error: OSError) -> str:
+    """Why a file could not be put back, in words."""
+    return str(error) if isinstance(error, PathRefused) else (error.strerror or str(error))

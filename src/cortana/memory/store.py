@@ -28,6 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from cortana.errors import UserError
 from cortana.memory.migrations import MIGRATIONS, Migration, apply_migrations
 
 __all__ = ["SQLiteStore", "private_file", "private_folder", "sqlite_module"]
@@ -62,10 +63,18 @@ def private_folder(folder: Path) -> Path:
     them into a repository.
     """
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.is_symlink():  # a repository's `.cortana` that links elsewhere: its files would land there
+        raise UserError(
+            f"{folder} is a symlink (to {os.readlink(folder)!r}); Cortana keeps its private files only in a real "
+            "folder: remove the link (Cortana makes the folder itself)"
+        )
     folder.chmod(0o700)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# Cortana's own files (memory, history): never commit them.\n*\n", encoding="utf-8")
+    try:  # O_EXCL and O_NOFOLLOW: a link there is never followed, an existing file never changed
+        fd = os.open(folder / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return folder
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("# Cortana's own files (memory, history): never commit them.\n*\n")
     return folder
 
 

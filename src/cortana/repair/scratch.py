@@ -14,8 +14,10 @@ the workflow ends, however it ends.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -24,6 +26,7 @@ from types import TracebackType
 
 from cortana.config import not_project_folders
 from cortana.errors import UserError
+from cortana.safefs import PathRefused, SafeTree
 from cortana.sandbox.policy import Sandbox
 
 __all__ = ["MAX_BYTES", "MAX_FILES", "ScratchCopy"]
@@ -47,12 +50,14 @@ class ScratchCopy:
         self._sandbox = sandbox
         self._temporary: tempfile.TemporaryDirectory[str] | None = None
         self.root = Path()
-        self._saved: dict[str, str | None] = {}
+        self._tree: SafeTree | None = None
+        self._saved: dict[str, bytes | None] = {}
 
     def __enter__(self) -> ScratchCopy:
         self._temporary = tempfile.TemporaryDirectory(prefix="cortana-fix-")
         self.root = Path(self._temporary.name) / self.workspace.name
         self.root.mkdir()
+        self._tree = SafeTree(self.root)
         total = 0
         files = self._files()
         if len(files) > MAX_FILES:
@@ -61,25 +66,25 @@ class ScratchCopy:
                 f"{self.workspace} has {len(files):,} files, more than the {MAX_FILES:,} a scratch copy may hold; "
                 "run the fix in the project's own folder"
             )
+        source_tree = SafeTree(self.workspace)
         for relative in files:
-            source = self.workspace / relative
             try:
-                if source.is_symlink() or not source.is_file():
-                    continue
-                total += source.stat().st_size
+                fd, info = source_tree.open_regular(relative)  # a symlink (on the way too) is not copied
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as source:
+                total += info.st_size
                 if total > MAX_BYTES:
+                    self.close()
                     raise UserError(
                         f"{self.workspace} holds more than {MAX_BYTES >> 20} MiB of files to copy; "
                         "run the fix in the project's own folder"
                     )
-                target = self.root / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, target)
-            except OSError:
-                continue
-            except UserError:
-                self.close()
-                raise
+                try:
+                    with os.fdopen(self.tree.create(relative, mode=stat.S_IMODE(info.st_mode)), "wb") as target:
+                        shutil.copyfileobj(source, target)
+                except OSError:
+                    continue
         return self
 
     def __exit__(
@@ -93,30 +98,45 @@ class ScratchCopy:
             self._temporary.cleanup()
             self._temporary = None
 
+    @property
+    def tree(self) -> SafeTree:
+        """The copy, as Cortana's one writer reaches it."""
+        if self._tree is None:
+            raise UserError("the scratch copy is not made yet (enter it first)")
+        return self._tree
+
     def write(self, files: Mapping[str, str]) -> None:
-        """Write ``files`` (relative path -> text) into the copy, remembering what was there."""
+        """Write ``files`` (relative path -> text) into the copy, remembering what was there.
+
+        The copy is written by the tests it runs, confined to it: a folder there may have become a symlink out of
+        it, so every write goes through Cortana's one writer (:class:`cortana.safefs.SafeTree`), which follows none.
+
+        Raises:
+            UserError: a path that leaves the copy, or goes through a symlink.
+        """
         for relative, text in files.items():
-            target = self._inside(relative)
-            if relative not in self._saved:
-                self._saved[relative] = target.read_text(encoding="utf-8") if target.is_file() else None
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            try:
+                if relative not in self._saved:
+                    self._saved[relative] = self._content(relative)
+                self.tree.write_text(relative, text)
+            except PathRefused as refused:
+                raise UserError(f"{refused} (in the scratch copy)") from None
 
     def restore(self) -> None:
-        """Put back what :meth:`write` replaced."""
-        for relative, text in self._saved.items():
-            target = self._inside(relative)
-            if text is None:
-                target.unlink(missing_ok=True)
-            else:
-                target.write_text(text, encoding="utf-8")
+        """Put back what :meth:`write` replaced (a file a test run swapped for a symlink is removed, not followed)."""
+        for relative, content in self._saved.items():
+            with contextlib.suppress(OSError):
+                if content is None:
+                    self.tree.unlink(relative)
+                else:
+                    self.tree.write_bytes(relative, content)
         self._saved.clear()
 
-    def _inside(self, relative: str) -> Path:
-        target = (self.root / relative).resolve()
-        if self.root.resolve() not in target.parents:
-            raise UserError(f"{relative} is outside the project")
-        return target
+    def _content(self, relative: str) -> bytes | None:
+        try:
+            return self.tree.read_bytes(relative)
+        except FileNotFoundError:
+            return None
 
     def _files(self) -> list[str]:
         listed = self._git_files()

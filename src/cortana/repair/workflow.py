@@ -79,6 +79,7 @@ from cortana.repair.run import (
 from cortana.repair.scratch import ScratchCopy
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import TestCommand, TestReport
+from cortana.safefs import PathRefused, SafeTree
 from cortana.sandbox.policy import Sandbox
 from cortana.tools import Tool
 from cortana.tools.permissions import PermissionDecision
@@ -745,9 +746,15 @@ class RepairWorkflow:
         if result.patch is None:
             raise UserError("there is no patch to apply")
         written: list[str] = []
+        tree = SafeTree(self.workspace)  # Cortana's one writer: no symlink followed out of the workspace
         for relative, text in sorted(result.patch.files.items()):
             target = self.workspace / relative
-            current = target.read_text(encoding="utf-8") if target.is_file() else None
+            try:
+                current: str | None = tree.read_bytes(relative).decode("utf-8")
+            except FileNotFoundError:
+                current = None
+            except (OSError, UnicodeDecodeError) as error:
+                raise UserError(f"{relative} cannot be written: {error}; nothing more was written") from None
             if current != result.originals.get(relative):
                 raise UserError(f"{relative} changed while the fix was being found; nothing more was written")
             one = Patch(result.patch.blocks, {relative: text})
@@ -755,9 +762,12 @@ class RepairWorkflow:
                             arguments={"path": relative, "diff": unified_diff(result.originals, one)})  # fmt: skip
             if not await self._allowed(call, EDIT_TOOL):
                 break
-            if self.before_write is not None:
-                self.before_write(target, text)
-            target.write_text(text, encoding="utf-8")
+            try:
+                if self.before_write is not None:
+                    self.before_write(target, text)
+                tree.write_text(relative, text)
+            except PathRefused as refused:
+                raise UserError(f"{refused}; nothing more was written") from None
             written.append(relative)
         return written
 

@@ -29,6 +29,7 @@ import contextvars
 import inspect
 import logging
 import re
+import stat
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ from cortana.display import valid_text
 from cortana.errors import CortanaError, ToolError
 from cortana.messages import Message, ThreadRef, ToolCall, is_users_own
 from cortana.prompts import strip_turn_context
+from cortana.safefs import PathRefused
+from cortana.serve.stdio import StdioTransport
 from cortana.tools.permissions import PermissionDecision
 
 if TYPE_CHECKING:
@@ -511,18 +514,33 @@ class CortanaAgent:
         return await asyncio.to_thread(_text_of, path)
 
     async def _put_back(self, session: Session) -> None:
-        """Files the cancelled turn wrote, as they were before it (through the editor when it writes them)."""
+        """Files the cancelled turn wrote, as they were before it (through the editor when it writes them), by
+        Cortana's one writer: a file or folder a command swapped for a symlink meanwhile is refused, never followed,
+        and the editor is told which files were not put back and why."""
+        tree = session.assistant.workspace_tree
+        refused: dict[str, str] = {}
         for path, text in session.before.items():
+            shown = tree.shown(path)
             try:
                 if text is None:
-                    path.unlink(missing_ok=True)
+                    await asyncio.to_thread(tree.unlink, path)
                 elif self.can_write and self.conn is not None:
+                    info = await asyncio.to_thread(tree.lstat, path)  # no symlink on the way to hand the editor
+                    if info is not None and stat.S_ISLNK(info.st_mode):
+                        raise PathRefused(shown, "is now a symlink; Cortana does not write through symlinks")
                     await self.conn.write_text_file(session_id=session.id, path=str(path), content=text)
                 else:
-                    await asyncio.to_thread(path.write_text, text, encoding="utf-8")
+                    await asyncio.to_thread(tree.write_text, path, text)
+            except PathRefused as error:
+                refused[shown] = error.reason
             except Exception as error:  # one file that cannot be put back does not keep the others
-                log.warning("could not put %s back after a cancelled turn: %s", path, error)
+                refused[shown] = str(error) or type(error).__name__
         session.before = {}
+        if refused:
+            lines = "\n".join(f"- {path}: {why}" for path, why in refused.items())
+            log.warning("after a cancelled turn, not put back:\n%s", lines)
+            with contextlib.suppress(Exception):  # the editor may be gone; the log has it
+                await self._send(session, acp.update_agent_message_text(f"\nNot put back after the cancel:\n{lines}"))
 
     async def _fix(self, session: Session, request: str) -> schema.StopReason:
         """The fix workflow as a plan of its steps and one tool call with its progress, its diff and its answer."""
@@ -670,8 +688,13 @@ def _text_of(path: Path) -> str | None:
 
 
 async def serve_acp(agent: CortanaAgent) -> None:
-    """Serve ``agent`` on this process's stdin and stdout until the editor closes them."""
+    """Serve ``agent`` on this process's stdin and stdout, pipes or files, until stdin ends.
+
+    The lines go through :class:`~cortana.serve.stdio.StdioTransport`: the package's own stdio streams refuse a
+    regular file (``cortana acp > out.jsonl``), and a line that is not a message is answered with JSON-RPC's
+    error for it rather than a traceback on stderr.
+    """
     try:
-        await acp.run_agent(agent)
+        await acp.run_agent(agent, StdioTransport())
     finally:
         await agent.aclose()

@@ -22,7 +22,8 @@ from typing import Annotated, BinaryIO, Protocol
 import re2
 from pydantic import Field
 
-from cortana.errors import ToolError
+from cortana.errors import PermissionDenied, ToolError
+from cortana.safefs import PathRefused
 from cortana.tools import Tool
 from cortana.tools.builtin.lint import Linter
 from cortana.tools.builtin.workspace import Workspace
@@ -187,15 +188,17 @@ class WorkspaceFiles:
         """Write ``text`` to ``target``: through the editor when it takes it, else to the disk."""
         self.space.check_writable(target, path)
         if self.write_log is not None:
-            self.write_log.writing(target, text)
+            try:
+                self.write_log.writing(target, text)
+            except PathRefused as refused:  # swapped for a symlink since it was resolved: not written either
+                raise PermissionDenied(str(refused)) from None
         if self.buffers is not None:
             self.space.check_writable(target, path)
             if target.exists():  # checked as the disk write would be: a regular file, reached by no symlink
                 os.close(self.space.open_regular(target, path)[0])
             if self.buffers.write_text(target, text):
                 return
-        with os.fdopen(self.space.open_for_writing(target, path), "wb") as handle:
-            handle.write(text.encode("utf-8"))
+        self.space.write(target, path, text.encode("utf-8"))
 
     def read_file(
         self,

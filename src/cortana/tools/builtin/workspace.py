@@ -1,18 +1,19 @@
 """``Workspace``: the folder the built-in tools are confined to, and opening files in it without escaping.
 
 A path is resolved (symlinks, ``..``) and must stay inside the workspace.
-Then it is opened one component at a time from the workspace's root with
-``O_NOFOLLOW``: if a folder on the way was swapped for a symlink after the
-check (a race), the open fails instead of following it out. Only regular
-files are read (never a FIFO, a device or ``/proc``), and a path that cannot
-be a path (a NUL byte, a symlink loop) is a ``ToolError`` the model reads.
+Then it is read or written through :class:`cortana.safefs.SafeTree`, one
+component at a time from the workspace's root with ``O_NOFOLLOW``: if a
+folder on the way was swapped for a symlink after the check (a race), the
+open fails instead of following it out, and a write replaces the file by
+rename, never writing through a link or a hard link. Only regular files are
+read (never a FIFO, a device or ``/proc``), and a path that cannot be a path
+(a NUL byte, a symlink loop) is a ``ToolError`` the model reads.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pathspec
 
 from cortana.config import NOT_PROJECT_FOLDERS, not_project_folders
 from cortana.errors import PermissionDenied, ToolError
+from cortana.safefs import PathRefused, SafeTree
 from cortana.sandbox.policy import PROTECTED, Sandbox
 
 __all__ = ["ALWAYS_IGNORED", "PROTECTED", "Workspace"]
@@ -61,6 +63,8 @@ class Workspace:
             else Sandbox(self.root, protected_files=self.protected_files, forbidden=self.forbidden, enabled=sandbox)
         )
         """What the commands started here may touch, and how the kernel holds them to it."""
+        self.tree = SafeTree(self.root)
+        """Cortana's one writer for this folder: every read and write of a file tool goes through it."""
         self.ignored = not_project_folders()
         """Folder names listings and searches skip (with ``GRAPHIFY_OUT``'s folder, when it is one name)."""
 
@@ -120,54 +124,20 @@ class Workspace:
     # -- opening ------------------------------------------------------------------------------
 
     def open_regular(self, target: Path, shown: str) -> tuple[int, os.stat_result]:
-        """A read-only descriptor of the regular file ``target``, and its stat."""
-        fd = self._open(target, shown, os.O_RDONLY | os.O_NONBLOCK)  # NONBLOCK: a FIFO must not hang the open
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            os.close(fd)
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a pipe, device or socket)"
-            raise ToolError(f"'{shown}' is {kind}; only regular files are read.")
-        return fd, info
-
-    def open_for_writing(self, target: Path, shown: str, *, truncate: bool = True) -> int:
-        """A write descriptor of ``target`` (created, with its folders, when missing): a regular file only."""
-        self.check_writable(target, shown)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_TRUNC if truncate else 0)
-        fd = self._open(target, shown, flags, create_parents=True)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise ToolError(f"'{shown}' is not a regular file; only regular files are written.")
-        return fd
-
-    def _open(self, target: Path, shown: str, flags: int, *, create_parents: bool = False) -> int:
-        parts = target.relative_to(self.root).parts
-        if not parts:
-            raise ToolError(f"'{shown}' is the workspace folder itself, not a file.")
+        """A read-only descriptor of the regular file ``target``, and its stat, reached through no link."""
         try:
-            folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise ToolError(f"The workspace {self.root} cannot be opened: {exc.strerror}") from None
-        try:
-            for part in parts[:-1]:
-                folder = self._enter(folder, part, create=create_parents)
-            return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder)
+            return self.tree.open_regular(target, shown=shown)
         except OSError as exc:
             raise _path_error(exc, shown) from None
-        finally:
-            os.close(folder)
 
-    @staticmethod
-    def _enter(folder: int, part: str, *, create: bool) -> int:
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    def write(self, target: Path, shown: str, data: bytes) -> None:
+        """Make ``target`` hold ``data`` (created, with its folders, when missing) through Cortana's one writer
+        (:class:`cortana.safefs.SafeTree`): no link followed, a regular file only, replaced whole."""
+        self.check_writable(target, shown)
         try:
-            inner = os.open(part, flags, dir_fd=folder)
-        except FileNotFoundError:
-            if not create:
-                raise
-            os.mkdir(part, 0o777, dir_fd=folder)
-            inner = os.open(part, flags, dir_fd=folder)
-        os.close(folder)
-        return inner
+            self.tree.write_bytes(target, data, shown=shown)
+        except OSError as exc:
+            raise _path_error(exc, shown) from None
 
     # -- listing ------------------------------------------------------------------------------
 
@@ -205,6 +175,8 @@ class Workspace:
 
 def _path_error(exc: OSError, shown: str) -> ToolError:
     """An ``OSError`` from opening ``shown`` as the error the model reads."""
+    if isinstance(exc, PathRefused):
+        return PermissionDenied(str(exc)) if exc.errno in (errno.EPERM, errno.EACCES) else ToolError(str(exc))
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
         return PermissionDenied(
             f"'{shown}' goes through a symlink or a file where a folder should be, or changed while it was "
