@@ -63,7 +63,7 @@ from cortana.trust import (
     is_loopback_url,
     sensitive_sections,
     started_files,
-    without_sections,
+    untrusted_part_left_out,
 )
 
 __all__ = [
@@ -471,7 +471,10 @@ class ToolSettings(_Section):
 
 
 class PermissionSettings(_Section):
-    """``permissions:`` tool-name globs that never ask (``allow``) or are always refused (``deny``)."""
+    """``permissions:`` tool-name globs that never ask (``allow``) or are always refused (``deny``).
+
+    A folder's cortana.yml may add to your ``deny`` and narrow your ``allow``; the other way needs your trust.
+    """
 
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
@@ -632,18 +635,43 @@ class FixSettings(_Section):
     fits the budget), ``off``, or a model's name on the engine in use."""
 
 
+class SandboxEnvSettings(_Section):
+    """``sandbox.env:`` the environment of confined commands, tests, hooks and lint.
+
+    They get yours less the variables whose names match ``*KEY*``, ``*SECRET*``, ``*TOKEN*`` or ``*PASSWORD*``
+    (case-insensitive), so a command the model asks for cannot read your keys.
+    """
+
+    keep: list[str] = Field(default_factory=list, max_length=100)
+    """Name globs kept anyway (``GITHUB_TOKEN`` for tests that need it); a folder's cortana.yml needs your trust to
+    keep one you do not."""
+    drop: list[str] = Field(default_factory=list, max_length=100)
+    """More name globs dropped (``AWS_*``); a folder's cortana.yml may add to yours."""
+
+    @field_validator("keep", "drop")
+    @classmethod
+    def _name_globs(cls, globs: list[str]) -> list[str]:
+        for glob in globs:
+            if not glob or len(glob) > 200 or any(character.isspace() for character in glob):
+                raise ValueError(f"each must be one variable-name glob (AWS_*) of at most 200 characters, got {glob!r}")
+        return globs
+
+
 class SandboxSettings(_Section):
-    """``sandbox:`` the kernel's confinement of the commands Cortana runs (docs/security.md, "The sandbox")."""
+    """``sandbox:`` the kernel's confinement of the commands Cortana runs (docs/security.md, "The sandbox").
+
+    A folder's cortana.yml may tighten each key; loosening one of yours needs your trust (``cortana.trust``).
+    """
 
     enabled: bool = True
-    """Confine commands where the kernel can (``false``: none is, and every one is asked; a folder's cortana.yml
-    needs your trust to say so)."""
+    """Confine commands where the kernel can (``false``: none is, and every one is asked)."""
     ask: bool = False
     """Ask for confined commands too (by default a confined command inside the workspace runs without asking)."""
     shell_mode: bool = False
     """Run your own ``!`` commands in the terminal confined too."""
     writable: list[str] = Field(default_factory=list, max_length=50)
-    """More folders confined commands may write (``~/.cache/go-build``); a folder's cortana.yml needs your trust."""
+    """More folders confined commands may write (``~/.cache/go-build``)."""
+    env: SandboxEnvSettings = Field(default_factory=SandboxEnvSettings)
 
 
 class ServeSettings(_Section):
@@ -776,16 +804,21 @@ class Settings(_Section):
 def load_settings(workspace: Path, environ: Environ | None = None, *, trust: TrustDecider | None = None) -> Settings:
     """Settings for ``workspace``: user file, workspace file, then the environment (later ones winning).
 
+    The workspace's file is merged in one way for every key: it may add restrictions, and what needs trust
+    (``cortana.trust.SENSITIVE``: what runs or sends something, and a restriction looser than your own file's,
+    ``cortana.trust.RESTRICTIONS``) applies only trusted.
+
     Args:
         workspace: the folder whose cortana.yml applies.
         environ: the variables that override keys (default: the process environment); the
             user file is found through the process environment.
-        trust: decides whether the workspace's file may have its sensitive sections
-            (``cortana.trust.SENSITIVE``); default: only if the user trusted them before
-            (``trust_store()``). Refused, they are left out and ``Settings.untrusted`` says so.
+        trust: decides whether the workspace's file may have its sensitive sections; default: only if the
+            user trusted them before (``trust_store()``). Refused, they are left out (a restriction keeps
+            yours, with the folder's additions) and ``Settings.untrusted`` says so.
     """
     env = _environ(environ)
     merged: dict[str, Any] = {}
+    yours: dict[str, Any] = {}
     sources: list[str] = []
     untrusted: TrustRequest | None = None
     reason = ""
@@ -797,12 +830,13 @@ def load_settings(workspace: Path, environ: Environ | None = None, *, trust: Tru
         if not path.is_file():
             continue
         data = _read_yaml(path)
-        _validate(data, str(path))  # name the file that holds a bad value
+        # Name the file that holds a bad value; judge trust by the values the settings will hold (`enabled: 0`).
+        written = _validate(data, str(path)).model_dump(exclude_unset=True)
         servers = (data.get("mcp") or {}).get("servers") if isinstance(data.get("mcp"), dict) else None
         runs = started_files(servers, workspace)
         started += runs
         if path == own_file:
-            sections = sensitive_sections(data)
+            sections = sensitive_sections(written, yours)
             destination = engine_destination(data, merged, env)
             if destination is not None:
                 sections["engine"] = destination
@@ -810,7 +844,9 @@ def load_settings(workspace: Path, environ: Environ | None = None, *, trust: Tru
             request = TrustRequest(workspace.resolve(), path, sections, files)
             if sections and not (trust or store.is_trusted)(request):
                 reason = store.why_not(request)
-                data, untrusted = without_sections(data, list(sections)), request
+                data, untrusted = untrusted_part_left_out(data, sections, yours), request
+        else:
+            yours = written
         merged = _deep_merge(merged, data)
         sources.append(str(path))
     for variable, key in SETTINGS_VARIABLES.items():

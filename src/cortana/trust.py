@@ -1,15 +1,18 @@
 """Workspace trust: a folder's cortana.yml may not run code, widen permissions or send prompts away unasked.
 
 A repository is someone else's text. Its ``cortana.yml`` may set the model
-and the temperature, but the sections that would run code, let tools run
-without asking, or send the conversation off the machine (``SENSITIVE``) only
-apply once the user has trusted the folder. That includes an ``engine`` whose
-address (from the user's own environment, such as ``OPENAI_BASE_URL``) is on
-another machine. Trust is remembered in the user's Cortana config folder,
-keyed by the folder's real path and a hash of exactly those sections and of
-the files inside the folder that a trusted command runs (an MCP server's
+and the temperature, and add to the user's restrictions, but the sections that
+would run code, let tools run without asking, loosen one of the user's own
+restrictions (``RESTRICTIONS``: an empty deny list where the user has one), or
+send the conversation off the machine (``SENSITIVE``) only apply once the user
+has trusted the folder. That includes an ``engine`` whose address (from the
+user's own environment, such as ``OPENAI_BASE_URL``) is on another machine.
+Trust is remembered in the user's Cortana config folder, keyed by the
+folder's real path and a hash of exactly those sections and of the files
+inside the folder that a trusted command runs (an MCP server's
 ``sh start.sh``): a changed section or a changed script asks again.
-Untrusted, or with no terminal to ask on, those sections are ignored and one
+Untrusted, or with no terminal to ask on, those sections are ignored (a
+restriction keeps the user's value, with the folder's additions) and one
 line says so. The model's file tools cannot write the trust file, and any
 write to ``cortana.yml`` or to such a script is asked for every time, so
 nothing the model writes can make a folder trusted.
@@ -20,6 +23,7 @@ configured programs for the commands the model runs (``cortana.safegit``).
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import ipaddress
 import itertools
@@ -30,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,8 +42,11 @@ from urllib.parse import urlsplit
 from cortana.errors import ConfigError
 
 __all__ = [
+    "RESTRICTIONS",
     "SENSITIVE",
     "TRUST_FILE",
+    "Restriction",
+    "Tighter",
     "TrustDecider",
     "TrustRequest",
     "TrustStore",
@@ -47,12 +55,14 @@ __all__ = [
     "masked_dsn",
     "sensitive_sections",
     "started_files",
+    "untrusted_part_left_out",
     "without_sections",
 ]
 
 SENSITIVE: dict[str, str] = {
     "mcp.servers": "start MCP servers (run their commands, or connect to their addresses)",
     "permissions.allow": "let these tools run without asking",
+    "permissions.deny": "drop tools from your deny list",
     "base_url": "send the conversation to an engine on another machine",
     "engine": "send the conversation to an engine on another machine",
     "memory.dsn": "store your conversations in this PostgreSQL database",
@@ -61,11 +71,88 @@ SENSITIVE: dict[str, str] = {
     "tracing.otlp_endpoint": "send traces of your conversations (timings, and content if asked) to another machine",
     "test": "run this command as the project's tests (the fix workflow runs it, unasked under --yes)",
     "lint": "run these commands on each file the model writes",
-    "hooks": "run these commands at moments of each session (before and after tool calls, each message)",
+    "hooks": "run these commands at moments of each session (before and after tool calls, each message), each "
+    "event's list in place of your own hooks of that event",
+    "hooks.*": "stop running your own hooks of this event",
     "sandbox.enabled": "run the commands the model asks for without the kernel's sandbox",
+    "sandbox.ask": "run confined commands without asking, though your own cortana.yml asks",
+    "sandbox.shell_mode": "run your `!` commands unconfined, though your own cortana.yml confines them",
     "sandbox.writable": "let the model's commands write these folders outside the workspace",
+    "sandbox.env.keep": "pass environment variables that look like secrets to the commands Cortana runs",
+    "sandbox.env.drop": "pass environment variables your own cortana.yml drops to the commands Cortana runs",
 }
-"""The cortana.yml keys a workspace needs the user's trust for, and what each would do."""
+"""The cortana.yml keys a workspace needs the user's trust for, and what each would do (``hooks.*``: each event)."""
+
+
+class Tighter(Enum):
+    """Which way a restriction of cortana.yml tightens, and so what of a folder's value loosens yours."""
+
+    MORE = "more entries"
+    """A list of restrictions (``permissions.deny``, a hook event): leaving out one of yours loosens."""
+    FEWER = "fewer entries"
+    """A list of allowances (``permissions.allow``, ``sandbox.writable``): an entry you do not have loosens."""
+    TRUE = "true"
+    """A switch whose true is stricter (``sandbox.ask``): false where yours is true loosens."""
+
+
+@dataclass(frozen=True)
+class Restriction:
+    """How one restriction of cortana.yml merges a folder's value into yours.
+
+    Attributes:
+        tighter: which way it tightens.
+        default: your value when your cortana.yml does not set it (the setting's default).
+        globs: a list of name globs, matched case-sensitively: a plain name of the folder's that one of your globs
+            matches is one you have (your ``allow: ["*"]`` has ``read_file``). A glob of the folder's is only
+            yours written the same: whether one glob covers another is not worth guessing at.
+    """
+
+    tighter: Tighter
+    default: Any
+    globs: bool = False
+
+    def loosens(self, theirs: Any, yours: Any) -> bool:
+        """Whether the folder's value ``theirs``, applied as written, is looser than ``yours`` anywhere."""
+        if self.tighter is Tighter.TRUE:
+            return theirs is not True and yours is True
+        if not isinstance(theirs, list):
+            return True  # not a list: validation refuses it; never take it for a tightening
+        if self.tighter is Tighter.MORE:
+            return any(entry not in theirs for entry in yours)
+        return not all(self._has(yours, entry) for entry in theirs)
+
+    def kept(self, theirs: Any, yours: Any) -> Any:
+        """The value that applies untrusted: yours with the folder's additions, or only its narrowing of yours."""
+        if self.tighter is Tighter.TRUE:
+            return yours is True or theirs is True
+        theirs = theirs if isinstance(theirs, list) else []
+        if self.tighter is Tighter.MORE:
+            return [*yours, *(entry for entry in theirs if entry not in yours)]
+        return [entry for entry in theirs if self._has(yours, entry)]
+
+    def _has(self, yours: list[Any], entry: Any) -> bool:
+        if entry in yours:
+            return True
+        plain = self.globs and isinstance(entry, str) and not any(character in entry for character in "*?[")
+        return plain and any(isinstance(glob, str) and fnmatch.fnmatchcase(entry, glob) for glob in yours)
+
+
+RESTRICTIONS: dict[str, Restriction] = {
+    "permissions.allow": Restriction(Tighter.FEWER, [], globs=True),
+    "permissions.deny": Restriction(Tighter.MORE, []),
+    "hooks.*": Restriction(Tighter.MORE, []),
+    "sandbox.enabled": Restriction(Tighter.TRUE, True),
+    "sandbox.ask": Restriction(Tighter.TRUE, False),
+    "sandbox.shell_mode": Restriction(Tighter.TRUE, False),
+    "sandbox.writable": Restriction(Tighter.FEWER, []),
+    "sandbox.env.keep": Restriction(Tighter.FEWER, [], globs=True),
+    "sandbox.env.drop": Restriction(Tighter.MORE, []),
+}
+"""The cortana.yml keys that restrict what may happen, and which way each tightens (``hooks.*``: each event).
+
+A workspace's cortana.yml may tighten them as it likes; a value looser than yours (your cortana.yml's, else the
+default) needs trust. Untrusted, a list of restrictions applies as yours plus the folder's entries, a list of
+allowances as only the folder's entries you also have, a switch as the stricter of the two."""
 
 TRUST_FILE = "trusted-folders.json"
 
@@ -85,15 +172,20 @@ def is_loopback_url(url: str) -> bool:
     return address.is_loopback or address.is_unspecified
 
 
-def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a cortana.yml's data that need trust (dotted key -> value); empty when none."""
+def sensitive_sections(data: dict[str, Any], yours: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The parts of a workspace's cortana.yml data that need trust (dotted key -> value, in ``SENSITIVE``'s order).
+
+    Those that run something or send something away, whatever their value, and each restriction
+    (``RESTRICTIONS``) whose value is looser than yours.
+
+    Args:
+        data: what the workspace's cortana.yml sets (its validated values: ``enabled: 0`` is a false).
+        yours: what your own cortana.yml sets, the same way; a key it leaves out has its default.
+    """
     found: dict[str, Any] = {}
     mcp = data.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
         found["mcp.servers"] = mcp["servers"]
-    permissions = data.get("permissions")
-    if isinstance(permissions, dict) and permissions.get("allow"):
-        found["permissions.allow"] = permissions["allow"]
     base_url = data.get("base_url")
     if base_url and not (isinstance(base_url, str) and is_loopback_url(base_url)):
         found["base_url"] = base_url
@@ -117,12 +209,72 @@ def sensitive_sections(data: dict[str, Any]) -> dict[str, Any]:
     lint = data.get("lint")
     if lint and not (isinstance(lint, dict) and not any(str(command).strip() for command in lint.values())):
         found["lint"] = lint  # turning checks off ("*.py": "") runs nothing: no trust needed for that
-    sandbox = data.get("sandbox")
-    if isinstance(sandbox, dict) and sandbox.get("enabled") is False:
-        found["sandbox.enabled"] = False
-    if isinstance(sandbox, dict) and sandbox.get("writable"):
-        found["sandbox.writable"] = sandbox["writable"]
+    for key, restriction, theirs in _restrictions_set(data):
+        if key.startswith("hooks.") and "hooks" in found:
+            continue  # the folder's own hooks need trust already, and trusting them trusts each event's list
+        if restriction.loosens(theirs, _value_at(yours or {}, key, restriction.default)):
+            found[key] = theirs
+    order = list(SENSITIVE)
+    return dict(sorted(found.items(), key=lambda item: order.index(_pattern(item[0]))))
+
+
+def untrusted_part_left_out(data: dict[str, Any], sections: dict[str, Any], yours: dict[str, Any]) -> dict[str, Any]:
+    """``data`` as an untrusted folder's cortana.yml applies: without its ``sections`` that need trust.
+
+    A restriction among them becomes yours with the folder's additions (``Restriction.kept``); every other
+    section is left out, so yours applies. ``yours`` is what your own cortana.yml sets.
+    """
+    kept = data
+    for key, theirs in sections.items():
+        restriction = _restriction(key)
+        if restriction is not None:
+            kept = _with_value(kept, key, restriction.kept(theirs, _value_at(yours, key, restriction.default)))
+    return without_sections(kept, [key for key in sections if _restriction(key) is None])  # a folder's hooks too
+
+
+def _pattern(key: str) -> str:
+    """The ``SENSITIVE`` / ``RESTRICTIONS`` entry of a dotted key (``hooks.before_tool`` is ``hooks.*``)."""
+    parent, _, _ = key.rpartition(".")
+    return key if key in SENSITIVE or not parent else f"{parent}.*"
+
+
+def _restriction(key: str) -> Restriction | None:
+    return RESTRICTIONS.get(key) or RESTRICTIONS.get(_pattern(key))
+
+
+_MISSING = object()
+
+
+def _value_at(data: dict[str, Any], dotted: str, default: Any = _MISSING) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def _restrictions_set(data: dict[str, Any]) -> list[tuple[str, Restriction, Any]]:
+    """Each restriction ``data`` sets (a ``*`` of ``RESTRICTIONS`` named by the key set), with its value."""
+    found = []
+    for key, restriction in RESTRICTIONS.items():
+        parent, _, last = key.rpartition(".")
+        if last == "*":
+            below = _value_at(data, parent, {})
+            named = below.items() if isinstance(below, dict) else []
+            found += [(f"{parent}.{name}", restriction, value) for name, value in named]
+        elif (value := _value_at(data, key)) is not _MISSING:
+            found.append((key, restriction, value))
     return found
+
+
+def _with_value(data: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """A copy of ``data`` with ``dotted`` set to ``value`` (each mapping on the way copied, never changed)."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return {**data, head: value}
+    below = data.get(head)
+    return {**data, head: _with_value(below if isinstance(below, dict) else {}, rest, value)}
 
 
 MAX_STARTED_FILES = 500
@@ -225,7 +377,7 @@ class TrustRequest:
             shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
             if key == "memory.dsn":
                 shown = masked_dsn(shown)
-            lines.append(f"{key}: {SENSITIVE[key]}: {shown[:2000]}")
+            lines.append(f"{key}: {SENSITIVE[_pattern(key)]}: {shown[:2000]}")
         lines += [f"runs {path} as it is now (sha256 {digest[:12]}…)" for path, digest in sorted(self.files.items())]
         return lines
 
