@@ -518,6 +518,12 @@ class Assistant:
         sandbox = self.sandbox
         if not sandbox.enabled or sandbox.confines:
             return None
+        if sandbox.too_wide is not None and sandbox.mode is not None:
+            return (
+                f"sandbox: {sandbox.too_wide}: commands may not write here, so each is asked and runs as you would "
+                "run it, and its dotfiles are asked for every time; start Cortana in a project folder to have "
+                "commands confined to it"
+            )
         return f"sandbox: {sandbox.describe()}; each command is asked (cortana doctor)"
 
     async def shell(self, command: str, *, timeout: float = SHELL_TIMEOUT) -> Finished:

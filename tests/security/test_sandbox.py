@@ -474,10 +474,12 @@ async def test_a_newcomers_session_asks_only_for_the_edit(project: Path) -> None
 
 
 def test_doctor_shows_the_sandbox_and_its_abi(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "cortana.yml").write_text("memory:\n  recall: false\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "cortana.yml").write_text("memory:\n  recall: false\n")
     done = subprocess.run(
         [sys.executable, "-m", "cortana.cli.main", "doctor", "--engine", "llamacpp", "--base-url", scripted_engine.url],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        cwd=project, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -308,6 +308,9 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         )
         if cut is not None:
             console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        warning = assistant.sandbox_warning()
+        if warning is not None:  # on stderr, as the terminal says it at its start: stdout is the script's
+            console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
         hooks = assistant.hooks
         held = await hooks.before_turn(thread.thread_id, prompt, starting=True) if hooks else None
         if held is not None:

@@ -136,6 +136,9 @@ async def run_serve(args: argparse.Namespace) -> int:
             console.print(Text(printable(f"API key: the one in {key.source}"), style="dim"), soft_wrap=True)
         if checking_in:
             console.print(Text(f"check-ins: GET http://{shown_host}:{bound_port}/v1/cortana/events", style="dim"))
+        warning = assistant.sandbox_warning()
+        if warning is not None:  # nobody answers questions over the API: commands that need one are refused
+            console.print(Text(printable(warning), style="yellow"), soft_wrap=True)
         config = uvicorn.Config(
             app, log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=5, ws="none"
         )

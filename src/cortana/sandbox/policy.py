@@ -50,6 +50,7 @@ __all__ = [
     "SandboxPolicy",
     "helper_python",
     "kernel_support",
+    "too_wide",
 ]
 
 KEEPER = Path(__file__).with_name("keeper.py")
@@ -228,6 +229,10 @@ class Sandbox:
         self.enabled = enabled
         self._support = support
         self._mode = mode
+        self.too_wide = too_wide(self.root)
+        """Why the workspace may not be written by what Cortana starts (it is ``/``, the home folder or a folder
+        above it), or None. There, commands are not confined to it but asked, each, as where nothing confines them
+        (the gate reads :attr:`confines`), and every other process runs confined with the workspace read-only."""
 
     @property
     def support(self) -> KernelSupport:
@@ -245,13 +250,16 @@ class Sandbox:
 
     @property
     def confines(self) -> bool:
-        """Whether a confined command here is held to everything the sandbox promises (it may run unasked)."""
-        return self.mode is not None and self.support.confines
+        """Whether a confined command here is held to everything the sandbox promises (it may run unasked): not in
+        a workspace that is the home folder or above it (:attr:`too_wide`)."""
+        return self.mode is not None and self.support.confines and self.too_wide is None
 
     def describe(self) -> str:
         """One line: how commands are confined here, or why they are not."""
         if not self.enabled:
             return "off (sandbox.enabled: false): every command is asked"
+        if self.too_wide is not None and self.mode is not None:
+            return f"not confining commands to this folder: {self.too_wide}, so every command is asked"
         return self.support.summary()
 
     def protected_paths(self) -> list[Path]:
@@ -263,7 +271,8 @@ class Sandbox:
         """The workspace (unless ``workspace=False``) and ``writable`` writable, the protected paths and Cortana's
         own install read-only."""
         more = [*writable, *(path for path in self.writable if path.exists())]
-        roots = [*([self.root] if workspace else []), *(Path(path).resolve() for path in more)]
+        own = workspace and self.too_wide is None  # the home folder, or /, is never a writable root
+        roots = [*([self.root] if own else []), *(Path(path).resolve() for path in more)]
         read_only = [*self.protected_paths(), *(folder for folder in self.forbidden if self._contains(folder))]
         return SandboxPolicy(tuple(dict.fromkeys(roots)), tuple(dict.fromkeys(read_only)), network)
 
@@ -306,6 +315,30 @@ class Sandbox:
         package = Path(__file__).resolve().parents[1]
         python = Path(helper_python())
         return [package, python, Path(os.path.realpath(sys.base_prefix)) / "lib"]
+
+
+def too_wide(root: Path) -> str | None:
+    """Why ``root`` cannot be a workspace that commands may write (``/``, the home folder, or a folder holding it:
+    its dotfiles, ``~/.ssh`` and ``~/.local/bin`` would be writable), or None when it can."""
+    resolved = Path(os.path.realpath(root))
+    if resolved == Path(resolved.anchor):
+        return f"{resolved} is the root of the file system"
+    for home in _homes():
+        if resolved == home:
+            return f"{resolved} is your home folder"
+        if resolved in home.parents:
+            return f"{resolved} holds your home folder ({home})"
+    return None
+
+
+def _homes() -> list[Path]:
+    """The user's home folder, as ``$HOME`` says and as the password database says (they may differ)."""
+    found = [os.path.expanduser("~")]
+    with contextlib.suppress(ImportError, KeyError, OSError):
+        import pwd
+
+        found.append(pwd.getpwuid(os.getuid()).pw_dir)
+    return [Path(os.path.realpath(home)) for home in dict.fromkeys(found) if home and home != "/"]
 
 
 class Confined:

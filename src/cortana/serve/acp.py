@@ -47,6 +47,7 @@ from cortana.errors import CortanaError, ToolError
 from cortana.messages import Message, ThreadRef, ToolCall, is_users_own
 from cortana.prompts import strip_turn_context
 from cortana.safefs import PathRefused
+from cortana.sandbox.policy import too_wide
 from cortana.serve.stdio import StdioTransport
 from cortana.tools.permissions import PermissionDecision
 
@@ -270,6 +271,13 @@ class CortanaAgent:
         if not folder.is_absolute() or not folder.is_dir():
             raise acp.RequestError(INVALID_PARAMS, f"cwd {cwd!r} is not an absolute path to a folder")
         folder = folder.resolve()
+        wide = too_wide(folder)
+        if wide is not None:  # nobody could be asked there as the terminal asks: refused with the reason
+            raise acp.RequestError(
+                INVALID_PARAMS,
+                f"cwd {cwd!r}: {wide}; Cortana works in a project folder, where the commands it runs may write only "
+                "that folder: open a project, or start a session in one",
+            )
         assistant = self._assistants.get(folder)
         if assistant is None:
             assistant = Assistant(

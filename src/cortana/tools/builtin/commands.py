@@ -160,7 +160,9 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
         Args:
             timeout: seconds before it is stopped.
         """
-        return await run(command, timeout, True)
+        # In the home folder (or /) the user approves each command as it is: it runs as their shell would run it,
+        # since confined it could write nothing there. Elsewhere confined as far as this kernel can.
+        return await run(command, timeout, box.too_wide is None)
 
     return Tool(run_command_asked, name="run_command", timeout=MAX_COMMAND_TIMEOUT + 10)
 

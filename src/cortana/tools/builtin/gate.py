@@ -6,8 +6,11 @@
   command runs without asking (``ask_confined=True`` asks anyway); one the
   model wants outside the sandbox (``sandbox=false``) is asked for every
   time, with the reason, and no "always" covers it. Where the kernel cannot
-  confine, every command asks. In a turn nobody watches (a heartbeat's
-  check-in) commands are asked, so refused, as before the sandbox.
+  confine, every command asks. In a workspace that is the home folder or
+  ``/`` (``Sandbox.too_wide``), no command is confined to it: each is asked
+  every time, ``--yes`` included, and the dotfiles at its top are protected
+  paths. In a turn nobody watches (a heartbeat's check-in) commands are
+  asked, so refused, as before the sandbox.
 - A path outside the workspace (or one that is not a path) is refused before
   anyone is asked. No approval changes that: confinement is checked first, on
   every call.
@@ -77,6 +80,9 @@ def _command_decision(
     is asked every time; where nothing confines it, what its text may reach decides whether it is asked every time.
     """
     reach = command_reach(command, space)
+    wide = space.sandbox.too_wide
+    if wide is not None:  # the home folder or /: nothing may confine a command to it, and --yes does not cover it
+        return PermissionDecision.ask(f"{wide}, where commands are not confined: asked every time", every_time=True)
     if space.sandbox.confines:
         if sandbox_argument not in _CONFINED_VALUES:
             return PermissionDecision.ask(OUTSIDE_THE_SANDBOX + (f" ({reach})" if reach else ""), every_time=True)

@@ -103,7 +103,10 @@ class Workspace:
         for path in self.protected_files:
             if target == path or path in target.parents:
                 return f"{self.relative(path)} (run by a trusted MCP server)"
-        return PROTECTED.get(target.relative_to(self.root).parts[0])
+        top = target.relative_to(self.root).parts[0]
+        if self.sandbox.too_wide is not None and top.startswith("."):  # ~/.bashrc, ~/.ssh/, ~/.local/bin/...
+            return f"{top} in {self.root}"
+        return PROTECTED.get(top)
 
     def protected_files_in(self, folder: Path) -> dict[str, str]:
         """The extra protected files directly in ``folder``: name -> how the gate shows it."""
