@@ -545,19 +545,94 @@ async def test_a_turn_nobody_watches_runs_no_command(project: Path) -> None:
     assert refused.action == "deny" and "nobody is there" in str(refused.reason)
 
 
+# -- hard links ----------------------------------------------------------------------------------------------------
+
+
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_hook_with_another_name_stops_confinement_rather_than_be_written_through_it(
-    project: Path, mode: str
-) -> None:
+async def test_a_hook_with_another_name_in_the_workspace_is_not_written_through_it(project: Path, mode: str) -> None:
     """An archive can hold a hard link: `notes.txt` and `.git/hooks/pre-commit` one file. A read-only mount of the
-    hook does not cover its other name, so the command is refused, saying why."""
+    hook does not cover its other name, so that name is kept read-only too (a submodule's config as well)."""
     hook = project / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\n")
     os.link(hook, project / "notes.txt")
-    space = Workspace(project, sandbox=confined_sandbox(project, mode))
+    module = project / ".git" / "modules" / "lib"
+    module.mkdir(parents=True)
+    (module / "config").write_text("[core]\n")
+    os.link(module / "config", project / "lib.cfg")
+    results = await run_commands(
+        project,
+        "echo 'touch PWNED' >> notes.txt",
+        "echo '[core] fsmonitor = touch PWNED' >> lib.cfg",
+        "echo fine > src/other.txt && cat src/other.txt",
+        sandbox=confined_sandbox(project, mode),
+    )
+    assert not results[0].startswith("exit code 0") and not results[1].startswith("exit code 0"), results
+    assert hook.read_text() == "#!/bin/sh\n" and (module / "config").read_text() == "[core]\n"
+    assert results[2] == "exit code 0\nfine\n", "the rest of the workspace stays writable"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_file_linked_from_a_cache_outside_cannot_be_changed_through_the_workspace(
+    project: Path, outside: Path, mode: str
+) -> None:
+    """As uv (on Linux) and pnpm install packages: hard links to their shared cache, whose files other projects run
+    unconfined. Reported: a confined command changed the cache's file through the workspace's name."""
+    cache = outside / "cache" / "requests"
+    cache.mkdir(parents=True)
+    package = project / ".venv" / "lib" / "site-packages" / "requests"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "api.py"):
+        (cache / name).write_text("def get(url): ...\n")
+        os.link(cache / name, package / name)
+    (package.parent / "_virtualenv.pth").write_text("import _virtualenv\n")  # written by the installer itself
+    (project / "own.py").write_text("x = 1\n")
+    os.link(project / "own.py", project / "own-too.py")  # two names, both in the workspace: stays writable
+    results = await run_commands(
+        project,
+        "echo 'import os; os.system(\"touch /tmp/pwned\")' >> .venv/lib/site-packages/requests/api.py",
+        "truncate -s 0 .venv/lib/site-packages/requests/__init__.py",
+        "echo 'x = 2' > own-too.py && cat own.py",
+        "echo 'import site' >> .venv/lib/site-packages/_virtualenv.pth && echo made",
+        sandbox=confined_sandbox(project, mode),
+    )
+    assert not results[0].startswith("exit code 0") and not results[1].startswith("exit code 0"), results
+    assert all((cache / name).read_text() == "def get(url): ...\n" for name in ("__init__.py", "api.py"))
+    assert results[2] == "exit code 0\nx = 2\n", "a link inside the workspace is the workspace's own"
+    assert results[3].startswith("exit code 0") and "made" in results[3], results[3]
+
+
+def test_a_package_linked_whole_is_one_read_only_folder(project: Path, outside: Path) -> None:
+    from cortana.sandbox import kernel
+
+    cache = outside / "cache"
+    package = project / ".venv" / "site-packages" / "rich"
+    (cache / "sub").mkdir(parents=True)
+    (package / "sub").mkdir(parents=True)
+    (project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")  # the venv's own files
+    (package.parent / "_virtualenv.pth").write_text("import _virtualenv\n")
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "x.pyc").write_bytes(b"\0")  # bytecode Python wrote: kept as it is
+    for name in ("a.py", "sub/b.py"):
+        (cache / name).write_text("x\n")
+        os.link(cache / name, package / name)
+    found = kernel.linked_out([str(project)], [str(project / ".git")])
+    assert found == [str(package)], found
+    (cache / "c.py").write_text("x\n")
+    (package / "own.py").write_text("mine\n")  # a file of its own: the folder's files are bound one by one
+    os.link(cache / "c.py", package / "c.py")
+    expected = [str(package / "sub"), str(package / "a.py"), str(package / "c.py")]  # sub/ is still linked whole
+    assert kernel.linked_out([str(project)], [str(project / ".git")]) == expected
+
+
+async def test_too_many_linked_files_stop_confinement_with_the_reason(project: Path, outside: Path) -> None:
+    from cortana.sandbox import kernel
+
+    for number in range(kernel.MAX_LINKED_BINDS + 1):
+        (outside / f"f{number}").write_text("")
+        os.link(outside / f"f{number}", project / f"f{number}")
+    space = Workspace(project, sandbox=confined_sandbox(project, "namespaces"))
     tool = next(t for t in builtin_tools(space) if t.name == "run_command")
-    with pytest.raises(Exception, match="has another name"):
-        await tool.function(command="echo 'touch PWNED' >> notes.txt")
-    assert hook.read_text() == "#!/bin/sh\n"
-    (project / "notes.txt").unlink()
-    assert (await tool.function(command="echo fine")).startswith("exit code 0")
+    with pytest.raises(Exception, match="UV_LINK_MODE=copy") as refused:
+        await tool.function(command="echo x > f1")
+    assert "did not run" in str(refused.value)
+    assert (outside / "f1").read_text() == ""
