@@ -439,7 +439,6 @@ class Assistant:
         self, thread: ThreadRef | None = None, on_progress: Callable[[Progress], None] | None = None
     ) -> RepairWorkflow:
         """The repair workflow of this workspace: the assistant's engine, gate, sandbox, code graph and ``fix:``."""
-        from cortana.config import child_process_environment
         from cortana.messages import RunMetrics
         from cortana.repair.run import RepairSettings
         from cortana.repair.workflow import RepairWorkflow
@@ -448,7 +447,7 @@ class Assistant:
         from cortana.tools.permissions import authorize_call
 
         agent = await self.agent()
-        environment = child_process_environment({})
+        environment = self.sandbox.child_environment()  # the tests' environment: no secrets of the user's
         if not self.settings.trusted:
             environment = await asyncio.to_thread(
                 safe_git_environment, self.workspace, environment, sandbox=self.sandbox
@@ -529,11 +528,10 @@ class Assistant:
     async def shell(self, command: str, *, timeout: float = SHELL_TIMEOUT) -> Finished:
         """A command the user typed (``!`` in the terminal), confined by the sandbox when ``sandbox.shell_mode`` is
         on, run under the keeper either way (bounded output; what it leaves is stopped)."""
-        from cortana.config import child_process_environment
         from cortana.tools.builtin.commands import run_shell
 
         with self.sandbox.confined(confine=self.settings.sandbox.shell_mode) as confined:
-            environment = confined.environment(child_process_environment({}))
+            environment = confined.environment(self.sandbox.child_environment(secrets=True))  # the user's own line
             finished = await run_shell(command, self.workspace, environment, timeout, confined=confined)
         if confined.moved:
             return dataclasses.replace(finished, output=f"{finished.output}\n{confined.notes()}")
@@ -846,6 +844,8 @@ def workspace_sandbox(workspace: Path, settings: Settings) -> Sandbox:
         forbidden=[user_config_path().parent],
         enabled=settings.sandbox.enabled,
         writable=[Path(path) for path in settings.sandbox.writable],
+        env_keep=settings.sandbox.env.keep,
+        env_drop=settings.sandbox.env.drop,
     )
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from cortana.config import MCPServerConfig, child_process_environment
 from cortana.errors import ConfigError, ToolError
-from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.policy import Sandbox, without_secrets
 from cortana.tools import SchemaTool, Tool, ToolGroup
 
 if TYPE_CHECKING:
@@ -163,7 +163,13 @@ class MCPServer:
             from mcp import StdioServerParameters, stdio_client
 
             argv = [self.config.command, *self.config.args]
-            environment = child_process_environment(self.config.env)
+            # its own env: entries on top of Cortana's environment less what looks like a secret: a server gets the
+            # keys its configuration names, as the MCP SDK's own default passes none
+            environment = (
+                self.sandbox.child_environment(self.config.env)
+                if self.sandbox is not None
+                else {**without_secrets(child_process_environment({})), **self.config.env}
+            )
             if self.sandbox is not None:  # for as long as the server runs; its temporary folder goes with it
                 confined = stack.enter_context(
                     self.sandbox.confined(network=self.config.network, confine=self.config.sandbox, watch=False)

@@ -24,8 +24,12 @@ def workspace(tmp_path: Path) -> Path:
 def spawn_on(
     url: str, workspace: Path, term: str = "dumb", key: str = "", home: Path | None = None, args: tuple[str, ...] = ()
 ) -> pexpect.spawn:
-    """``cortana`` in a pty on the engine at ``url``; HOME is the workspace unless ``home`` is given."""
-    env = {"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(home or workspace), "NO_COLOR": "1"}
+    """``cortana`` in a pty on the engine at ``url``; HOME is a folder of its own beside the workspace unless ``home``
+    is given (a workspace that is the home folder is one Cortana will not let commands write)."""
+    if home is None:
+        home = workspace.parent / f"{workspace.name}.home"
+        home.mkdir(exist_ok=True)
+    env = {"TERM": term, "PATH": "/usr/bin:/bin", "HOME": str(home), "NO_COLOR": "1"}
     env["CORTANA_API_KEY"] = key
     child = pexpect.spawn(
         sys.executable,

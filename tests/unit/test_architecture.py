@@ -16,13 +16,16 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "cortana"
 
-CORE = {"messages", "errors", "trust", "config", "prompts", "display", "lazy", "safegit", "engines", "sandbox"}
+CORE = {
+    "messages", "errors", "trust", "config", "prompts", "display", "lazy", "safefs", "safegit", "engines", "sandbox"
+}  # fmt: skip
 ALLOWED: dict[str, set[str]] = {
     "engines": set(),
     "errors": {"messages"},
     "display": set(),
     "lazy": set(),
-    "safegit": {"sandbox"},
+    "safefs": set(),
+    "safegit": {"sandbox", "safefs"},
     "sandbox": {"config", "lazy"},
     "messages": set(),
     "trust": {"errors"},

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cortana.config import child_process_environment, graphify_out
+from cortana.config import graphify_out
 from cortana.errors import UserError
 from cortana.safefs import PathRefused, SafeTree
 from cortana.safegit import safe_git_environment
@@ -142,7 +142,8 @@ async def _update(
     out_folder = graph_json(root).parent
     arguments = [executable, "update", ".", *(["--force"] if force else [])]
     # graphify runs git (ls-files, rev-parse): the repository's own programs must not run with it
-    environment = child_process_environment({"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"})
+    own = {"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"}
+    environment = (sandbox or Sandbox(root, enabled=False)).child_environment(own)
     environment = await asyncio.to_thread(safe_git_environment, root, environment, sandbox=sandbox)
     if confined is not None:
         arguments, environment = confined.argv(arguments), confined.environment(environment)

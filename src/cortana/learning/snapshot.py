@@ -35,7 +35,7 @@ from typing import Literal
 
 import pathspec
 
-from cortana.config import child_process_environment, not_project_folders
+from cortana.config import not_project_folders
 from cortana.safegit import safe_git_environment
 from cortana.sandbox.policy import Sandbox
 
@@ -119,7 +119,7 @@ class WorkspaceSnapshot:
     def __init__(self, workspace: Path, sandbox: Sandbox | None = None) -> None:
         self.workspace = Path(workspace).resolve()
         self._sandbox = sandbox if sandbox is not None else Sandbox(self.workspace)
-        environment = child_process_environment({})
+        environment = self._sandbox.child_environment()
         self._git_environment = safe_git_environment(self.workspace, environment, sandbox=self._sandbox)
         self._use_git = _in_git(self.workspace, self._git_environment, self._sandbox)
         paths, self._truncated = _limited(self._list())

@@ -53,8 +53,11 @@ from ABI 3, device ioctls from 5, signals and abstract sockets outside the
 sandbox refused from 6, UNIX sockets by path from 9); a seccomp filter refuses
 ``io_uring_setup`` (its requests would bypass the socket filter), the
 terminal-injecting ioctls ``TIOCSTI`` and ``TIOCLINUX``, the x32 and 32-bit
-system call tables (whose ``socketcall`` cannot be filtered) and, without a
-network namespace, IP sockets. Any step that fails stops the helper with a
+system call tables (whose ``socketcall`` cannot be filtered), and every socket
+family but ``AF_UNIX``, ``AF_INET`` and ``AF_INET6`` (``AF_VSOCK`` reaches the
+host of a VM or WSL2 past any network namespace; netlink, packet, Bluetooth and
+the rest are no test suite's business), IP sockets too without a network
+namespace. Any step that fails stops the helper with a
 message and exit status 126: a command never runs less confined than asked.
 """
 
@@ -84,8 +87,8 @@ EXIT_NOT_CONFINED = 126
 _MACHINE = platform.machine()
 _ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(_MACHINE)
 _SYSCALL = {
-    "x86_64": {"socket": 41, "ioctl": 16, "io_uring_setup": 425},
-    "aarch64": {"socket": 198, "ioctl": 29, "io_uring_setup": 425},
+    "x86_64": {"socket": 41, "socketpair": 53, "ioctl": 16, "io_uring_setup": 425},
+    "aarch64": {"socket": 198, "socketpair": 199, "ioctl": 29, "io_uring_setup": 425},
 }.get(_MACHINE, {})
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_CREATE_RULESET_VERSION = 1
@@ -115,7 +118,7 @@ _ST_TO_MS = {1: _MS_RDONLY, 2: _MS_NOSUID, 4: _MS_NODEV, 8: _MS_NOEXEC, 1024: _M
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
-_AF_INET, _AF_INET6, _AF_PACKET = 2, 10, 17
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
 _SIOCSIFFLAGS, _IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
 
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
@@ -251,14 +254,22 @@ def _seccomp(cut_ip: bool) -> None:
     emit(jump_eq, 1, 0, _TIOCSTI)
     emit(jump_eq, 0, 1, _TIOCLINUX)
     emit(ret, k=deny)
+    # socket() and socketpair(): AF_UNIX, and AF_INET/AF_INET6 unless the network is cut here, else refused
+    emit(load, k=0)
+    emit(jump_eq, 1, 0, _SYSCALL["socket"])
+    emit(jump_eq, 0, 6 if cut_ip else 5, _SYSCALL["socketpair"])
+    emit(load, k=16)  # args[0], low half: the address family
     if cut_ip:
-        emit(load, k=0)
-        emit(jump_eq, 0, 5, _SYSCALL["socket"])
-        emit(load, k=16)  # args[0], low half: the address family
+        emit(jump_eq, 4, 0, _AF_UNIX)
         emit(jump_eq, 2, 0, _AF_INET)
         emit(jump_eq, 1, 0, _AF_INET6)
-        emit(jump_eq, 0, 1, _AF_PACKET)
+        emit(ret, k=_SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT)
         emit(ret, k=_SECCOMP_RET_ERRNO | errno.EACCES)
+    else:
+        emit(jump_eq, 3, 0, _AF_UNIX)
+        emit(jump_eq, 2, 0, _AF_INET)
+        emit(jump_eq, 1, 0, _AF_INET6)
+        emit(ret, k=_SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT)
     emit(ret, k=_SECCOMP_RET_ALLOW)
     filters = b"".join(struct.pack("=HBBI", code, true, false, k) for code, true, false, k in program)
     code_buffer = ctypes.create_string_buffer(filters, len(filters))

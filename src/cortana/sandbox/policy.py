@@ -24,6 +24,7 @@ The gate decides what to ask; the kernel decides what can happen.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import platform
@@ -43,6 +44,7 @@ __all__ = [
     "KEEPER",
     "KERNEL",
     "PROTECTED",
+    "SECRET_NAMES",
     "Confined",
     "KernelSupport",
     "Mode",
@@ -51,6 +53,7 @@ __all__ = [
     "helper_python",
     "kernel_support",
     "too_wide",
+    "without_secrets",
 ]
 
 KEEPER = Path(__file__).with_name("keeper.py")
@@ -209,6 +212,8 @@ class Sandbox:
         support: what the kernel can do (default: probed, once per process).
         mode: force a mode (tests); default: the best this kernel has.
         writable: more folders every confined process may write (``sandbox.writable``: a build cache).
+        env_keep, env_drop: name globs of the variables kept although they look like secrets, and dropped although
+            they do not (``sandbox.env``; see :meth:`child_environment`).
     """
 
     def __init__(
@@ -221,8 +226,12 @@ class Sandbox:
         support: KernelSupport | None = None,
         mode: Mode | None = None,
         writable: Sequence[Path] = (),
+        env_keep: Sequence[str] = (),
+        env_drop: Sequence[str] = (),
     ) -> None:
         self.root = Path(root).resolve()
+        self.env_keep = tuple(env_keep)
+        self.env_drop = tuple(env_drop)
         self.writable = tuple(Path(os.path.expanduser(path)) for path in writable)
         self.protected_files = tuple(Path(path) for path in protected_files)
         self.forbidden = tuple(Path(path) for path in forbidden)
@@ -261,6 +270,18 @@ class Sandbox:
         if self.too_wide is not None and self.mode is not None:
             return f"not confining commands to this folder: {self.too_wide}, so every command is asked"
         return self.support.summary()
+
+    def child_environment(self, extra: Mapping[str, str] | None = None, *, secrets: bool = False) -> dict[str, str]:
+        """The environment of a process Cortana starts here: Cortana's own less the variables that look like secrets
+        (:func:`without_secrets`, with ``sandbox.env``'s ``keep`` and ``drop``), then ``extra`` (the process's own
+        settings: an MCP server's ``env:``, the safe git variables) on top. ``secrets``: keep them (a command the user
+        approved outside the sandbox, the user's own ``!`` line)."""
+        from cortana.config import child_process_environment  # the one place that reads Cortana's environment
+
+        inherited = child_process_environment({})
+        if not secrets:
+            inherited = without_secrets(inherited, keep=self.env_keep, drop=self.env_drop)
+        return {**inherited, **(extra or {})}
 
     def protected_paths(self) -> list[Path]:
         """The paths kept read-only inside the workspace, present or not."""
@@ -302,7 +323,15 @@ class Sandbox:
 
     def elsewhere(self, root: Path) -> Sandbox:
         """The same confinement for another folder (the fix workflow's scratch copy)."""
-        return Sandbox(root, enabled=self.enabled, support=self._support, mode=self._mode, writable=self.writable)
+        return Sandbox(
+            root,
+            enabled=self.enabled,
+            support=self._support,
+            mode=self._mode,
+            writable=self.writable,
+            env_keep=self.env_keep,
+            env_drop=self.env_drop,
+        )
 
     def _contains(self, path: Path) -> bool:
         resolved = Path(os.path.realpath(path))
@@ -315,6 +344,28 @@ class Sandbox:
         package = Path(__file__).resolve().parents[1]
         python = Path(helper_python())
         return [package, python, Path(os.path.realpath(sys.base_prefix)) / "lib"]
+
+
+SECRET_NAMES = ("*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*")
+"""Variables whose names match these (case ignored) are left out of what Cortana starts, as Codex's
+``shell_environment_policy`` leaves them out by default: a command the model runs, or a test it wrote, could
+otherwise print ``GITHUB_TOKEN`` into the conversation, or a CI log through ``cortana -p``."""
+
+
+def without_secrets(
+    environ: Mapping[str, str], *, keep: Sequence[str] = (), drop: Sequence[str] = ()
+) -> dict[str, str]:
+    """``environ`` less the variables whose names match :data:`SECRET_NAMES` or ``drop``, unless they match ``keep``
+    (globs, case ignored)."""
+
+    def matches(name: str, globs: Sequence[str]) -> bool:
+        return any(fnmatch.fnmatchcase(name.upper(), glob.upper()) for glob in globs)
+
+    return {
+        name: value
+        for name, value in environ.items()
+        if matches(name, keep) or not matches(name, (*SECRET_NAMES, *drop))
+    }
 
 
 def too_wide(root: Path) -> str | None:

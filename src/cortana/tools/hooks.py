@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from cortana.config import child_process_environment
 from cortana.messages import Message, ToolCall
 from cortana.prompts import prompt_text
 from cortana.sandbox.policy import Sandbox
@@ -125,7 +124,7 @@ class CommandHooks:
 
     async def _run_one(self, entry: HookEntry, event: str, body: str) -> HookOutcome:
         with self.sandbox.confined(watch=False) as confined:
-            environment = confined.environment(child_process_environment({"CORTANA_HOOK_EVENT": event}))
+            environment = confined.environment(self.sandbox.child_environment({"CORTANA_HOOK_EVENT": event}))
             try:
                 process = await asyncio.create_subprocess_exec(
                     *confined.argv(["sh", "-c", entry.command]),

@@ -30,7 +30,6 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from cortana.config import child_process_environment
 from cortana.errors import ToolError
 from cortana.safegit import safe_git_environment
 from cortana.sandbox.policy import KEEPER, Confined, helper_python
@@ -114,7 +113,7 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
     box = space.sandbox
 
     async def run(command: str, timeout: float, confine: bool) -> str:
-        environment = child_process_environment({})
+        environment = box.child_environment(secrets=not confine)  # approved outside the sandbox: as the user's shell
         if not trusted_git:
             environment = await asyncio.to_thread(safe_git_environment, space.root, environment, sandbox=box)
         with box.confined(confine=confine) as confined:

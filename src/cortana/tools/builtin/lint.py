@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from cortana.config import child_process_environment
 from cortana.tools.builtin.workspace import Workspace
 
 __all__ = ["LINT_TIMEOUT", "Linter"]
@@ -131,7 +130,7 @@ class Linter:
     def _run(self, argv: list[str], stdin: str | None, *, failed_only: bool = False) -> str | None:
         """``argv`` confined (reading the workspace, writing nothing in it) with ``stdin``; its output, or None when
         it could not run. With ``failed_only``, "" when it exits 0."""
-        environment = child_process_environment({})
+        environment = self.space.sandbox.child_environment()
         try:
             with self.space.sandbox.confined(workspace=False, watch=False) as confined:
                 done = subprocess.run(
