@@ -72,9 +72,7 @@ def test_env_in_a_one_shot_json_leaks_no_secret(scripted_engine, tmp_path: Path)
 
 
 @confining
-async def test_hooks_and_mcp_servers_get_no_inherited_secret(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_hooks_and_mcp_servers_get_no_inherited_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
     root = tmp_path / "project"
