@@ -23,13 +23,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import os
 import tempfile
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from cortana.config import MCPServerConfig, child_process_environment
 from cortana.errors import ConfigError, ToolError
-from cortana.sandbox.policy import Sandbox, without_secrets
+from cortana.sandbox.policy import ProtectedWatch, Sandbox, keeper_argv, without_secrets
 from cortana.tools import SchemaTool, Tool, ToolGroup
 
 if TYPE_CHECKING:
@@ -40,6 +42,10 @@ __all__ = ["MCPServer", "MCPServerConfig", "MCPServers", "result_text"]
 
 # The SDK's own defaults for its HTTP transport: 30 s to connect and write, 300 s to read,
 # because a server may hold a response stream open.
+log = logging.getLogger(__name__)
+
+STDERR_TAIL_BYTES = 16_384
+"""How much of the end of a server's stderr is read for an error message."""
 MAX_DESCRIPTION_CHARS = 2_000
 """An outside server's tool description is cut here before it joins every prompt."""
 HTTP_TIMEOUT_S = 30.0
@@ -82,7 +88,22 @@ class MCPServer:
             ) from None
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> str:
-        """Call one tool; restart the server once if it has died."""
+        """Call one tool; restart the server once if it has died. A confined server that made a protected path of
+        the workspace during the call (``skills/``, ``personality/``) has it moved out, and the result says so."""
+        watching = self.sandbox is not None and self.config.sandbox and self.sandbox.mode is not None
+        watch = ProtectedWatch(self.sandbox, f"MCP server '{self.config.name}'") if watching and self.sandbox else None
+        if watch is not None:
+            watch.start()
+        try:
+            text = await self._call(tool, arguments)
+        finally:
+            if watch is not None:
+                watch.finish()
+                if watch.moved:
+                    log.warning("%s", watch.notes())
+        return f"{text}\n{watch.notes()}" if watch is not None and watch.moved else text
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         from mcp.shared.exceptions import MCPError  # optional SDK, see start()
 
         async with self._lock:
@@ -175,6 +196,8 @@ class MCPServer:
                     self.sandbox.confined(network=self.config.network, confine=self.config.sandbox, watch=False)
                 )
                 argv, environment = confined.argv(argv), confined.environment(environment)
+            else:
+                argv = keeper_argv(argv)  # not confined, but kept: no terminal, nothing left running after it
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=environment, cwd=self.config.cwd)
             return stdio_client(params, errlog=self._stderr)
         import httpx2
@@ -196,9 +219,10 @@ class MCPServer:
 
     def _stderr_tail(self, lines: int = 8) -> str:
         try:
-            self._stderr.flush()
-            self._stderr.seek(0)
-            text = self._stderr.read().strip().splitlines()
+            fd = self._stderr.fileno()  # the server writes it; pread leaves the offset they share alone
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, STDERR_TAIL_BYTES, max(0, size - STDERR_TAIL_BYTES))  # gigabytes cost kilobytes
+            text = tail.decode("utf-8", "replace").strip().splitlines()
         except (OSError, ValueError):
             return ""
         return f" Its stderr ends with: {' | '.join(text[-lines:])}" if text else ""

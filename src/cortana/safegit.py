@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cortana.safefs import SafeTree
-from cortana.sandbox.policy import Sandbox, helper_python
+from cortana.sandbox.policy import Sandbox, helper_python, keeper_argv, run_kept
 
 __all__ = ["ALWAYS", "NEUTRAL", "exclude_from_git", "safe_git_environment"]
 
@@ -303,13 +303,10 @@ def _read_configs(
     arguments = [value for path, is_git in found for value in (str(path), "g" if is_git else "w")]
     with sandbox.confined(workspace=False) as confined:  # git from the user's PATH, which may be the folder's
         try:
-            done = subprocess.run(
+            done = run_kept(
                 confined.argv([helper_python(), "-I", "-S", "-c", _LIST_CONFIGS, *arguments]),
                 env=confined.environment(environment),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
                 timeout=_GIT_TIMEOUT_S * 3,
-                check=False,
             )
         except (OSError, subprocess.SubprocessError):
             return []
@@ -328,14 +325,11 @@ def _config(found: tuple[Path, bool], environment: Mapping[str, str]) -> list[tu
     path, is_git_folder = found
     location = ["--git-dir", str(path)] if is_git_folder else []
     try:
-        done = subprocess.run(
-            ["git", *location, "config", "--list", "--show-scope", "-z"],
+        done = run_kept(
+            keeper_argv(["git", *location, "config", "--list", "--show-scope", "-z"]),
             cwd=path,
             env=dict(environment),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
             timeout=_GIT_TIMEOUT_S,
-            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return []

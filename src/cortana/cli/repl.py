@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import subprocess
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -518,21 +517,11 @@ class Repl:
         if not command:
             self.console.print("[yellow]![/yellow] needs a command, e.g. !ls")
             return
-        if self.assistant.settings.sandbox.shell_mode:  # confined, like the model's commands
-            finished = await self.assistant.shell(command)
-            returncode = -1 if finished.returncode is None else finished.returncode
-            output = (finished.refused or finished.output).rstrip()
-        else:  # the user's own command, as typed
-            completed = await asyncio.to_thread(
-                subprocess.run,
-                command,
-                shell=True,
-                cwd=self.workspace,
-                capture_output=True,
-                text=True,
-                errors="replace",
-            )
-            returncode, output = completed.returncode, (completed.stdout + completed.stderr).rstrip()
+        # the user's own command, as typed (confined too with sandbox.shell_mode), under the keeper: no terminal to
+        # drive, its output bounded and shown escaped, nothing it starts left running after it
+        finished = await self.assistant.shell(command)
+        returncode = -1 if finished.returncode is None else finished.returncode
+        output = (finished.refused or finished.output).rstrip()
         self.learning.record_shell(command, returncode, output)
         self.out.print(Text(printable(output)), highlight=False)
         if returncode:

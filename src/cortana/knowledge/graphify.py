@@ -14,11 +14,9 @@ outside the block are the user's and are never touched.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import shutil
-import signal
 import stat
 import sys
 import time
@@ -30,7 +28,7 @@ from cortana.config import graphify_out
 from cortana.errors import UserError
 from cortana.safefs import PathRefused, SafeTree
 from cortana.safegit import safe_git_environment
-from cortana.sandbox.policy import Confined, Sandbox
+from cortana.sandbox.policy import Confined, Sandbox, keeper_argv, stop_kept_async
 
 __all__ = [
     "IGNORE_FILE",
@@ -147,6 +145,8 @@ async def _update(
     environment = await asyncio.to_thread(safe_git_environment, root, environment, sandbox=sandbox)
     if confined is not None:
         arguments, environment = confined.argv(arguments), confined.environment(environment)
+    else:
+        arguments = keeper_argv(arguments)  # not confined, but kept: no terminal, nothing left running
     process = await asyncio.create_subprocess_exec(
         *arguments,
         cwd=root,
@@ -158,11 +158,9 @@ async def _update(
     )
     try:
         async with asyncio.timeout(timeout):
-            output, _ = await process.communicate()
+            output = await _tail(process)
     except (TimeoutError, asyncio.CancelledError) as exc:
-        _kill_group(process.pid)
-        with contextlib.suppress(ProcessLookupError):
-            await process.wait()
+        await stop_kept_async(process)  # its keeper ends the extraction workers too
         if isinstance(exc, asyncio.CancelledError):
             raise
         stopped = f"graphify update ran past {timeout:g}s and was stopped."
@@ -174,9 +172,15 @@ async def _update(
     return outcome
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+async def _tail(process: asyncio.subprocess.Process) -> bytes:
+    """What ``process`` prints, its last ``MAX_OUTPUT`` bytes kept as it comes (a build that prints gigabytes costs
+    kilobytes), once it exits."""
+    assert process.stdout is not None
+    kept = b""
+    while chunk := await process.stdout.read(1 << 16):
+        kept = (kept + chunk)[-MAX_OUTPUT * 4 :]
+    await process.wait()
+    return kept
 
 
 # -- .graphifyignore -----------------------------------------------------------------------------

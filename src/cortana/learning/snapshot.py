@@ -37,7 +37,7 @@ import pathspec
 
 from cortana.config import not_project_folders
 from cortana.safegit import safe_git_environment
-from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.policy import Sandbox, run_kept
 
 __all__ = [
     "MAX_DIFF_CHARS",
@@ -199,13 +199,10 @@ def _git(workspace: Path, environment: dict[str, str], sandbox: Sandbox, *args: 
     kernel to reading; its output, or None."""
     try:
         with sandbox.confined(workspace=False) as confined:
-            result = subprocess.run(
+            result = run_kept(
                 confined.argv(["git", "-C", str(workspace), *args]),
                 env=confined.environment(environment),
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
                 timeout=_GIT_TIMEOUT_S,
-                check=False,
             )
     except (OSError, subprocess.SubprocessError):
         return None

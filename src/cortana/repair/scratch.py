@@ -27,7 +27,7 @@ from types import TracebackType
 from cortana.config import not_project_folders
 from cortana.errors import UserError
 from cortana.safefs import PathRefused, SafeTree
-from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.policy import Sandbox, run_kept
 
 __all__ = ["MAX_BYTES", "MAX_FILES", "ScratchCopy"]
 
@@ -158,14 +158,7 @@ class ScratchCopy:
         sandbox = self._sandbox or Sandbox(self.workspace, enabled=False)
         try:
             with sandbox.confined(workspace=False) as confined:
-                done = subprocess.run(
-                    confined.argv(argv),
-                    env=confined.environment(environment),
-                    stdin=subprocess.DEVNULL,
-                    capture_output=True,
-                    timeout=60,
-                    check=False,
-                )
+                done = run_kept(confined.argv(argv), env=confined.environment(environment), timeout=60)
         except (OSError, subprocess.SubprocessError):
             return None
         if done.returncode != 0:

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.policy import Sandbox, keeper_argv, run_kept
 from cortana.tools.builtin.commands import run_shell
 
 __all__ = [
@@ -184,9 +184,8 @@ def _python(root: Path) -> str:
 
 def _has_pytest(python: str) -> bool:
     try:
-        done = subprocess.run(
-            [python, "-c", "import pytest"], capture_output=True, timeout=30, check=False, stdin=subprocess.DEVNULL
-        )
+        # -I and cwd /: the workspace (a pytest.py there) is never on the path of this check, which runs unconfined
+        done = run_kept(keeper_argv([python, "-I", "-c", "import pytest"]), cwd="/", timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0

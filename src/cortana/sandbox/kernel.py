@@ -4,10 +4,8 @@ This file imports nothing of Cortana's: it runs inside small helper processes
 (``python -I -S``) that Cortana starts, never in Cortana's own (threaded)
 process, where changing namespaces or credentials would be unsafe:
 
-- the keeper of ``run_command`` (``keeper.py``) applies it in the child it forks
-  for ``sh -c COMMAND``;
-- ``python -I -S kernel.py exec POLICY -- PROGRAM ARGS...`` applies it and
-  executes the program (git, graphify, a folder's MCP server);
+- the keeper (``keeper.py``), which every process Cortana starts runs under,
+  applies it in the child it forks for the program;
 - ``python -I -S kernel.py probe FOLDER`` tries every step in a child (a write
   into ``FOLDER``, outside its sandbox, must be refused) and prints what this
   kernel can do, as JSON.
@@ -537,24 +535,12 @@ def _denied(folder: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """``probe FOLDER``, or ``exec POLICY_JSON -- PROGRAM ARGS...`` (see the module docstring)."""
+    """``probe FOLDER`` (see the module docstring; programs are confined by ``keeper.py``, which imports this)."""
     if argv[1:2] == ["probe"] and len(argv) == 3:
         print(json.dumps(probe(os.path.realpath(argv[2]))))
         return 0
-    if len(argv) < 5 or argv[1] != "exec" or argv[3] != "--":
-        print("usage: kernel.py probe FOLDER | kernel.py exec POLICY_JSON -- PROGRAM [ARGS...]", file=sys.stderr)
-        return 2
-    try:
-        confine(json.loads(argv[2]))
-    except (ConfinementError, OSError, ValueError) as exc:
-        print(f"cortana sandbox: {argv[4]} was not run: {exc}", file=sys.stderr)
-        return EXIT_NOT_CONFINED
-    try:
-        os.execvp(argv[4], argv[4:])
-    except OSError as exc:
-        print(f"cortana sandbox: cannot run {argv[4]}: {exc.strerror}", file=sys.stderr)
-        return 127
-    return 127  # not reached
+    print("usage: kernel.py probe FOLDER", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """What a process Cortana starts may touch (a policy), what this kernel can hold it to, and the helpers that do.
 
-Every process Cortana starts for the model or for itself passes through one
-of two helpers in this folder, which confine it by the kernel (``kernel.py``)
-before it runs: ``keeper.py`` for a shell command (``run_command``, the fix
-workflow's test runs, ``!`` in the terminal when asked for), ``kernel.py exec``
-for a program (git, graphify, a folder's MCP server). Both run as a small
-Python of their own (``python -I -S``), never as ``preexec_fn`` in Cortana's
-threaded process.
+Every process Cortana starts for the model or for itself (``run_command``,
+the fix workflow's test runs, ``!`` in the terminal, git, graphify, a folder's
+MCP server, the linter, hooks) runs under one helper in this folder, the
+keeper (``keeper.py``): it confines the process by the kernel (``kernel.py``)
+before it runs, gives it a session of its own with no terminal, and ends
+everything it started when it ends, or when Cortana does. The keeper runs as a
+small Python of its own (``python -I -S``), never as ``preexec_fn`` in
+Cortana's threaded process. What a process gets in its environment is
+:meth:`Sandbox.child_environment`: Cortana's, less what looks like a secret.
 
 - :class:`KernelSupport` says what this machine's kernel can do, probed once
   per process by trying it (``kernel.py probe``);
@@ -23,12 +25,14 @@ The gate decides what to ask; the kernel decides what can happen.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fnmatch
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "KEEPER",
@@ -48,10 +52,15 @@ __all__ = [
     "Confined",
     "KernelSupport",
     "Mode",
+    "ProtectedWatch",
     "Sandbox",
     "SandboxPolicy",
     "helper_python",
+    "keeper_argv",
     "kernel_support",
+    "run_kept",
+    "stop_kept",
+    "stop_kept_async",
     "too_wide",
     "without_secrets",
 ]
@@ -59,7 +68,7 @@ __all__ = [
 KEEPER = Path(__file__).with_name("keeper.py")
 """The keeper of a shell command (confines it, and stops everything it started when it ends)."""
 KERNEL = Path(__file__).with_name("kernel.py")
-"""Confinement itself, and ``kernel.py exec`` for a program."""
+"""Confinement itself (the keeper imports it), and ``kernel.py probe``."""
 PROTECTED = {
     ".git": ".git/",
     ".cortana": ".cortana/",
@@ -406,8 +415,12 @@ class Confined:
         self.mode = mode
         self.watch = watch
         self.temporary: Path | None = None
-        self.moved: list[tuple[str, Path]] = []
-        self._absent: list[Path] = []
+        self._watch = ProtectedWatch(sandbox)
+
+    @property
+    def moved(self) -> list[tuple[str, Path]]:
+        """The protected paths the process created (relative), and where each was moved."""
+        return self._watch.moved
 
     @property
     def payload(self) -> str:
@@ -421,7 +434,7 @@ class Confined:
     def __enter__(self) -> Confined:
         self.temporary = Path(tempfile.mkdtemp(prefix="cortana-tmp-"))
         if self.watch:
-            self._absent = [path for path in self.sandbox.protected_paths() if not os.path.lexists(path)]
+            self._watch.start()
         return self
 
     def __exit__(
@@ -434,10 +447,7 @@ class Confined:
         if self.temporary is not None:
             shutil.rmtree(self.temporary, ignore_errors=True)
             self.temporary = None
-        for path in self._absent:
-            if os.path.lexists(path):
-                self.moved.append((self._relative(path), _quarantine(path)))
-        self._absent = []
+        self._watch.finish()
 
     def environment(self, environ: Mapping[str, str]) -> dict[str, str]:
         """``environ`` with the private temporary folder as every temporary-folder variable."""
@@ -450,10 +460,46 @@ class Confined:
         return environment
 
     def argv(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` through ``kernel.py exec`` (as it is when the process is not confined)."""
-        if self.mode is None:
-            return list(argv)
-        return [helper_python(), "-I", "-S", str(KERNEL), "exec", self.payload, "--", *argv]
+        """``argv`` under the keeper (``keeper.py``): confined by this policy (not, when the process is not confined),
+        in a session of its own with no terminal, and nothing it starts left running when it ends or Cortana does.
+        Elsewhere than Linux, ``argv`` as it is."""
+        return keeper_argv(argv, self.payload)
+
+    def notes(self) -> str:
+        """What was moved out, for the model and the user ("" when nothing)."""
+        return self._watch.notes()
+
+
+class ProtectedWatch:
+    """The protected paths of a workspace that do not exist yet, checked again after a process: one it created is
+    moved to Cortana's cache (a kernel cannot refuse a new name in a folder it lets a process write).
+
+    Use :meth:`start` before and :meth:`finish` after (or ``with``); :attr:`moved` and :meth:`notes` say what moved.
+    """
+
+    def __init__(self, sandbox: Sandbox, who: str = "the command") -> None:
+        self.sandbox = sandbox
+        self.who = who
+        self.moved: list[tuple[str, Path]] = []
+        self._absent: list[Path] = []
+
+    def start(self) -> None:
+        """Note which protected paths do not exist now."""
+        self._absent = [path for path in self.sandbox.protected_paths() if not os.path.lexists(path)]
+
+    def finish(self) -> None:
+        """Move out each noted path that exists now."""
+        for path in self._absent:
+            if os.path.lexists(path):
+                self.moved.append((self._relative(path), _quarantine(path)))
+        self._absent = []
+
+    def __enter__(self) -> ProtectedWatch:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
 
     def notes(self) -> str:
         """What was moved out, for the model and the user ("" when nothing)."""
@@ -461,8 +507,8 @@ class Confined:
             return ""
         moved = "; ".join(f"{name} (moved to {where})" for name, where in self.moved)
         return (
-            f"[the command created {moved}: protected paths that confined commands may not create. If it is "
-            "needed, ask the user, or run the command outside the sandbox (sandbox=false), which the user approves]"
+            f"[{self.who} created {moved}: protected paths that confined processes may not create. If it is "
+            "needed, ask the user, or run a command outside the sandbox (sandbox=false), which the user approves]"
         )
 
     def _relative(self, path: Path) -> str:
@@ -470,6 +516,76 @@ class Confined:
             return str(path.relative_to(self.sandbox.root))
         except ValueError:
             return str(path)
+
+
+def keeper_argv(argv: Sequence[str], payload: str = "", status: int | None = None) -> list[str]:
+    """``argv`` run by the keeper (see ``keeper.py``), confined by ``payload`` ("" for not), reporting the program's
+    exit to the descriptor ``status`` (None: the keeper exits with it, and ends what it left). Elsewhere than Linux,
+    where there is no keeper, ``argv`` as it is."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [helper_python(), "-I", "-S", str(KEEPER), "-" if status is None else str(status), payload, "--", *argv]
+
+
+STOP_GRACE_S = 2.0
+"""How long the keeper has to kill what a process started, once asked to stop, before it is killed itself."""
+
+
+def run_kept(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    input: bytes | str | None = None,  # subprocess.run's name
+    text: bool = False,
+    **options: object,
+) -> subprocess.CompletedProcess[Any]:
+    """:func:`subprocess.run` for an argv under the keeper (:meth:`Confined.argv`, :func:`keeper_argv`), output
+    captured: at ``timeout`` the keeper is asked to stop (SIGTERM: it kills everything the program started, a daemon
+    too) before it is killed; ``subprocess.run`` would kill the keeper at once and leave its descendants running.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran past ``timeout`` (and was stopped).
+        OSError: it could not start.
+    """
+    encoding = {"text": True, "errors": "replace"} if text else {}
+    with subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        **encoding,  # type: ignore[call-overload]
+        **options,
+    ) as process:
+        try:
+            out, err = process.communicate(input, timeout=timeout)
+        except BaseException:  # its time limit, or Cortana interrupted: nothing of it goes on
+            stop_kept(process)
+            raise
+    return subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+
+
+def stop_kept(process: subprocess.Popen[Any]) -> None:
+    """Ask a kept process's keeper to stop (it kills all the process started), then kill its group to be sure."""
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(STOP_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+async def stop_kept_async(process: asyncio.subprocess.Process) -> None:
+    """:func:`stop_kept` for an asyncio process."""
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        await process.wait()
 
 
 def _quarantine(path: Path) -> Path:

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from cortana.messages import Message, ToolCall
 from cortana.prompts import prompt_text
-from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.policy import Sandbox, stop_kept_async
 from cortana.tools.base import Tool
 
 __all__ = [
@@ -123,7 +123,9 @@ class CommandHooks:
         return outcomes
 
     async def _run_one(self, entry: HookEntry, event: str, body: str) -> HookOutcome:
-        with self.sandbox.confined(watch=False) as confined:
+        """One hook, under the keeper: confined, no terminal, nothing it starts left running after it, its stderr
+        read up to a bound, and a protected path it made moved out of the workspace (and said)."""
+        with self.sandbox.confined() as confined:
             environment = confined.environment(self.sandbox.child_environment({"CORTANA_HOOK_EVENT": event}))
             try:
                 process = await asyncio.create_subprocess_exec(
@@ -138,14 +140,18 @@ class CommandHooks:
             except OSError as error:
                 return HookOutcome(entry, None, f"could not start: {error.strerror or error}")
             try:
-                _, stderr = await asyncio.wait_for(process.communicate(body.encode("utf-8")), entry.timeout)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+                async with asyncio.timeout(entry.timeout):
+                    stderr = await _talk(process, body.encode("utf-8"))
+            except BaseException as stopped:  # its time limit, or the turn was cancelled: nothing of it goes on
+                await stop_kept_async(process)
+                if not isinstance(stopped, TimeoutError):
+                    raise
                 return HookOutcome(entry, None, f"stopped after {entry.timeout:g}s")
-        text = stderr.decode("utf-8", "replace").strip()
-        return HookOutcome(entry, process.returncode, text[:MAX_STDERR_CHARS])
+        text = stderr.decode("utf-8", "replace").strip()[:MAX_STDERR_CHARS]
+        if confined.moved:
+            log.warning("the %s hook %r: %s", event, entry.command, confined.notes())
+            text = f"{text}\n{confined.notes()}".strip()
+        return HookOutcome(entry, process.returncode, text)
 
     # -- the events ---------------------------------------------------------------------------------------------
 
@@ -190,6 +196,21 @@ class CommandHooks:
     async def stop(self, answer: str) -> None:
         """The answer is out."""
         await self.run("stop", {"answer": answer[:MAX_PAYLOAD_CHARS]})
+
+
+async def _talk(process: asyncio.subprocess.Process, body: bytes) -> bytes:
+    """Give a hook its event on stdin and read its stderr, keeping at most ``MAX_STDERR_CHARS`` bytes of it (a hook
+    that prints gigabytes costs kilobytes), until it exits."""
+    assert process.stdin is not None and process.stderr is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a hook need not read its event
+        process.stdin.write(body)
+        await process.stdin.drain()
+    process.stdin.close()
+    kept = bytearray()
+    while chunk := await process.stderr.read(1 << 16):
+        kept += chunk[: max(0, MAX_STDERR_CHARS * 4 - len(kept))]
+    await process.wait()
+    return bytes(kept)
 
 
 PLAN_MODE_REFUSAL = (

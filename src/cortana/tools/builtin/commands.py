@@ -32,7 +32,7 @@ from pydantic import Field
 
 from cortana.errors import ToolError
 from cortana.safegit import safe_git_environment
-from cortana.sandbox.policy import KEEPER, Confined, helper_python
+from cortana.sandbox.policy import Confined, keeper_argv
 from cortana.tools import Tool
 from cortana.tools.builtin.files import MAX_OUTPUT_CHARS
 from cortana.tools.builtin.workspace import Workspace
@@ -212,13 +212,7 @@ async def run_shell(
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _Command(output, loop),
-            helper_python(),
-            "-I",
-            "-S",
-            str(KEEPER),
-            str(status_write),
-            policy,
-            command,
+            *keeper_argv(["/bin/sh", "-c", command], policy, status_write),
             cwd=cwd,
             env=dict(environment),
             pass_fds=(status_write,),

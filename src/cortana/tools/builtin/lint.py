@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
+from cortana.sandbox.policy import run_kept
 from cortana.tools.builtin.workspace import Workspace
 
 __all__ = ["LINT_TIMEOUT", "Linter"]
@@ -133,22 +134,19 @@ class Linter:
         environment = self.space.sandbox.child_environment()
         try:
             with self.space.sandbox.confined(workspace=False, watch=False) as confined:
-                done = subprocess.run(
+                done = run_kept(  # under the keeper: no terminal to write escapes to, nothing left running
                     confined.argv(argv),
                     cwd=self.space.root,
                     env=confined.environment(environment),
                     input=stdin if stdin is not None else "",
-                    capture_output=True,
                     text=True,
-                    errors="replace",
                     timeout=LINT_TIMEOUT,
-                    check=False,
                 )
         except (OSError, subprocess.SubprocessError):
             return None
         if failed_only and done.returncode == 0:
             return ""
-        return (done.stdout + done.stderr).strip()
+        return str(done.stdout + done.stderr).strip()
 
 
 def _configures_ruff(root: Path) -> bool:
