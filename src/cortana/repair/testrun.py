@@ -184,8 +184,9 @@ def _python(root: Path) -> str:
 
 def _has_pytest(python: str) -> bool:
     try:
-        # -I and cwd /: the workspace (a pytest.py there) is never on the path of this check, which runs unconfined
-        done = run_kept(keeper_argv([python, "-I", "-c", "import pytest"]), cwd="/", timeout=30)
+        # from /: `-c` puts the current folder first on the path, and a pytest.py in the workspace would run here
+        # unconfined (-I would also leave out the user's site-packages, where pytest may be)
+        done = run_kept(keeper_argv([python, "-c", "import pytest"]), cwd="/", timeout=30)
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
