@@ -199,3 +199,16 @@ async def test_a_protected_path_an_mcp_server_makes_during_a_call_is_moved_out_a
         said = await make.function()
     assert said.startswith("made") and "personality" in said and "moved to" in said, said
     assert not (root / "personality").exists()
+
+
+def test_looking_for_pytest_never_imports_the_workspaces_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cortana's Python check (``python -c "import pytest"``) ran from the workspace, unconfined: a ``pytest.py``
+    there ran with the user's rights."""
+    from cortana.repair.testrun import find_test_command
+
+    (tmp_path / "pytest.py").write_text(f"open({str(tmp_path / 'PWNED')!r}, 'w')\n")
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    monkeypatch.chdir(tmp_path)  # Cortana runs in the workspace
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    assert find_test_command(tmp_path) is not None
+    assert not (tmp_path / "PWNED").exists()
