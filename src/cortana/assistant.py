@@ -663,6 +663,7 @@ class Assistant:
             ("config", ", ".join(settings.sources) or "defaults (no cortana.yml)"),
             ("trust", trust_doctor_line(settings)),
             ("sandbox", sandbox_doctor_line(self.workspace, settings)),
+            *self.sandbox.doctor_rows(),
             ("engine", f"{client.engine} at {client.base_url or '(in process)'}"),
             ("model", client.model),
             ("context window", f"{window:,} tokens" if window else "unknown (compaction off)"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -477,15 +478,29 @@ def test_doctor_shows_the_sandbox_and_its_abi(scripted_engine, tmp_path: Path) -
     project = tmp_path / "project"
     project.mkdir()
     (project / "cortana.yml").write_text("memory:\n  recall: false\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "cortana.cli.main", "doctor", "--engine", "llamacpp", "--base-url", scripted_engine.url],
-        cwd=project, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    row = next(line for line in done.stdout.splitlines() if line.lstrip().startswith("sandbox"))
-    assert f"Landlock ABI {SUPPORT.abi} with user, mount and network namespaces" in row, row
-    assert "commands are confined to the workspace" in row
+    (tmp_path / "cached.py").write_text("x\n")
+    os.link(tmp_path / "cached.py", project / "linked.py")
+
+    def doctor(folder: Path) -> dict[str, str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "cortana.cli.main", "doctor", "--engine", "llamacpp", "--base-url",
+             scripted_engine.url],
+            cwd=folder, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+            env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1", "GITHUB_TOKEN": "ghp_x"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows = [re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in done.stdout.splitlines() if line.strip()]
+        return {words[0]: words[1] if len(words) > 1 else "" for words in rows}
+
+    rows = doctor(project)
+    assert f"Landlock ABI {SUPPORT.abi} with user, mount and network namespaces" in rows["sandbox"], rows
+    assert "commands are confined to the workspace" in rows["sandbox"]
+    assert rows["workspace"].startswith("confined commands may write")
+    assert rows["hard links"].startswith("kept read-only for confined commands: 1 path whose files"), rows
+    assert "GITHUB_TOKEN" in rows["environment"] and "ghp_x" not in rows["environment"]
+    assert "no terminal" in rows["processes"]
+    home = doctor(tmp_path)  # HOME itself
+    assert "is your home folder" in home["workspace"] and "not confining" in home["sandbox"], home
 
 
 async def test_where_the_kernel_cannot_confine_the_assistant_says_so_once(

@@ -280,6 +280,55 @@ class Sandbox:
             return f"not confining commands to this folder: {self.too_wide}, so every command is asked"
         return self.support.summary()
 
+    def doctor_rows(self) -> list[tuple[str, str]]:
+        """What ``cortana doctor`` says of this workspace's confinement beyond the kernel's: whether the folder may be
+        written, the files in it with another name outside it, the environment, and the processes."""
+        if self.too_wide is not None:
+            folder = f"not writable by what Cortana starts: {self.too_wide}; every command is asked"
+        elif self.mode is None:
+            folder = "not confined: commands may write anywhere you can, so each is asked"
+        else:
+            folder = f"confined commands may write {self.root} (not its protected paths) and nothing else"
+        rows = [("workspace", folder), ("hard links", self._hard_links())]
+        inherited = self.child_environment()
+        from cortana.config import child_process_environment
+
+        left_out = sorted(set(child_process_environment({})) - set(inherited))
+        shown = ", ".join(left_out[:6]) + (f" and {len(left_out) - 6} more" if len(left_out) > 6 else "")
+        less = f" less {len(left_out)} that look like secrets: {shown}" if left_out else " (none looks like a secret)"
+        kept_names = f"; kept: {', '.join(self.env_keep)}" if self.env_keep else ""
+        rows.append(("environment", f"commands, tests, hooks, lint and MCP servers get yours{less}{kept_names}"))
+        kept = sys.platform.startswith("linux")
+        rows.append(
+            (
+                "processes",
+                "each runs under the keeper: a session with no terminal, ended with its command and with Cortana"
+                if kept
+                else "not kept (Linux only): a process a command started may outlive it",
+            )
+        )
+        return rows
+
+    def _hard_links(self) -> str:
+        if self.mode is None or self.too_wide is not None:
+            return "not checked: commands are not confined to this folder"
+        from cortana.sandbox import kernel
+
+        try:
+            linked = kernel.linked_out([str(self.root)], [str(path) for path in self.protected_paths()])
+        except OSError as error:  # too many entries to look through
+            return f"not checked: {error.strerror or error}"
+        if not linked:
+            return "none: no file here has another name outside it"
+        if len(linked) > kernel.MAX_LINKED_BINDS:
+            return (
+                f"{len(linked):,} files and folders have other names outside the workspace, more than the sandbox "
+                "keeps read-only: confined commands do not run here (uv: UV_LINK_MODE=copy; pnpm: "
+                "package-import-method=copy)"
+            )
+        paths = f"{len(linked):,} path{'' if len(linked) == 1 else 's'}"
+        return f"kept read-only for confined commands: {paths} whose files have another name outside the workspace"
+
     def child_environment(self, extra: Mapping[str, str] | None = None, *, secrets: bool = False) -> dict[str, str]:
         """The environment of a process Cortana starts here: Cortana's own less the variables that look like secrets
         (:func:`without_secrets`, with ``sandbox.env``'s ``keep`` and ``drop``), then ``extra`` (the process's own
