@@ -5,7 +5,9 @@ run the tests, read the code, fix it, run the tests again, look at the diff and 
 scripted (the same calls every time); the gate and the tools are the real ones. Questions are counted for
 two habits: answering "yes" each time, and answering "always" whenever it is offered.
 
-Then the time of one ``run_command`` (``true``) under the keeper alone, and confined in each mode.
+Then the time of one ``run_command`` (``true``) under the keeper alone, and confined in each mode: in an empty
+folder, and in one like a project with a uv virtual environment (20,000 files, 2,000 of them hard links to a
+cache outside it, in 100 package folders), where the sandbox first looks for files with another name outside.
 
     python bench/approvals.py [--label NAME] [--runs 30]
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -94,13 +97,19 @@ async def command_times(runs: int) -> dict[str, float]:
         return {}
     found: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
-        root = Path(folder)
+        root = Path(folder) / "empty"
+        root.mkdir()
+        project = Path(folder) / "project"
+        cache = Path(folder) / "cache"
+        like_a_project(project, cache)
         arms = {
             "keeper only": Sandbox(root, enabled=False),
             "namespaces": Sandbox(root, mode="namespaces"),
             "landlock": Sandbox(root, mode="landlock"),
+            "namespaces, 20,000 files": Sandbox(project, mode="namespaces"),
+            "landlock, 20,000 files": Sandbox(project, mode="landlock"),
         }
-        tools = {name: next(t for t in builtin_tools(Workspace(root, sandbox=box)) if t.name == "run_command")
+        tools = {name: next(t for t in builtin_tools(Workspace(box.root, sandbox=box)) if t.name == "run_command")
                  for name, box in arms.items()}  # fmt: skip
         times: dict[str, list[float]] = {name: [] for name in arms}
         for _ in range(runs):  # the arms alternate, so a busy moment costs each the same
@@ -111,6 +120,24 @@ async def command_times(runs: int) -> dict[str, float]:
         for name, values in times.items():
             found[name] = round(statistics.median(values) * 1000, 1)
     return found
+
+
+def like_a_project(project: Path, cache: Path) -> None:
+    """18,000 files of its own in 180 folders, and a ``.venv`` of 100 packages of 20 files linked from ``cache``."""
+    for number in range(180):
+        folder = project / "src" / f"module{number}"
+        folder.mkdir(parents=True)
+        for file in range(100):
+            (folder / f"f{file}.py").write_text("x = 1\n")
+    for number in range(100):
+        source = cache / f"pkg{number}"
+        target = project / ".venv" / "lib" / "site-packages" / f"pkg{number}"
+        source.mkdir(parents=True)
+        target.mkdir(parents=True)
+        for file in range(20):
+            (source / f"m{file}.py").write_text("y = 2\n")
+            os.link(source / f"m{file}.py", target / f"m{file}.py")
+    (project / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
 
 
 def main() -> int:

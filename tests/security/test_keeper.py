@@ -168,6 +168,8 @@ def test_run_kept_stops_everything_at_its_time_limit(token: str) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
     missing = run_kept(keeper_argv(["no-such-program-anywhere"]), timeout=10, text=True)
     assert missing.returncode == 127 and "cannot run no-such-program-anywhere" in missing.stderr
+    flood = run_kept(keeper_argv(["sh", "-c", "head -c 50000000 /dev/zero; cat"]), timeout=30, input=b"x", limit=1000)
+    assert flood.returncode == 0 and len(flood.stdout) == 1000, "read to the end, kept to the bound"
 
 
 @confining

@@ -67,6 +67,9 @@ __all__ = [
 ]
 
 
+LOG_TAIL_BYTES = 16_384
+"""How much of the end of the engine's log an error message reads."""
+
 BundledModel = CatalogueModel
 """A bundled model is a catalogue entry with the packages of its parts (:data:`BUNDLED_MODELS`, one table)."""
 
@@ -303,7 +306,10 @@ class EmbeddedServer:
 
     def _log_tail(self, lines: int = 5) -> str:
         try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
+            with open(self.log_path, "rb") as log:  # its end only: a long session's log may be large
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(0, size - LOG_TAIL_BYTES))
+                text = log.read().decode("utf-8", "replace").strip().splitlines()
         except OSError:
             return "(no log)"
         return " | ".join(text[-lines:]) or "(empty log)"

@@ -580,38 +580,75 @@ STOP_GRACE_S = 2.0
 """How long the keeper has to kill what a process started, once asked to stop, before it is killed itself."""
 
 
+MAX_CAPTURE_BYTES = 32 << 20
+"""The most of each of a kept process's outputs :func:`run_kept` keeps (its head; the rest is read and dropped)."""
+
+
 def run_kept(
     argv: Sequence[str],
     *,
     timeout: float,
     input: bytes | str | None = None,  # subprocess.run's name
     text: bool = False,
-    **options: object,
+    limit: int = MAX_CAPTURE_BYTES,
+    **options: Any,
 ) -> subprocess.CompletedProcess[Any]:
-    """:func:`subprocess.run` for an argv under the keeper (:meth:`Confined.argv`, :func:`keeper_argv`), output
-    captured: at ``timeout`` the keeper is asked to stop (SIGTERM: it kills everything the program started, a daemon
-    too) before it is killed; ``subprocess.run`` would kill the keeper at once and leave its descendants running.
+    """:func:`subprocess.run` for an argv under the keeper (:meth:`Confined.argv`, :func:`keeper_argv`), its stdout
+    and stderr captured up to ``limit`` bytes each (a program that prints gigabytes costs megabytes): at ``timeout``
+    the keeper is asked to stop (SIGTERM: it kills everything the program started, a daemon too) before it is
+    killed; ``subprocess.run`` would kill the keeper at once and leave its descendants running.
 
     Raises:
         subprocess.TimeoutExpired: it ran past ``timeout`` (and was stopped).
         OSError: it could not start.
     """
-    encoding = {"text": True, "errors": "replace"} if text else {}
     with subprocess.Popen(
         list(argv),
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        **encoding,  # type: ignore[call-overload]
         **options,
     ) as process:
+        kept = [bytearray(), bytearray()]
+        readers = [
+            threading.Thread(target=_keep_head, args=(stream, buffer, limit), daemon=True)
+            for stream, buffer in ((process.stdout, kept[0]), (process.stderr, kept[1]))
+        ]
+        if input is not None:
+            data = input.encode("utf-8") if isinstance(input, str) else input
+            readers.append(threading.Thread(target=_feed, args=(process.stdin, data), daemon=True))
+        for reader in readers:
+            reader.start()
         try:
-            out, err = process.communicate(input, timeout=timeout)
+            process.wait(timeout)
         except BaseException:  # its time limit, or Cortana interrupted: nothing of it goes on
             stop_kept(process)
             raise
+        finally:
+            for reader in readers:
+                reader.join(STOP_GRACE_S)
+    out: Any = bytes(kept[0])
+    err: Any = bytes(kept[1])
+    if text:
+        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
     return subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+
+
+def _keep_head(stream: Any, buffer: bytearray, limit: int) -> None:
+    """Read ``stream`` to its end, keeping its first ``limit`` bytes in ``buffer``."""
+    with contextlib.suppress(OSError, ValueError):
+        while chunk := stream.read1(1 << 16):
+            if len(buffer) < limit:
+                buffer += chunk[: limit - len(buffer)]
+
+
+def _feed(stream: Any, data: bytes) -> None:
+    """Write ``data`` to a process's stdin and close it (a process that does not read it is fine)."""
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(data)
+    with contextlib.suppress(OSError, ValueError):
+        stream.close()
 
 
 def stop_kept(process: subprocess.Popen[Any]) -> None:

@@ -122,8 +122,8 @@ def request_settings(service: ChatService, body: dict[str, Any]) -> ModelSetting
         break
     seed = body.get("seed")
     if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise BadRequest("seed must be an integer", "seed")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise BadRequest("seed must be a whole number from 0 to 2**63 - 1", "seed")
         changes["seed"] = seed
     if not changes:
         return None
