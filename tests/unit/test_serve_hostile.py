@@ -66,6 +66,10 @@ async def test_a_number_of_thousands_of_digits_in_the_body_is_a_400(
         answer = await raw.post("/v1/chat/completions", content=long_seed)
         assert answer.status_code == 400
         assert "5,000 digits" in answer.json()["error"]["message"]
+        for seed in (2**63, -1):  # a number Python reads, but no engine takes
+            body = {"messages": [{"role": "user", "content": "hi"}], "seed": seed}
+            refused = await raw.post("/v1/chat/completions", json=body)
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == "seed", seed
         fine = await raw.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert fine.status_code == 200 and fine.json()["choices"][0]["message"]["content"] == "Fine."
     assert errors_in(server_log) == []
