@@ -44,7 +44,7 @@ from cortana.errors import ConfigError, CortanaError, UserError
 from cortana.messages import Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
 from cortana.safefs import SafeTree
-from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.policy import Sandbox, too_wide
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -864,8 +864,9 @@ def workspace_space(workspace: Path, settings: Settings, *, sandbox: Sandbox | N
 
 
 def _everything(workspace: Path) -> bool:
-    """Whether ``workspace`` is the home folder or the filesystem root."""
-    return workspace.resolve() in (Path.home().resolve(), Path(workspace.anchor))
+    """Whether ``workspace`` is the home folder, a folder above it, or the filesystem root (no project: the code
+    graph and the prompt search would read everything you have; :func:`cortana.sandbox.policy.too_wide`)."""
+    return too_wide(workspace) is not None
 
 
 def assistant_instructions(workspace: Path) -> str:

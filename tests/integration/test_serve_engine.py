@@ -22,13 +22,17 @@ KEY = "integration-key-0123456789"
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    (tmp_path / "cortana.yml").write_text("temperature: 0\nmemory:\n  recall: false\n")
+    # no code graph and no prompt search, as when these tests ran with the workspace as HOME (where both are off)
+    quiet = "temperature: 0\nmemory:\n  recall: false\ngraphify:\n  enabled: false\nagent:\n  prompt_search: 0\n"
+    (tmp_path / "cortana.yml").write_text(quiet)
     (tmp_path / "notes.txt").write_text("The code word is marmalade.\n")
     return tmp_path
 
 
 def environment(workspace: Path, engine_key: str) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(workspace), "CORTANA_API_KEY": engine_key, "NO_COLOR": "1"}
+    home = workspace.parent / f"{workspace.name}.home"  # beside it: a workspace that is HOME is not a project
+    home.mkdir(exist_ok=True)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "CORTANA_API_KEY": engine_key, "NO_COLOR": "1"}
 
 
 @pytest.fixture
