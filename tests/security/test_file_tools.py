@@ -147,3 +147,23 @@ async def test_the_editor_is_handed_only_paths_the_workspace_checked(space: Path
             await run(name, **arguments)
     assert editor.paths[seen:] == [], "nothing outside, symlinked out or forbidden reached the editor"
     assert (space.parent / "secret.txt").read_text() == "the secret outside\n"
+
+
+async def test_a_folder_swapped_before_the_editor_writes_a_new_file_is_not_handed_to_it(space: Path) -> None:
+    """The editor follows the path it is given: a new file's folder swapped for a symlink after the check (here,
+    at the moment the write is logged) must never reach it."""
+    editor = RecordingEditor({})
+    outside = space.parent / "elsewhere"
+    outside.mkdir()
+
+    class Swapping:
+        def writing(self, path: Path, text: str) -> None:
+            (space / "sub").rename(space / "sub.real")
+            os.symlink(outside, space / "sub")
+
+    tool = next(
+        t for t in builtin_tools(Workspace(space), buffers=editor, write_log=Swapping()) if t.name == "write_file"
+    )
+    with pytest.raises(PermissionDenied, match="symlink"):
+        await tool.invoke(tool.validate({"path": "sub/new.txt", "content": "x"}))
+    assert editor.paths == [] and list(outside.iterdir()) == []

@@ -194,7 +194,12 @@ class WorkspaceFiles:
                 raise PermissionDenied(str(refused)) from None
         if self.buffers is not None:
             self.space.check_writable(target, path)
-            if target.exists():  # checked as the disk write would be: a regular file, reached by no symlink
+            # checked as the disk write would be: reached by no symlink, and a regular file when there is one
+            try:
+                there = self.space.tree.lstat(target)
+            except PathRefused as refused:
+                raise PermissionDenied(str(refused)) from None
+            if there is not None:
                 os.close(self.space.open_regular(target, path)[0])
             if self.buffers.write_text(target, text):
                 return
