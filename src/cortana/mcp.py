@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from cortana.config import MCPServerConfig, child_process_environment
 from cortana.errors import ConfigError, ToolError
-from cortana.sandbox.policy import ProtectedWatch, Sandbox, keeper_argv, without_secrets
+from cortana.sandbox.policy import ProtectedWatch, Sandbox, without_secrets
+from cortana.sandbox.processes import keeper_argv
 from cortana.tools import SchemaTool, Tool, ToolGroup
 
 if TYPE_CHECKING:

@@ -41,7 +41,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cortana.safefs import SafeTree
-from cortana.sandbox.policy import Sandbox, helper_python, keeper_argv, run_kept
+from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.processes import helper_python, keeper_argv, run_kept
 
 __all__ = ["ALWAYS", "NEUTRAL", "exclude_from_git", "safe_git_environment"]
 

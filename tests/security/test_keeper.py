@@ -24,7 +24,7 @@ import pytest
 from cortana.config import MCPServerConfig
 from cortana.mcp import MCPServers
 from cortana.sandbox import Sandbox, kernel_support
-from cortana.sandbox.policy import keeper_argv, run_kept
+from cortana.sandbox.processes import keeper_argv, run_kept
 from cortana.tools.hooks import CommandHooks, HookEntry
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the keeper is Linux's")
@@ -134,7 +134,7 @@ def test_a_kept_process_ends_when_cortana_is_killed(tmp_path: Path, token: str) 
     starter = textwrap.dedent(
         f"""
         import subprocess, sys, time
-        from cortana.sandbox.policy import keeper_argv
+        from cortana.sandbox.processes import keeper_argv
         subprocess.Popen(keeper_argv(["sh", "-c", "setsid sleep {token} & sleep {token}"]))
         print("STARTED", flush=True)
         time.sleep(600)

@@ -28,7 +28,8 @@ from cortana.config import graphify_out
 from cortana.errors import UserError
 from cortana.safefs import PathRefused, SafeTree
 from cortana.safegit import safe_git_environment
-from cortana.sandbox.policy import Confined, Sandbox, keeper_argv, stop_kept_async
+from cortana.sandbox.policy import Confined, Sandbox
+from cortana.sandbox.processes import keeper_argv, stop_kept_async
 
 __all__ = [
     "IGNORE_FILE",

@@ -37,7 +37,8 @@ import pathspec
 
 from cortana.config import not_project_folders
 from cortana.safegit import safe_git_environment
-from cortana.sandbox.policy import Sandbox, run_kept
+from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.processes import run_kept
 
 __all__ = [
     "MAX_DIFF_CHARS",

@@ -27,7 +27,8 @@ from types import TracebackType
 from cortana.config import not_project_folders
 from cortana.errors import UserError
 from cortana.safefs import PathRefused, SafeTree
-from cortana.sandbox.policy import Sandbox, run_kept
+from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.processes import run_kept
 
 __all__ = ["MAX_BYTES", "MAX_FILES", "ScratchCopy"]
 

@@ -38,7 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cortana.sandbox.policy import Sandbox, keeper_argv, run_kept
+from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.processes import keeper_argv, run_kept
 from cortana.tools.builtin.commands import run_shell
 
 __all__ = [

@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 from cortana.messages import Message, ToolCall
 from cortana.prompts import prompt_text
-from cortana.sandbox.policy import Sandbox, stop_kept_async
+from cortana.sandbox.policy import Sandbox
+from cortana.sandbox.processes import stop_kept_async
 from cortana.tools.base import Tool
 
 __all__ = [

@@ -32,7 +32,8 @@ from pydantic import Field
 
 from cortana.errors import ToolError
 from cortana.safegit import safe_git_environment
-from cortana.sandbox.policy import Confined, keeper_argv
+from cortana.sandbox.policy import Confined
+from cortana.sandbox.processes import keeper_argv
 from cortana.tools import Tool
 from cortana.tools.builtin.files import MAX_OUTPUT_CHARS
 from cortana.tools.builtin.workspace import Workspace

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from cortana.sandbox.policy import run_kept
+from cortana.sandbox.processes import run_kept
 from cortana.tools.builtin.workspace import Workspace
 
 __all__ = ["LINT_TIMEOUT", "Linter"]
