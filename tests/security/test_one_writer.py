@@ -24,7 +24,7 @@ from cortana.knowledge.graphify import write_ignore_block
 from cortana.learning.skills import Skill
 from cortana.learning.teach import save_skill
 from cortana.memory.checkpoints import Checkpoints
-from cortana.memory.store import private_folder
+from cortana.memory.store import private_file, private_folder
 from cortana.messages import ThreadRef
 from cortana.safefs import PathRefused, SafeTree
 from cortana.safegit import exclude_from_git
@@ -228,6 +228,15 @@ def test_a_private_folder_that_is_a_symlink_is_refused(places: tuple[Path, Path]
     assert stat.S_IMODE(outside.stat().st_mode) == 0o755, "not narrowed through the link either"
     (root / ".cortana").unlink()
     (root / ".cortana").mkdir()
-    os.symlink(outside / "secret.txt", root / ".cortana" / ".gitignore")
+    mode = stat.S_IMODE((outside / "secret.txt").stat().st_mode)
+    for name in (".gitignore", "memory.db-wal", "cortana.log"):  # SQLite's journal, the log: all would be appended
+        os.symlink(outside / "secret.txt", root / ".cortana" / name)
+        with pytest.raises(UserError, match="symlink"):
+            private_folder(root / ".cortana")
+        (root / ".cortana" / name).unlink()
     private_folder(root / ".cortana")
+    os.symlink(outside / "secret.txt", root / ".cortana" / "history")
+    with pytest.raises(UserError, match="symlink"):
+        private_file(root / ".cortana" / "history")
     assert (outside / "secret.txt").read_text() == "the user's own file\n", "a link there is never written"
+    assert stat.S_IMODE((outside / "secret.txt").stat().st_mode) == mode, "not narrowed through the link"

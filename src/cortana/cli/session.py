@@ -32,7 +32,7 @@ from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.config import Settings, effective_context_window, load_settings, trust_store
 from cortana.display import printable
 from cortana.knowledge.graphify import INSTALL_HINT
-from cortana.memory.store import private_folder
+from cortana.memory.store import private_file, private_folder
 from cortana.messages import RunResult, ThreadRef
 from cortana.models.base import ModelClient
 from cortana.repair.routing import is_change_request
@@ -164,7 +164,7 @@ land in the middle of what the user is typing (a failed check-in, a voice with n
 
 def log_to_file(workspace: Path) -> Path:
     """Send Cortana's log records (warnings and up) to ``.cortana/cortana.log`` instead of the terminal."""
-    path = private_folder(workspace / ".cortana") / LOG_FILE
+    path = private_file(private_folder(workspace / ".cortana") / LOG_FILE)
     logger = logging.getLogger("cortana")
     if any(getattr(h, "baseFilename", None) == str(path.resolve()) for h in logger.handlers):
         return path  # a second session in the same process: the handler is there already

@@ -61,12 +61,22 @@ def private_folder(folder: Path) -> Path:
     Conversations, working memory and typed history are the user's private
     data: no other local user may read them, and ``git add .`` must not sweep
     them into a repository.
+
+    Cortana never makes a symlink here, so a symlink here (the folder itself, or a ``memory.db-wal``, ``history``
+    or ``cortana.log`` in it: a repository may ship any of them) is refused: SQLite, the terminal's history and the
+    log would write through it, into a file of the user's elsewhere.
+
+    Raises:
+        UserError: the folder, or something in it, is a symlink.
     """
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if folder.is_symlink():  # a repository's `.cortana` that links elsewhere: its files would land there
+    links = (
+        [folder] if folder.is_symlink() else [Path(entry.path) for entry in os.scandir(folder) if entry.is_symlink()]
+    )
+    if links:
         raise UserError(
-            f"{folder} is a symlink (to {os.readlink(folder)!r}); Cortana keeps its private files only in a real "
-            "folder: remove the link (Cortana makes the folder itself)"
+            f"{links[0]} is a symlink (to {os.readlink(links[0])!r}); Cortana keeps its private files only in a real "
+            "folder of real files: remove the link (Cortana makes what it needs itself)"
         )
     folder.chmod(0o700)
     try:  # O_EXCL and O_NOFOLLOW: a link there is never followed, an existing file never changed
@@ -79,9 +89,18 @@ def private_folder(folder: Path) -> Path:
 
 
 def private_file(path: Path) -> Path:
-    """``path`` created empty if missing, readable and writable by its owner only (0600)."""
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-    path.chmod(0o600)
+    """``path`` created empty if missing, readable and writable by its owner only (0600); a symlink there is refused
+    (:class:`~cortana.errors.UserError`), never followed."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        if os.path.islink(path):
+            raise UserError(f"{path} is a symlink; Cortana keeps its private files only as real files") from None
+        raise
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
     return path
 
 
