@@ -153,7 +153,7 @@ def test_print_stream_json_pipes_into_jq_on_the_real_model(engine_url: str, engi
         pytest.skip("jq is not installed")
     assert done.returncode == 0, done.stderr
     stream = events(done.stdout)
-    assert stream[-1]["type"] == "turn.completed" and stream[-1]["usage"]["input_tokens"] > 0
+    assert stream[-1]["type"] == "turn.completed" and stream[-1]["usage"]["input_tokens"] > 0, done.stdout[-3000:]
     messages = [
         e["item"]["text"] for e in stream if e["type"] == "item.completed" and e["item"]["type"] == "agent_message"
     ]
