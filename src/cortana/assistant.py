@@ -43,7 +43,6 @@ from cortana.config import (
 from cortana.errors import ConfigError, CortanaError, UserError
 from cortana.messages import Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
-from cortana.safefs import SafeTree
 from cortana.sandbox.policy import Sandbox, too_wide
 
 if TYPE_CHECKING:
@@ -177,8 +176,6 @@ class Assistant:
         settings = self.settings
         self.sandbox: Sandbox = workspace_sandbox(self.workspace, settings)
         """What every process the assistant starts may touch (commands, tests, git, graphify, MCP servers)."""
-        self.workspace_tree = SafeTree(self.workspace)
-        """Cortana's one writer for the workspace: what the assistant itself writes, restores or removes there."""
         try:
             self.memory: StoredMemory = workspace_memory(self.workspace, settings)
             self.memory.client = client_label

@@ -29,9 +29,9 @@ import tempfile
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
-from cortana.config import MCPServerConfig, child_process_environment
+from cortana.config import MCPServerConfig
 from cortana.errors import ConfigError, ToolError
-from cortana.sandbox.policy import ProtectedWatch, Sandbox, without_secrets
+from cortana.sandbox.policy import ProtectedWatch, Sandbox, child_environment
 from cortana.sandbox.processes import keeper_argv
 from cortana.tools import SchemaTool, Tool, ToolGroup
 
@@ -91,18 +91,15 @@ class MCPServer:
     async def call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call one tool; restart the server once if it has died. A confined server that made a protected path of
         the workspace during the call (``skills/``, ``personality/``) has it moved out, and the result says so."""
-        watching = self.sandbox is not None and self.config.sandbox and self.sandbox.mode is not None
-        watch = ProtectedWatch(self.sandbox, f"MCP server '{self.config.name}'") if watching and self.sandbox else None
-        if watch is not None:
-            watch.start()
-        try:
+        box = self.sandbox
+        if box is None or not self.config.sandbox or box.mode is None:
+            return await self._call(tool, arguments)
+        with ProtectedWatch(box, f"MCP server '{self.config.name}'") as watch:
             text = await self._call(tool, arguments)
-        finally:
-            if watch is not None:
-                watch.finish()
-                if watch.moved:
-                    log.warning("%s", watch.notes())
-        return f"{text}\n{watch.notes()}" if watch is not None and watch.moved else text
+        if not watch.moved:
+            return text
+        log.warning("%s", watch.notes())
+        return f"{text}\n{watch.notes()}"
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         from mcp.shared.exceptions import MCPError  # optional SDK, see start()
@@ -187,10 +184,9 @@ class MCPServer:
             argv = [self.config.command, *self.config.args]
             # its own env: entries on top of Cortana's environment less what looks like a secret: a server gets the
             # keys its configuration names, as the MCP SDK's own default passes none
+            box = self.sandbox
             environment = (
-                self.sandbox.child_environment(self.config.env)
-                if self.sandbox is not None
-                else {**without_secrets(child_process_environment({})), **self.config.env}
+                box.child_environment(self.config.env) if box is not None else child_environment(self.config.env)
             )
             if self.sandbox is not None:  # for as long as the server runs; its temporary folder goes with it
                 confined = stack.enter_context(

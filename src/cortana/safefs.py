@@ -113,13 +113,9 @@ class SafeTree:
         try:
             for index, part in enumerate(parts):
                 try:
-                    inner = os.open(part, _DIRECTORY_FLAGS, dir_fd=current)
+                    inner = _enter(current, part, create)
                 except FileNotFoundError:
-                    if not create:
-                        raise
-                    with contextlib.suppress(FileExistsError):  # made meanwhile: opened (and checked) below
-                        os.mkdir(part, 0o777, dir_fd=current)
-                    inner = _open_folder(part, current, shown, parts[: index + 1])
+                    raise
                 except OSError as exc:
                     raise self._refusal(exc, current, part, shown, parts[: index + 1]) from None
                 os.close(current)
@@ -127,12 +123,6 @@ class SafeTree:
             yield current
         finally:
             os.close(current)
-
-    def mkdir(self, path: PurePath | str) -> None:
-        """Make the folder ``path`` and those above it (an existing one is fine; a link on the way is refused)."""
-        shown = os.fspath(path)
-        with self.folder(self.parts(path), shown, create=True):
-            pass
 
     # -- reading ------------------------------------------------------------------------------------------------------
 
@@ -240,9 +230,9 @@ class SafeTree:
             except OSError as exc:
                 raise self._refusal(exc, parent, name, shown, parts) from None
 
-    def write_text(self, path: PurePath | str, text: str, **options: object) -> None:
+    def write_text(self, path: PurePath | str, text: str, *, exclusive: bool = False) -> None:
         """:meth:`write_bytes` of ``text`` in UTF-8."""
-        self.write_bytes(path, text.encode("utf-8"), **options)  # type: ignore[arg-type]
+        self.write_bytes(path, text.encode("utf-8"), exclusive=exclusive)
 
     def unlink(self, path: PurePath | str, *, missing_ok: bool = True) -> bool:
         """Remove the file ``path`` (a link there is removed itself, never what it points at); whether it was there.
@@ -305,16 +295,17 @@ class SafeTree:
         return exc
 
 
-def _open_folder(part: str, parent: int, shown: str, reached: tuple[str, ...]) -> int:
+def _enter(parent: int, part: str, create: bool) -> int:
+    """The folder ``part`` of ``parent``, opened without following a link; made first when missing and ``create``
+    (one made meanwhile by someone else is opened, and checked, the same way)."""
     try:
         return os.open(part, _DIRECTORY_FLAGS, dir_fd=parent)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise PathRefused(
-                shown,
-                f"goes through {os.path.join(*reached)}, which changed into a symlink or a file while it was made",
-            ) from None
-        raise
+    except FileNotFoundError:
+        if not create:
+            raise
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(part, 0o777, dir_fd=parent)
+    return os.open(part, _DIRECTORY_FLAGS, dir_fd=parent)
 
 
 def _pointing(parent: int, name: str) -> str:

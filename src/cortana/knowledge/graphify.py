@@ -28,7 +28,7 @@ from cortana.config import graphify_out
 from cortana.errors import UserError
 from cortana.safefs import PathRefused, SafeTree
 from cortana.safegit import safe_git_environment
-from cortana.sandbox.policy import Confined, Sandbox
+from cortana.sandbox.policy import Confined, Sandbox, child_environment
 from cortana.sandbox.processes import keeper_argv, stop_kept_async
 
 __all__ = [
@@ -142,7 +142,7 @@ async def _update(
     arguments = [executable, "update", ".", *(["--force"] if force else [])]
     # graphify runs git (ls-files, rev-parse): the repository's own programs must not run with it
     own = {"GRAPHIFY_NO_TIPS": "1", "PYTHONIOENCODING": "utf-8"}
-    environment = (sandbox or Sandbox(root, enabled=False)).child_environment(own)
+    environment = sandbox.child_environment(own) if sandbox is not None else child_environment(own)
     environment = await asyncio.to_thread(safe_git_environment, root, environment, sandbox=sandbox)
     if confined is not None:
         arguments, environment = confined.argv(arguments), confined.environment(environment)
@@ -225,16 +225,9 @@ def write_ignore_block(root: Path, patterns: Sequence[str]) -> bool:
     if path.is_symlink():
         raise UserError(f"{path} is a symbolic link; Cortana only writes its exclude block into a plain file.")
     try:
-        fd, info = tree.open_regular(IGNORE_FILE)
+        old = _read_ignore_file(path)
     except FileNotFoundError:
         old = ""
-    except OSError as error:
-        raise UserError(f"{path} cannot be read: {error}") from None
-    else:
-        with os.fdopen(fd, "rb") as handle:
-            if info.st_size > MAX_IGNORE_BYTES:
-                raise UserError(f"{path} is larger than {MAX_IGNORE_BYTES:,} bytes; Cortana leaves it alone.")
-            old = handle.read(MAX_IGNORE_BYTES).decode("utf-8", "replace")
     before, block, after = _split(old.splitlines())
     if block == lines and (lines or not old):
         return False

@@ -216,7 +216,7 @@ def _read_bounded(path: Path, limit: int = MAX_REPORT_BYTES) -> bytes:
         _TooLarge: the file is over ``limit`` (nothing of it is read).
         OSError: it cannot be read, or it is not a regular file (a FIFO the tests left there would block).
     """
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(descriptor, "rb") as file:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):

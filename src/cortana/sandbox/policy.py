@@ -54,6 +54,7 @@ __all__ = [
     "ProtectedWatch",
     "Sandbox",
     "SandboxPolicy",
+    "child_environment",
     "kernel_support",
     "too_wide",
     "without_secrets",
@@ -320,12 +321,7 @@ class Sandbox:
         (:func:`without_secrets`, with ``sandbox.env``'s ``keep`` and ``drop``), then ``extra`` (the process's own
         settings: an MCP server's ``env:``, the safe git variables) on top. ``secrets``: keep them (a command the user
         approved outside the sandbox, the user's own ``!`` line)."""
-        from cortana.config import child_process_environment  # the one place that reads Cortana's environment
-
-        inherited = child_process_environment({})
-        if not secrets:
-            inherited = without_secrets(inherited, keep=self.env_keep, drop=self.env_drop)
-        return {**inherited, **(extra or {})}
+        return child_environment(extra, secrets=secrets, keep=self.env_keep, drop=self.env_drop)
 
     def protected_paths(self) -> list[Path]:
         """The paths kept read-only inside the workspace, present or not."""
@@ -410,6 +406,24 @@ def without_secrets(
         for name, value in environ.items()
         if matches(name, keep) or not matches(name, (*SECRET_NAMES, *drop))
     }
+
+
+def child_environment(
+    extra: Mapping[str, str] | None = None,
+    *,
+    secrets: bool = False,
+    keep: Sequence[str] = (),
+    drop: Sequence[str] = (),
+) -> dict[str, str]:
+    """Cortana's environment for a process it starts, less what looks like a secret unless ``secrets``
+    (:func:`without_secrets` with ``keep`` and ``drop``), ``extra`` on top (:meth:`Sandbox.child_environment` is
+    this with the workspace's ``sandbox.env``)."""
+    from cortana.config import child_process_environment  # the one place that reads Cortana's environment
+
+    inherited = child_process_environment({})
+    if not secrets:
+        inherited = without_secrets(inherited, keep=keep, drop=drop)
+    return {**inherited, **(extra or {})}
 
 
 def too_wide(root: Path) -> str | None:

@@ -46,7 +46,7 @@ from cortana.display import valid_text
 from cortana.errors import CortanaError, ToolError
 from cortana.messages import Message, ThreadRef, ToolCall, is_users_own
 from cortana.prompts import strip_turn_context
-from cortana.safefs import PathRefused
+from cortana.safefs import PathRefused, SafeTree
 from cortana.sandbox.policy import too_wide
 from cortana.serve.stdio import StdioTransport
 from cortana.tools.permissions import PermissionDecision
@@ -525,7 +525,7 @@ class CortanaAgent:
         """Files the cancelled turn wrote, as they were before it (through the editor when it writes them), by
         Cortana's one writer: a file or folder a command swapped for a symlink meanwhile is refused, never followed,
         and the editor is told which files were not put back and why."""
-        tree = session.assistant.workspace_tree
+        tree = SafeTree(session.assistant.workspace)
         refused: dict[str, str] = {}
         for path, text in session.before.items():
             shown = tree.shown(path)
