@@ -84,10 +84,14 @@ class TerminalFixer:
         answer = outcome.answer
         if outcome.result.patch is not None:  # its diff is on the screen already
             answer = answer.split("\n\n```diff", 1)[0]
-        elif outcome.result.closest:
+        elif outcome.result.closest or outcome.result.set_aside:
             self.show(Text(printable(answer.split("\n\n", 1)[0]) + "\n"))
-            self.show(Text("The closest attempt:\n"))
-            self.show(diff_text(outcome.result.closest))
+            if outcome.result.closest:
+                self.show(Text("The closest attempt:\n"))
+                self.show(diff_text(outcome.result.closest))
+            if outcome.result.set_aside:
+                self.show(Text(f"Set aside ({printable(outcome.result.set_aside_why)}):\n"))
+                self.show(diff_text(outcome.result.set_aside))
             return outcome.complete
         self.show(Text(printable(answer) + "\n"))
         return outcome.complete

@@ -88,6 +88,8 @@ def fix_item(outcome: FixOutcome) -> dict[str, Any]:
         "message": result.message,
         "diff": result.diff if result.patch is not None else "",
         "closest_diff": result.closest,
+        "set_aside_diff": result.set_aside,
+        "set_aside_why": result.set_aside_why,
         "files_written": list(outcome.written),
         "tests_before": _tests(result.before),
         "tests_after": _tests(result.after),

@@ -41,6 +41,7 @@ from pathlib import PurePosixPath
 
 from cortana.knowledge.index import GraphIndex
 from cortana.repair.patches import View
+from cortana.repair.request import asks_to_change_tests
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import Failure, is_test_file
 
@@ -58,10 +59,6 @@ _QUOTED = re.compile(r"""['"](?P<word>[A-Za-z_][\w.-]{2,40})['"]""")
 _IDENTIFIER = re.compile(r"`([^`]+)`|\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\b(\()?")
 _PATH = re.compile(r"\b[\w./-]+\.(?:py|js|ts|go|rs|rb|java|cfg|toml|ini|json|ya?ml)\b")
 _CALLERS = re.compile(r"\b(callers?|call sites?|everywhere|usages?|uses)\b", re.IGNORECASE)
-_TESTS_WANTED = re.compile(
-    r"\b(update|change|fix|edit|rewrite|adjust)\b[^.]*\b(the )?tests?\b(?! (fail|pass))|\bwrite (a |the )?tests?\b",
-    re.IGNORECASE,
-)
 _STOP_WORDS = (
     "the and for with that this from into when then than make makes test tests fail fails failing pass passes "
     "should would could code function functions file files value values return returns add adds fix bug bugs "
@@ -69,11 +66,6 @@ _STOP_WORDS = (
 )
 _STOP = frozenset(_STOP_WORDS.split())
 _BUILTINS = frozenset(dir(builtins))
-
-
-def asks_to_change_tests(request: str) -> bool:
-    """Whether the user asked for the tests themselves to change ("update the tests", "write a test")."""
-    return bool(_TESTS_WANTED.search(request))
 
 
 @dataclass

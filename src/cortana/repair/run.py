@@ -261,6 +261,7 @@ class RepairRun:
             answers (:meth:`expected`).
         cut_short: the last round in which an ask was left out, or stopped, because it would have ended past the
             budget (0: none).
+        set_aside: patches the tests accepted that go against the request's words (``intent.py``), each with why.
     """
 
     request: FixRequest
@@ -291,6 +292,7 @@ class RepairRun:
     mutated: bool = False
     took: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     cut_short: int = 0
+    set_aside: dict[tuple[tuple[str, str], ...], tuple[Attempt, str]] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -329,6 +331,14 @@ class RepairRun:
         tried = [a for a in self.attempts.values() if a.report is not None]
         return max(tried, key=lambda a: (a.fixed - a.broke, a.further, a.votes, -a.size)) if tried else None
 
+    def shown_closest(self) -> Attempt | None:
+        """The closest attempt worth showing the user when nothing passed: one that made a failing test pass and
+        broke none (an attempt that only moved where a test fails, or broke more, is not shown as progress; one set
+        aside is shown as such)."""
+        helpful = [a for key, a in self.attempts.items() if a.report is not None and a.fixed > 0 and a.broke == 0
+                   and key not in self.set_aside]  # fmt: skip
+        return max(helpful, key=lambda a: (a.fixed, a.further, a.votes, -a.size)) if helpful else None
+
     def best_partial(self) -> Attempt | None:
         """The partial fix (failing tests pass or get further, none broken) that moves them most, better than the
         base."""
@@ -354,8 +364,11 @@ class RepairResult:
         candidates: distinct patches tried; samples: samples drawn; model_calls: requests to the engine.
         seconds: the workflow's time.
         locations: the locations shown to the model, best first.
-        closest: the closest attempt's diff when none passed ("" otherwise).
+        closest: the closest attempt's diff when none passed ("" otherwise): one that made a failing test pass and
+            broke none.
         stronger: the larger model the last round went to ("" when it did not).
+        set_aside: a patch the tests accepted but the request's words rule out, as a diff ("" when none), and why
+            (``set_aside_why``).
     """
 
     status: FixStatus
@@ -377,6 +390,8 @@ class RepairResult:
     """Which sample first made the kept patch."""
     closest: str = ""
     stronger: str = ""
+    set_aside: str = ""
+    set_aside_why: str = ""
 
     def summary(self) -> str:
         """One line of counts: ``11 model calls · 10 samples · 6 patches tried · 9,120 in, 8,004 cached / 812 out
@@ -476,5 +491,7 @@ class FixOutcome:
         if result.status is FixStatus.FIXED and result.diff:
             return f"{text}\n\n```diff\n{result.diff}```"
         if result.closest:
-            return f"{text}\n\nThe closest attempt:\n\n```diff\n{result.closest}```"
+            text = f"{text}\n\nThe closest attempt:\n\n```diff\n{result.closest}```"
+        if result.set_aside and result.status is not FixStatus.FIXED:
+            text += f"\n\nSet aside ({result.set_aside_why}):\n\n```diff\n{result.set_aside}```"
         return text

@@ -57,6 +57,7 @@ from cortana.prompts import as_data, prompt_text
 from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, combined, parses, patched, rewritable
 from cortana.repair.feedback import calls_of, failing_text, unread_parameters
 from cortana.repair.fitting import adds_gap, gaps, without_gap
+from cortana.repair.intent import objection
 from cortana.repair.localize import Location, localize, missing_definitions, views_for
 from cortana.repair.mutants import BUDGET_SHARE, mutants, worth_mutating
 from cortana.repair.patches import Patch, View, apply_patch, changed_lines, unified_diff
@@ -78,7 +79,7 @@ from cortana.repair.run import (
 )
 from cortana.repair.scratch import ScratchCopy
 from cortana.repair.symbols import Symbol, SymbolIndex
-from cortana.repair.testrun import TestCommand, TestReport
+from cortana.repair.testrun import TestCommand, TestReport, is_test_file
 from cortana.safefs import PathRefused, SafeTree
 from cortana.sandbox.policy import Sandbox
 from cortana.tools import Tool
@@ -193,6 +194,10 @@ class RepairWorkflow:
             run.index = await asyncio.to_thread(SymbolIndex.build, self.workspace)
             if fix.rename is not None:
                 return await self._rename(run, *fix.rename)
+            for old, new in fix.renamed:
+                followed = await self._follow_rename(run, old, new)
+                if followed is not None:
+                    return followed
             self._say(run, Stage.LOCALIZE, "looking for where the change goes")
             run.locations = await self._localize(run, run.index, before)
             if not run.locations:
@@ -202,8 +207,9 @@ class RepairWorkflow:
             if run.plan_only:
                 return _result(run, FixStatus.PLANNED, _plan(run, before), before=before)
             files = [location.file for location in run.locations]
-            files += [file for file, _ in missing_definitions(fix.text, run.failing, run.index)]
-            run.originals = {file: run.index.texts[file] for file in dict.fromkeys(files)}
+            files += [file for file, _ in _missing(run)]
+            files += [path for path in fix.places if path in run.index.texts]
+            run.originals |= {file: run.index.texts[file] for file in dict.fromkeys(files)}
             return await self._search(run)
 
     async def _search(self, run: RepairRun) -> RepairResult:
@@ -281,7 +287,7 @@ class RepairWorkflow:
         assert run.index is not None
         if not self.settings.mutants or not run.failing:
             return None
-        if missing_definitions(run.request.text, run.failing, run.index) or not worth_mutating(run.failing):
+        if _missing(run) or not worth_mutating(run.failing):
             return None
         shown = [loc.symbol for loc in run.locations[: self.settings.per_location] if rewritable(loc.symbol)]
         symbols = [symbol for symbol in shown if symbol is not None]
@@ -338,7 +344,15 @@ class RepairWorkflow:
             attempt.origin = f"round {run.round}, {origin}"
             await self._validate(run, attempt, len(run.attempts))
         assert run.before is not None
-        return attempt if attempt.passed and (run.before.failed or attempt.votes >= 2) else None
+        if not attempt.passed or not (run.before.failed or attempt.votes >= 2):
+            return None
+        why = objection(run.request, attempt.patch, run.originals)
+        if why is not None:
+            if patch.key() not in run.set_aside:
+                run.set_aside[patch.key()] = (attempt, why)
+                self._say(run, Stage.VALIDATE, f"the tests accept it, but {why}: set aside")
+            return None
+        return attempt
 
     async def _merges(self, run: RepairRun, patch: Patch) -> list[Attempt | None]:
         """``patch`` made together with each of the earlier attempts that change other lines, most promising first
@@ -384,6 +398,8 @@ class RepairWorkflow:
         kept = attempt
         if run.before.failed and not run.request.wants_more:
             kept = await self._trim(run, attempt)
+            if objection(run.request, kept.patch, run.originals) is not None:
+                kept = attempt  # the edits the tests do not need are the ones the request asked for
         result = self._fixed(run, kept)
         if fitted:
             gap = " or ".join(sorted(fitted))
@@ -469,7 +485,7 @@ class RepairWorkflow:
         hot, many = settings.temperature, settings.samples
         views = views_for(run.locations, index)
         asks: list[Ask] = []
-        for file, name in missing_definitions(run.request.text, run.failing, index)[:2]:
+        for file, name in _missing(run, index)[:2]:
             asks += [Ask(NewDefinition(file, name), 0.0), Ask(NewDefinition(file, name), hot, max(many - 1, 1))]
         shown = [loc.symbol for loc in run.locations if rewritable(loc.symbol)] if settings.rewrite else []
         top = [loc.symbol for loc in run.locations[: settings.per_location] if loc.symbol in shown]
@@ -718,6 +734,23 @@ class RepairWorkflow:
         message = f"Renaming {old} to {new} in {', '.join(sorted(patch.files))} broke the tests: {failure}"
         return _result(run, FixStatus.FAILED, message, before=run.before, after=attempt.report)
 
+    async def _follow_rename(self, run: RepairRun, old: str, new: str) -> RepairResult | None:
+        """The user renamed ``old`` to ``new`` on purpose: every use of ``old`` left becomes ``new`` (the tests too,
+        unless the request keeps them), without a model; the result when the tests accept it, else None (the search
+        goes on, and no patch may bring ``old`` back)."""
+        assert run.index is not None
+        texts = {path: text for path, text in run.index.texts.items()
+                 if not (run.request.keep_tests and is_test_file(path))}  # fmt: skip
+        patch = rename_patch(texts, old, new)
+        if patch is None:
+            return None
+        run.originals |= {path: run.index.texts[path] for path in patch.files}
+        self._say(run, Stage.RENAME, f"{old} was renamed to {new}: its uses in {len(patch.files)} files follow")
+        kept = await self._try(run, patch, f"the uses of {old} follow its rename")
+        if kept is None:
+            return None
+        return self._fixed(run, kept, what=f"Updated the uses of {old} to {new}", where=sorted(patch.files))
+
     async def _tests(self, run: RepairRun, *, tests: Sequence[str] = (), trace: bool = False) -> TestReport:
         """The tests run in the scratch copy, confined to it."""
         from cortana.repair.testrun import run_tests
@@ -807,7 +840,7 @@ class RepairWorkflow:
 
     def _failed(self, run: RepairRun) -> RepairResult:
         """What was tried, the closest attempt with its diff and what still fails, and what to try next."""
-        closest = run.base or run.closest()
+        closest = run.shown_closest()
         spent = f"{run.seconds:.0f}s"
         if not run.attempts:
             message = (
@@ -824,10 +857,14 @@ class RepairWorkflow:
                 f" The closest ({closest.fixed} of {len(run.before.failed)} failing tests pass with it) still fails: "
                 f"{_failure_text(closest.report)[:300]}"
             )
+        aside, why = next(iter(run.set_aside.values()), (None, ""))
+        if aside is not None:
+            message += f" One patch the tests accept was set aside: {why}."
         message += f" {_next_steps(run)}"
         return _result(
             run, FixStatus.FAILED, message, before=run.before, after=closest.report if closest else None,
-            closest=diff, diff=diff,
+            closest=diff, diff=diff, set_aside=unified_diff(run.originals, aside.patch) if aside else "",
+            set_aside_why=why,
         )  # fmt: skip
 
 
@@ -840,9 +877,11 @@ def _plan(run: RepairRun, before: TestReport) -> str:
     """The fix as a plan: what fails, where the change goes (best first), and how it would be found and checked."""
     failing = ", ".join(failure.test for failure in before.failures[:5]) or before.summary()
     budget = run.settings.budget_seconds
+    read = run.request.read()
     return "\n".join(
         [
             "The plan:",
+            *([f"From the request: {'; '.join(read)}."] if read else []),
             f"1. The tests show what to fix: {before.summary()} ({failing}).",
             f"2. Where the change goes, most likely first: {', '.join(run.labels())}.",
             f"3. Try patches there in a scratch copy, the tests judging each (at most {budget:g} s).",
@@ -904,6 +943,14 @@ def _shown(view: View, index: SymbolIndex) -> str:
     if view.ranges and view.ranges[-1][1] < len(lines):
         parts.append("...")
     return as_data("\n".join(parts))
+
+
+def _missing(run: RepairRun, index: SymbolIndex | None = None) -> list[tuple[str, str]]:
+    """The definitions the tests or the request say are missing, less those the request says are gone on purpose."""
+    index = index or run.index
+    assert index is not None
+    found = missing_definitions(run.request.text, run.failing, index)
+    return [(file, name) for file, name in found if name not in run.request.gone]
 
 
 def _signature(location: Location) -> str:
