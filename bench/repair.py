@@ -21,6 +21,14 @@ into the fix, then the step), to see where its time went.
     python bench/repair.py --model qwen2.5-coder-0.5b --split held-out --last-round qwen2.5-coder-1.5b
     python bench/repair.py --model qwen2.5-coder-0.5b --tasks fix-discount,fix-page-count
     python bench/repair.py --model qwen2.5-coder-0.5b --split held-out --last-round qwen2.5-coder-1.5b --no-plain
+
+``--set real`` runs the single-token bugs in real libraries of ``bench/real_projects/`` instead (``real_tasks.py``:
+the bugged copy is made there, and success is the project's whole suite passing, its tests untouched);
+``--no-model`` adds an arm whose model answers nothing, so that only what needs no model (the small changes, a
+rename) can fix: what the workflow does before a sample pays off.
+
+    python bench/repair.py --set real --model qwen2.5-coder-1.5b --split held-out
+    python bench/repair.py --set real --model qwen2.5-coder-1.5b --split dev --no-model --no-plain
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentic_tasks import SPLITS, Task, check_workspace, copy_repo, load_tasks, run_task
+from agentic_tasks import SPLITS, Task, Verdict, check_workspace, copy_repo, load_tasks, run_task
+from real_tasks import RealTask, check, load_real_tasks, materialize
 from report import RESULTS, save, table
 
 MODELS = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
@@ -45,25 +54,37 @@ FIX_SUMMARY = re.compile(
 )
 
 
+def prepared(task: Task | RealTask, destination: Path) -> Path:
+    """The task's workspace, made at ``destination``: a copy of its repository (the real set: with the bug)."""
+    return materialize(task, destination) if isinstance(task, RealTask) else copy_repo(task, destination)
+
+
+def verdict(task: Task | RealTask, workspace: Path, answer: str) -> Verdict:
+    """Whether the task is done: its own check."""
+    return check(task, workspace) if isinstance(task, RealTask) else check_workspace(task, workspace, answer)
+
+
 async def run_library_task(
-    task: Task, model: str, timeout: float, seed: int, last_round: str = "off"
+    task: Task | RealTask, model: str, timeout: float, seed: int, last_round: str = "off", *, silent: bool = False
 ) -> dict[str, Any]:
-    """One task through ``Assistant.fix`` (or ``ask``) on a new engine; the row of what happened."""
+    """One task through ``Assistant.fix`` (or ``ask``) on a new engine (``silent``: a model that answers nothing,
+    no engine); the row of what happened."""
     from cortana import Assistant, Settings
     from cortana.models.embedded import EmbeddedClient
+    from cortana.testing import ScriptedModel
 
     temporary = Path(tempfile.mkdtemp(prefix=f"cortana-task-{task.id}-"))
-    workspace = copy_repo(task, temporary / "work")
+    workspace = prepared(task, temporary / "work")
     settings = Settings(seed=seed, permissions={"allow": ["*"]}, memory={"recall": False},
                         learning={"enabled": False}, graphify={"enabled": False},
                         fix={"last_round": last_round})  # fmt: skip
     started = time.perf_counter()
-    arm = "workflow" if last_round == "off" else f"then {last_round}"
+    arm = "no model" if silent else "workflow" if last_round == "off" else f"then {last_round}"
     row: dict[str, Any] = {"id": task.id, "kind": task.kind, "split": task.split, "arm": arm}
     answer = ""
     try:
         async with asyncio.timeout(timeout):
-            engine = await EmbeddedClient.start(model)
+            engine = ScriptedModel(["" for _ in range(400)]) if silent else await EmbeddedClient.start(model)
             async with Assistant(workspace, settings, client=engine, heartbeat=False) as assistant:
                 if assistant.wants_fix(task.prompt):
                     steps: list[str] = []
@@ -85,8 +106,8 @@ async def run_library_task(
     except TimeoutError:
         row["timed_out"] = True
     wall = time.perf_counter() - started
-    verdict = check_workspace(task, workspace, answer)
-    row.update(ok=verdict.ok, reason=verdict.reason, wall_seconds=round(wall, 2), answer=answer[-2000:])
+    judged = verdict(task, workspace, answer)
+    row.update(ok=judged.ok, reason=judged.reason, wall_seconds=round(wall, 2), answer=answer[-2000:])
     shutil.rmtree(temporary, ignore_errors=True)
     return row
 
@@ -135,8 +156,11 @@ def main() -> None:
     parser.add_argument("--last-round", help="also run the workflow with its last round on this larger model")
     parser.add_argument("--label", default="", help="a suffix for the results file")
     parser.add_argument("--no-plain", action="store_true", help="leave out the plain workflow arm (one model)")
+    parser.add_argument("--set", choices=("three-file", "real"), default="three-file", help="which tasks")
+    parser.add_argument("--no-model", action="store_true", help="also an arm whose model answers nothing")
     args = parser.parse_args()
-    tasks = load_tasks(args.tasks.split(",") if args.tasks else None)
+    ids = args.tasks.split(",") if args.tasks else None
+    tasks: list[Task | RealTask] = [*(load_real_tasks(ids) if args.set == "real" else load_tasks(ids))]
     if args.split:
         tasks = [task for task in tasks if task.split == args.split]
     for model in [name.strip() for name in args.model.split(",") if name.strip()]:
@@ -146,9 +170,13 @@ def main() -> None:
             arms: list[tuple[str, Path | None]] = [] if args.no_plain else [("workflow", None)]
             arms += [(f"then {args.last_round}", None)] if args.last_round else []
             arms += [("baseline", args.baseline)] if args.baseline else []
+            arms += [("no model", None)] if args.no_model else []
             for arm, source in arms:
                 if source is not None:
+                    assert isinstance(task, Task), "the baseline arm runs the three-file tasks"
                     row = run_baseline_task(task, model, args.timeout, args.seed, source)
+                elif arm == "no model":
+                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, silent=True))
                 else:
                     last = args.last_round if arm.startswith("then ") else "off"
                     row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, last))
@@ -170,7 +198,8 @@ def main() -> None:
         )  # fmt: skip
         kept = [{key: value for key, value in row.items() if key != "stderr_tail"} for row in rows]
         results = {"model": model, "seed": args.seed, "seconds": round(time.perf_counter() - started, 1)}
-        name = f"repair_{model}{'_' + args.label if args.label else ''}.json"
+        kind = "_real" if args.set == "real" else ""
+        name = f"repair{kind}_{model}{'_' + args.label if args.label else ''}.json"
         save(RESULTS / name, {**results, "summaries": summaries, "rows": kept})
 
 

@@ -621,9 +621,10 @@ class FixSettings(_Section):
     rewrite: bool = True
     """Also ask for the functions to change written again whole (a small model writes a function better than it
     writes search/replace edits of one)."""
-    mutants: int = Field(40, ge=0, le=400)
+    mutants: int = Field(150, ge=0, le=1000)
     """The most small changes of the blamed functions (an operator, a bound, a string a failing test asks for) tried
-    without a model after the first sample, a test run each (0: none)."""
+    without a model, a test run each, within a share of the time budget (0: none). Ranked by a line spectrum where
+    the tests run under pytest (before any sample), else the top locations' after the first sample."""
     rounds: int = Field(4, ge=1, le=10)
     """The most sampling rounds; each after the first climbs from a partial fix, or starts from the closest
     attempt."""

@@ -8,11 +8,11 @@ import textwrap
 from pathlib import Path
 
 from cortana.repair import FixStatus
-from cortana.repair.mutants import mutants, worth_mutating
+from cortana.repair.mutants import mutants, ranked_mutants, worth_mutating
 from cortana.repair.symbols import SymbolIndex
-from cortana.repair.testrun import Failure
+from cortana.repair.testrun import Failure, TestReport, find_test_command, run_tests
 from cortana.testing import ScriptedModel
-from tests.unit.test_repair import ONE_CALL_AWAY, workflow, write
+from tests.unit.test_repair import ENV, ONE_CALL_AWAY, workflow, write
 
 SLUG = {
     "conftest.py": "",
@@ -104,8 +104,8 @@ async def test_a_bug_one_token_away_is_fixed_with_no_more_model_calls(tmp_path: 
     assert result.status is FixStatus.FIXED, result.message
     assert "+    return round(cents * 0.2)" in result.diff
     assert result.origin == "round 1, a small change: int -> round on line 3"
-    assert len(model.requests) == 1, "after the first sample, the small changes found it"
-    assert any("small changes of vat" in line and "no model" in line for line in progress), progress
+    assert model.requests == [], "ranked by the tests' line spectrum, the small changes come before any sample"
+    assert any("most suspect first (shop/money.py:3" in line and "no model" in line for line in progress), progress
 
 
 async def test_the_slug_default_the_test_asks_for(tmp_path: Path) -> None:
@@ -146,3 +146,83 @@ def test_only_a_failure_of_code_that_ran_and_got_something_wrong_is_worth_small_
     assert not worth_mutating(failing("ImportError: cannot import name 'clamp' from 'geometry.bounds'"))
     assert not worth_mutating(failing("TypeError: format_price() got an unexpected keyword argument 'currency'"))
     assert not worth_mutating(failing(""))
+
+
+def test_the_changes_people_make_by_mistake_are_made(tmp_path: Path) -> None:
+    """Swapped arguments, a missing or extra ``not``, ``in``/``is`` negated, a constant doubled or halved, ``%``
+    for ``//``, a comparison turned round; never the ``in`` of a loop."""
+    index = index_of(
+        tmp_path,
+        """
+        def f(a, b, seq):
+            for x in seq:
+                if x in a and not b:
+                    return g(a, b)
+            while a is None:
+                a = divmod(b, 24) % 7
+            return [y for y in seq if y not in a]
+        """,
+    )
+    made = {m.what for m in mutants(index.symbols[0], index)}
+    assert {
+        "a, b swapped on line 4",
+        "b, 24 swapped on line 6",
+        "not removed on line 3",
+        "not removed on line 7",
+    } <= made
+    assert {"in -> not in on line 3", "is -> is not on line 5", "24 -> 48 on line 6", "24 -> 12 on line 6"} <= made
+    assert {"% -> // on line 6", "not (x in a) on line 3", "not (a is None) on line 5"} <= made
+    assert not any(what.startswith("in -> not in on line 2") for what in made), "a loop's `in` is not a comparison"
+
+
+def test_a_string_is_asked_for_whichever_side_of_the_assertion_holds_it(tmp_path: Path) -> None:
+    index = index_of(tmp_path, 'def slug(text, sep="_"):\n    return sep.join(text.split())\n')
+    expected_first = Failure("t::test", "AssertionError: assert 'a-b' == 'a_b'")  # `assert expected == slug(...)`
+    made = mutants(index.symbols[0], index, [expected_first])
+    assert made[0].asked and made[0].what == """"_" -> '-' on line 1"""
+
+
+async def test_the_line_spectrum_ranks_the_changes_across_functions(tmp_path: Path) -> None:
+    """The failing test's lines that no passing test runs are the most suspect; a line no failing test runs is not
+    changed at all (it cannot change what the failing test does)."""
+    project = write(
+        tmp_path / "p",
+        {
+            "conftest.py": "",
+            "calc/__init__.py": "",
+            "calc/ops.py": """
+                def total(items, discount):
+                    subtotal = sum(items)
+                    if discount:
+                        return reduce(subtotal, discount)
+                    return subtotal + 0
+
+
+                def reduce(amount, discount):
+                    return amount + discount
+                """,
+            "tests/test_ops.py": """
+                from calc.ops import total
+
+
+                def test_plain():
+                    assert total([1, 2], 0) == 3
+
+
+                def test_discount():
+                    assert total([10], 3) == 7
+                """,
+        },
+    )
+    command = find_test_command(project)
+    assert command is not None
+    report = await run_tests(command, project, ENV, trace=True)
+    assert report.ran == (1, 1)
+    assert report.suspicion("calc/ops.py", 9) == 1.0, "reduce's line: only the failing test runs it"
+    assert report.suspicion("calc/ops.py", 2) < 1.0 and report.suspicion("calc/ops.py", 5) == 0.0
+    index = SymbolIndex.build(project)
+    ranked = ranked_mutants(index, report, [], report.failures)
+    top = {m.what for m in ranked[:2]}  # the lines only the failing test runs, in either function
+    assert top == {"+ -> - on line 9", "subtotal, discount swapped on line 4"}, [m.what for m in ranked[:5]]
+    assert not any(m.line == 5 for m in ranked), "line 5 is not run by the failing test"
+    assert ranked_mutants(index, TestReport(False), [index.named("reduce")[0]])[0].line == 9, "no spectrum: shown"

@@ -42,24 +42,27 @@ from dataclasses import dataclass
 
 from cortana.repair.patches import Block
 from cortana.repair.symbols import Symbol, SymbolIndex, parse_quietly
-from cortana.repair.testrun import Failure
+from cortana.repair.testrun import Failure, TestReport
 
-__all__ = ["BUDGET_SHARE", "Mutant", "mutants", "worth_mutating"]
+__all__ = ["BUDGET_SHARE", "MOST_FUNCTIONS", "Mutant", "mutants", "ranked_mutants", "worth_mutating"]
 
 BUDGET_SHARE = 0.15
 """The most of a fix's time budget the small changes take (a test run each): on a project whose tests take
 seconds they stop early and leave the rest to the samples."""
+MOST_FUNCTIONS = 12
+"""The most functions whose small changes are made, the most suspect first (a line spectrum ranks them)."""
 
 _OPERATORS: dict[str, tuple[str, ...]] = {
     "+": ("-",),
     "-": ("+",),
     "*": ("/",),
     "/": ("*", "//"),
-    "//": ("/",),
-    "<": ("<=",),
-    "<=": ("<",),
-    ">": (">=",),
-    ">=": (">",),
+    "//": ("/", "%"),
+    "%": ("//",),
+    "<": ("<=", ">"),
+    "<=": ("<", ">="),
+    ">": (">=", "<"),
+    ">=": (">", "<="),
     "==": ("!=",),
     "!=": ("==",),
     "+=": ("-=",),
@@ -94,11 +97,13 @@ class Mutant:
         block: the edit (the whole definition, changed in one place).
         what: what changed, for progress (``'"_" -> '-' on line 6'``).
         asked: a failing assertion asks for it (a string that turns what the test got into what it expected).
+        line: the line of the file it changes (its first).
     """
 
     block: Block
     what: str
     asked: bool = False
+    line: int = 0
 
 
 def worth_mutating(failing: Sequence[Failure]) -> bool:
@@ -132,7 +137,7 @@ def mutants(symbol: Symbol, index: SymbolIndex, failing: Sequence[Failure] = ())
     made: list[Mutant] = []
     seen: set[str] = {source}
     strings = list(_string_edits(source, docstring, wanted))
-    edits = [*strings, *_token_edits(source, docstring), *_boundary_edits(source)]
+    edits = [*strings, *_token_edits(source, docstring), *_boundary_edits(source), *_tree_edits(source, docstring)]
     asked = len(strings)
     for number, ((row, column), (end_row, end_column), replacement, what) in enumerate(edits):
         start, end = offsets[row - 1] + column, offsets[end_row - 1] + end_column
@@ -141,16 +146,60 @@ def mutants(symbol: Symbol, index: SymbolIndex, failing: Sequence[Failure] = ())
             continue
         seen.add(changed)
         written = textwrap.indent(changed, indent) if indent else changed
-        where = f"{what} on line {symbol.start + row - 1}"
-        made.append(Mutant(Block(symbol.file, original, written), where, asked=number < asked))
+        at = symbol.start + row - 1
+        made.append(Mutant(Block(symbol.file, original, written), f"{what} on line {at}", number < asked, at))
     return made
+
+
+def ranked_mutants(
+    index: SymbolIndex, spectrum: TestReport | None, shown: Sequence[Symbol], failing: Sequence[Failure] = ()
+) -> list[Mutant]:
+    """The small changes worth trying, most suspect first, across every function the failing tests ran.
+
+    With a line spectrum (a traced pytest run: :attr:`TestReport.lines`), the functions are those holding a line
+    a failing test ran (the most suspect :data:`MOST_FUNCTIONS`, ``shown`` among them), each change is ranked by
+    its line's suspicion (Ochiai; a default value in the signature by the function's call), and a change on a line
+    no failing test ran is left out: it cannot change what they do. Strings a failing assertion asks for come
+    first. Without one, the changes of ``shown``, in their order."""
+    if spectrum is None or not spectrum.lines:
+        made = [mutant for symbol in shown for mutant in mutants(symbol, index, failing)]
+        made.sort(key=lambda mutant: not mutant.asked)
+        return made
+    by_file: dict[str, dict[int, float]] = {}
+    for file, line in spectrum.lines:
+        by_file.setdefault(file, {})[line] = spectrum.suspicion(file, line)
+    scored: list[tuple[float, Symbol]] = []
+    for symbol in index.symbols:
+        lines = by_file.get(symbol.file)
+        if not lines or symbol.kind == "class" or symbol.is_test:
+            continue
+        score = max((value for line, value in lines.items() if symbol.start <= line <= symbol.end), default=0.0)
+        if score > 0 or symbol in shown:
+            scored.append((score, symbol))
+    scored.sort(key=lambda pair: (-pair[0], pair[1] not in shown))
+    ranked: list[tuple[bool, float, int, int, Mutant]] = []
+    for rank, (_, symbol) in enumerate(scored[:MOST_FUNCTIONS]):
+        lines = by_file.get(symbol.file, {})
+        called = max((lines.get(line, 0.0) for line in range(symbol.start - 5, symbol.start + 1)), default=0.0)
+        first_ran = min((line for line in lines if symbol.start < line <= symbol.end), default=symbol.end + 1)
+        for order, mutant in enumerate(mutants(symbol, index, failing)):
+            score = lines.get(mutant.line, 0.0) or (called if mutant.line < first_ran else 0.0)
+            if score <= 0 and not mutant.asked:
+                continue
+            ranked.append((not mutant.asked, -score, rank, order, mutant))
+    ranked.sort(key=lambda entry: entry[:4])
+    unique: dict[tuple[str, int, str], Mutant] = {}  # a method is also inside its class: the same change once
+    for *_, mutant in ranked:
+        unique.setdefault((mutant.block.file, mutant.line, mutant.what), mutant)
+    return list(unique.values())
 
 
 _Edit = tuple[tuple[int, int], tuple[int, int], str, str]
 
 
 def _string_fixes(failing: Sequence[Failure]) -> list[tuple[str, str]]:
-    """(got, expected) string pairs of the failing assertions (``assert 'hello_world' == 'hello-world'``)."""
+    """(got, expected) string pairs of the failing assertions (``assert 'hello_world' == 'hello-world'``), each
+    both ways round."""
     pairs: list[tuple[str, str]] = []
     for failure in failing:
         for found in _STRING_EQUALITY.finditer(failure.message):
@@ -158,8 +207,11 @@ def _string_fixes(failing: Sequence[Failure]) -> list[tuple[str, str]]:
                 got, expected = ast.literal_eval(found["got"]), ast.literal_eval(found["wanted"])
             except (ValueError, SyntaxError):
                 continue
-            if isinstance(got, str) and isinstance(expected, str) and (got, expected) not in pairs:
-                pairs.append((got, expected))
+            if isinstance(got, str) and isinstance(expected, str):
+                # which side is what the code gave is the test's to say (`assert expected == f(x)` is common)
+                for pair in ((got, expected), (expected, got)):
+                    if pair not in pairs:
+                        pairs.append(pair)
     return pairs
 
 
@@ -188,12 +240,25 @@ def _string_edits(source: str, docstring: set[int], wanted: list[tuple[str, str]
 
 
 def _token_edits(source: str, docstring: set[int]) -> Iterator[_Edit]:
-    """The classic operators, neighbour names and integer boundaries, token by token."""
+    """The classic operators, neighbour names, negations and integer boundaries, token by token."""
     tokens = list(_tokens(source))
+    loop = False  # a ``for`` waits for its ``in``, which is not a comparison
     for number, token in enumerate(tokens):
         previous = tokens[number - 1].string if number else ""
+        following = tokens[number + 1] if number + 1 < len(tokens) else None
         if token.start[0] in docstring or previous in ("def", "class"):
             continue  # the docstring and the definition's own name stay
+        if token.type == tokenize.NAME and token.string == "for":
+            loop = True
+        elif token.type == tokenize.NAME and token.string == "not" and following is not None:
+            yield token.start, following.start, "", "not removed"  # `not x` -> `x`, `not in` -> `in`, `is not` -> `is`
+        elif token.type == tokenize.NAME and token.string == "in" and previous != "not":
+            if loop:
+                loop = False
+            else:
+                yield token.start, token.end, "not in", "in -> not in"
+        elif token.string == "is" and following is not None and following.string != "not":
+            yield token.start, token.end, "is not", "is -> is not"
         if token.type == tokenize.OP and token.string in _OPERATORS:
             if token.string == "*" and previous in ("(", ","):
                 continue  # *args, keyword-only marker
@@ -204,8 +269,8 @@ def _token_edits(source: str, docstring: set[int]) -> Iterator[_Edit]:
                 yield token.start, token.end, other, f"{token.string} -> {other}"
         elif token.type == tokenize.NUMBER and token.string.isdigit():
             value = int(token.string)
-            for moved in (value + 1, value - 1):
-                if moved >= 0:
+            for moved in dict.fromkeys((value + 1, value - 1, value * 2, value // 2)):
+                if moved >= 0 and moved != value:
                     yield token.start, token.end, str(moved), f"{value} -> {moved}"
 
 
@@ -230,6 +295,52 @@ def _boundary_edits(source: str) -> Iterator[_Edit]:
         for step in ("+ 1", "- 1"):
             wrapped = f"({text}) {step}" if isinstance(bound, ast.IfExp | ast.Lambda) else f"{text} {step}"
             yield start, end, wrapped, f"{text} -> {text} {step}"
+
+
+def _tree_edits(source: str, docstring: set[int]) -> Iterator[_Edit]:
+    """Changes the tokens alone do not show: two neighbouring arguments of a call swapped, and a condition (of an
+    ``if``, ``while``, ``assert``, a conditional expression, or one operand of its ``and``/``or``) negated."""
+    try:
+        tree = parse_quietly(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and len(node.args) >= 2 and node.lineno not in docstring:
+            for left, right in zip(node.args, node.args[1:], strict=False):
+                if isinstance(left, ast.Starred) or isinstance(right, ast.Starred):
+                    continue
+                one, two = ast.get_source_segment(source, left), ast.get_source_segment(source, right)
+                between = _between(source, left, right)
+                if one is None or two is None or between is None or one == two:
+                    continue
+                yield _start(source, left), _end(source, right), f"{two}{between}{one}", f"{one}, {two} swapped"
+        elif isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
+            conditions = [node.test]
+            if isinstance(node.test, ast.BoolOp):
+                conditions += node.test.values
+            for condition in conditions:
+                if isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not):
+                    continue  # `not` removed is a token change
+                text = ast.get_source_segment(source, condition)
+                if text is not None and "\n" not in text:
+                    yield _start(source, condition), _end(source, condition), f"not ({text})", f"not ({text})"
+
+
+def _start(source: str, node: ast.expr) -> tuple[int, int]:
+    return node.lineno, _column(source, node.lineno, node.col_offset)
+
+
+def _end(source: str, node: ast.expr) -> tuple[int, int]:
+    assert node.end_lineno is not None and node.end_col_offset is not None
+    return node.end_lineno, _column(source, node.end_lineno, node.end_col_offset)
+
+
+def _between(source: str, left: ast.expr, right: ast.expr) -> str | None:
+    """The text between two neighbouring arguments (``", "``); None across lines (left as they are)."""
+    (row, column), (next_row, next_column) = _end(source, left), _start(source, right)
+    if row != next_row:
+        return None
+    return source.split("\n")[row - 1][column:next_column]
 
 
 def _column(source: str, row: int, byte_offset: int) -> int:

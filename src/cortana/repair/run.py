@@ -21,6 +21,7 @@ from cortana.repair.patches import Patch
 from cortana.repair.request import FixRequest
 from cortana.repair.symbols import SymbolIndex
 from cortana.repair.testrun import Failure, TestCommand, TestReport
+from cortana.repair.warm import WarmTests
 
 if TYPE_CHECKING:
     from cortana.models.base import ModelClient
@@ -262,6 +263,8 @@ class RepairRun:
         cut_short: the last round in which an ask was left out, or stopped, because it would have ended past the
             budget (0: none).
         set_aside: patches the tests accepted that go against the request's words (``intent.py``), each with why.
+        warm: the process that runs a few tests at a time warm (``warm.py``); None: not started, or not usable.
+        warm_tried: whether starting it was tried (once a fix).
     """
 
     request: FixRequest
@@ -293,6 +296,8 @@ class RepairRun:
     took: dict[tuple[str, int], list[float]] = field(default_factory=dict)
     cut_short: int = 0
     set_aside: dict[tuple[tuple[str, str], ...], tuple[Attempt, str]] = field(default_factory=dict)
+    warm: WarmTests | None = None
+    warm_tried: bool = False
 
     @property
     def seconds(self) -> float:

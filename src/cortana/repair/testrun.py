@@ -23,6 +23,7 @@ from __future__ import annotations
 import configparser
 import contextlib
 import json
+import math
 import os
 import re
 import shlex
@@ -37,7 +38,9 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from cortana.repair.warm import WarmTests, python_of
 from cortana.sandbox.policy import Sandbox
 from cortana.sandbox.processes import keeper_argv, run_kept
 from cortana.tools.builtin.commands import run_shell
@@ -103,6 +106,13 @@ class TestCommand:
         (and ``plugin`` loaded)."""
         if self.kind != "pytest":
             return self.command
+        extra = self.arguments(tests, plugin)
+        if report_file is not None:
+            extra.insert(len(extra) - len(tests), f"--junit-xml={report_file}")
+        return " ".join([self.command, *(shlex.quote(part) for part in extra)])
+
+    def arguments(self, tests: Sequence[str], plugin: str | None = None) -> list[str]:
+        """What Cortana adds to pytest's command line to run ``tests`` (all when empty) and read the results."""
         extra = [
             "-q",
             "-p",
@@ -116,9 +126,7 @@ class TestCommand:
         ]
         if plugin:
             extra += ["-p", plugin]
-        if report_file is not None:
-            extra.append(f"--junit-xml={report_file}")
-        return " ".join([self.command, *(shlex.quote(part) for part in [*extra, *tests])])
+        return [*extra, *tests]
 
 
 def find_test_command(root: Path, configured: str | None = None) -> TestCommand | None:
@@ -287,8 +295,9 @@ class Failure:
 
 TRACE_PLUGIN = """\
 # Cortana's call tracer for pytest: which functions of the project each test runs (for fault localization), and,
-# for a test that fails, what the project's functions were called with and gave back (for the fix's feedback).
-import dis, json, os, reprlib, sys
+# for a test that fails, what the project's functions were called with and gave back (for the fix's feedback),
+# and which lines of the project's code outside the tests the failing and the passing tests ran (the spectrum).
+import dis, json, os, reprlib, sys, threading
 
 import pytest
 
@@ -296,6 +305,9 @@ _ROOT = os.path.realpath({root!r}) + os.sep
 _OUT = {out!r}
 _CALLS = {{}}
 _VALUES = {{}}
+_LINES = {{}}  # (file, line) -> [failing tests that ran it, passing tests that ran it]
+_RAN = [0, 0]  # failing tests, passing tests
+_CODE = {{}}  # code object -> its file relative to the root, or None when it is not the project's code
 _MOST = 12
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = _SHORT.maxother = 80
@@ -330,11 +342,37 @@ def _arguments(frame):
     return ", ".join(shown)
 
 
+def _ours(code):
+    try:
+        return _CODE[code]
+    except KeyError:
+        path = code.co_filename
+        relative = path[len(_ROOT):] if path.startswith(_ROOT) else None
+        if relative is not None and (_is_test(relative) or "site-packages" in relative or relative.startswith(".")):
+            relative = None
+        _CODE[code] = relative
+        return relative
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     seen = set()
     values = []
     open_calls = {{}}
+    lines = set()
+    add = lines.add
+
+    def line(frame, event, arg):
+        if event == "line":
+            add((_CODE[frame.f_code], frame.f_lineno))
+        return line
+
+    def trace(frame, event, arg):
+        relative = _ours(frame.f_code)
+        if relative is None:
+            return None
+        add((relative, frame.f_code.co_firstlineno))
+        return line
 
     def profile(frame, event, arg):
         path = frame.f_code.co_filename
@@ -357,18 +395,31 @@ def pytest_runtest_call(item):
                     values[at][4] = _shown(arg)
 
     sys.setprofile(profile)
+    sys.settrace(trace)
+    threading.settrace(trace)
     try:
         yield
     finally:
+        sys.settrace(None)
+        threading.settrace(None)
         sys.setprofile(None)
         _CALLS[item.nodeid] = sorted(seen)
         item._cortana_values = values
+        item._cortana_lines = lines
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    if report.when == "call" and not report.skipped:
+        at = 0 if report.failed else 1
+        _RAN[at] += 1
+        for key in getattr(item, "_cortana_lines", ()):
+            counts = _LINES.get(key)
+            if counts is None:
+                counts = _LINES[key] = [0, 0]
+            counts[at] += 1
     if report.when == "call" and report.failed:
         values = getattr(item, "_cortana_values", [])
         if call.excinfo is not None:
@@ -388,7 +439,8 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_sessionfinish(session):
     with open(_OUT, "w", encoding="utf-8") as handle:
-        json.dump({{"calls": _CALLS, "values": _VALUES}}, handle)
+        lines = [[file, line, counts[0], counts[1]] for (file, line), counts in _LINES.items() if counts[0]]
+        json.dump({{"calls": _CALLS, "values": _VALUES, "lines": lines, "ran": _RAN}}, handle)
 """
 """A pytest plugin (loaded with ``-p``, from a temporary folder) that records, for each test, the functions of the
 project it called (``sys.setprofile``: file and first line), and for each failing test the first calls of the
@@ -431,6 +483,9 @@ class TestReport:
         calls: for a traced run, each test's id -> the (file, first line) of the project's functions it called.
         values: for a traced run, each failing test's id -> its first calls of the project's functions, with what
             they were given and gave back.
+        lines: for a traced run, each line of the project's code outside the tests that a failing test ran ->
+            (failing tests that ran it, passing tests that ran it); a function's first line counts its calls.
+        ran: for a traced run, (failing tests, passing tests) the spectrum counted.
     """
 
     __test__ = False
@@ -444,6 +499,16 @@ class TestReport:
     detailed: bool = False
     calls: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
     values: dict[str, list[CallValue]] = field(default_factory=dict)
+    lines: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    ran: tuple[int, int] = (0, 0)
+
+    def suspicion(self, file: str, line: int) -> float:
+        """How suspect a line is from the spectrum (Ochiai: failing tests that ran it / sqrt(failing tests x tests
+        that ran it)); 0 for a line no failing test ran, or without a spectrum."""
+        failing, passing = self.lines.get((file, line), (0, 0))
+        if not failing or not self.ran[0]:
+            return 0.0
+        return float(failing / math.sqrt(self.ran[0] * (failing + passing)))
 
     @property
     def failed(self) -> set[str]:
@@ -469,26 +534,38 @@ async def run_tests(
     timeout: float = 300.0,
     trace: bool = False,
     sandbox: Sandbox | None = None,
+    warm: WarmTests | None = None,
 ) -> TestReport:
     """Run ``command`` (only ``tests`` when given) in ``folder``, bounded in time and output.
 
     With ``trace`` (pytest only), each test's calls of the project's functions are recorded too
-    (:attr:`TestReport.calls`). With ``sandbox`` (for ``folder``), the run is confined by the kernel.
+    (:attr:`TestReport.calls`). With ``sandbox`` (for ``folder``), the run is confined by the kernel. With ``warm``
+    (a :class:`~cortana.repair.warm.WarmTests` on ``folder``), a run without ``trace`` is made by its warm process
+    where it still runs, else cold.
     """
     started = time.perf_counter()
+    if warm is not None and not trace and command.kind == "pytest":
+        shape = python_of(command.command)
+        ran = await warm.run([*shape[1], *command.arguments(tests)], timeout) if shape is not None else None
+        if ran is not None:
+            seconds = time.perf_counter() - started
+            output = ran.output if len(ran.output) <= MAX_OUTPUT else ran.output[-MAX_OUTPUT:]
+            if ran.returncode is None:
+                return TestReport(False, output=output, seconds=seconds, timed_out=True)
+            report = TestReport(ran.returncode == 0, output=output, seconds=seconds)
+            _read_junit_file(ran.report, folder, report)
+            with contextlib.suppress(OSError):
+                ran.report.unlink()
+            return report
     with tempfile.TemporaryDirectory(prefix="cortana-tests-") as scratch:
         report_file = Path(scratch) / "report.xml" if command.kind == "pytest" else None
-        env = dict(environment)
+        env = pytest_environment(folder, environment) if command.kind == "pytest" else dict(environment)
         shell_command = command.selected(tests, report_file)
-        if command.kind == "pytest":  # the copy's code first, even where the project is installed in editable mode
-            paths = [str(folder), str(folder / "src"), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
-            env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
-            if trace:
-                plugin = TRACE_PLUGIN.format(root=str(folder), out=str(Path(scratch) / "calls.json"))
-                (Path(scratch) / "cortana_trace.py").write_text(plugin, encoding="utf-8")
-                paths.insert(0, scratch)
-                shell_command = command.selected(tests, report_file, plugin="cortana_trace")
-            env["PYTHONPATH"] = os.pathsep.join(paths)
+        if trace and command.kind == "pytest":
+            plugin = TRACE_PLUGIN.format(root=str(folder), out=str(Path(scratch) / "calls.json"))
+            (Path(scratch) / "cortana_trace.py").write_text(plugin, encoding="utf-8")
+            env["PYTHONPATH"] = os.pathsep.join([scratch, env["PYTHONPATH"]])
+            shell_command = command.selected(tests, report_file, plugin="cortana_trace")
         # (no check after for protected paths: the folder is a scratch copy, thrown away)
         confinement = (
             sandbox.confined(Path(scratch), watch=False) if sandbox is not None else contextlib.nullcontext(None)
@@ -509,8 +586,20 @@ async def run_tests(
             _read_junit_file(report_file, folder, report)
         calls_file = Path(scratch) / "calls.json"
         if trace and calls_file.is_file():
-            report.calls, report.values = _read_trace(calls_file)
+            _read_trace(calls_file, report)
         return report
+
+
+def pytest_environment(folder: Path, environment: Mapping[str, str]) -> dict[str, str]:
+    """The environment pytest runs with in ``folder``: the copy's code first on the path (its ``src/`` too), even
+    where the project is installed in editable mode, no bytecode written into it, and one hash seed (isodate's
+    tests, parametrized over a set, had other ids in each run, so 40 of its tests looked broken by a fix)."""
+    env = dict(environment)
+    paths = [str(folder), str(folder / "src"), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])]
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    env.setdefault("PYTHONHASHSEED", "0")  # a test parametrized over a set has the same ids in every run
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
 
 
 def _read_junit_file(path: Path, folder: Path, report: TestReport) -> None:
@@ -530,14 +619,26 @@ def _read_junit_file(path: Path, folder: Path, report: TestReport) -> None:
     read_junit(data, folder, report)
 
 
-def _read_trace(path: Path) -> tuple[dict[str, set[tuple[str, int]]], dict[str, list[CallValue]]]:
-    """The tracer's file (written by the project's tests: read as untrusted, bounded, every field checked)."""
+def _read_trace(path: Path, report: TestReport) -> None:
+    """Fill ``report``'s calls, values and lines from the tracer's file (written by the project's tests: read as
+    untrusted, bounded, every field checked)."""
     try:
         data = json.loads(_read_bounded(path).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
-        return {}, {}
+        return
     if not isinstance(data, dict):
-        return {}, {}
+        return
+    report.calls, report.values = _calls_and_values(data)
+    try:
+        ran = data.get("ran") or [0, 0]
+        report.ran = (int(ran[0]), int(ran[1]))
+        report.lines = {(str(row[0]).replace(os.sep, "/"), int(row[1])): (int(row[2]), int(row[3]))
+                        for row in (data.get("lines") or [])[:500_000]}  # fmt: skip
+    except (AttributeError, IndexError, TypeError, ValueError):
+        report.ran, report.lines = (0, 0), {}
+
+
+def _calls_and_values(data: dict[str, Any]) -> tuple[dict[str, set[tuple[str, int]]], dict[str, list[CallValue]]]:
     calls: dict[str, set[tuple[str, int]]] = {}
     values: dict[str, list[CallValue]] = {}
     try:
@@ -563,7 +664,7 @@ def read_junit(data: bytes, folder: Path, report: TestReport) -> None:
         return
     report.detailed = True
     for case in root.iter("testcase"):
-        test = _test_id(case)
+        test = _test_id(case, folder)
         problem = case.find("failure")
         if problem is None:
             problem = case.find("error")
@@ -582,7 +683,9 @@ def read_junit(data: bytes, folder: Path, report: TestReport) -> None:
         report.ok = report.ok and not report.failures
 
 
-def _test_id(case: ElementTree.Element) -> str:
+def _test_id(case: ElementTree.Element, folder: Path) -> str:
+    """pytest's node id of a JUnit test case (xunit1: ``file`` is where the test function is written, which for a
+    test method a class inherits from a mixin in another module is not the module the test runs from)."""
     file = (case.get("file") or "").replace("\\", "/")
     name = case.get("name") or ""
     classname = case.get("classname") or ""
@@ -591,7 +694,19 @@ def _test_id(case: ElementTree.Element) -> str:
     module = file.removesuffix(".py").replace("/", ".")
     if not classname and name == module:  # a module that could not be collected
         return file
-    klass = classname[len(module) + 1 :] if classname.startswith(module + ".") else ""
+    if classname.startswith(module + "."):
+        klass = classname[len(module) + 1 :]
+    elif classname and classname != module:  # inherited: the module is the longest prefix that is a file
+        parts = classname.split(".")
+        for at in range(len(parts) - 1, 0, -1):
+            candidate = "/".join(parts[:at]) + ".py"
+            if (folder / candidate).is_file():
+                file, klass = candidate, ".".join(parts[at:])
+                break
+        else:
+            klass = ""
+    else:
+        klass = ""
     return "::".join(part for part in (file, klass, name) if part)
 
 

@@ -59,7 +59,7 @@ from cortana.repair.feedback import calls_of, failing_text, unread_parameters
 from cortana.repair.fitting import adds_gap, gaps, without_gap
 from cortana.repair.intent import objection
 from cortana.repair.localize import Location, localize, missing_definitions, views_for
-from cortana.repair.mutants import BUDGET_SHARE, mutants, worth_mutating
+from cortana.repair.mutants import BUDGET_SHARE, ranked_mutants, worth_mutating
 from cortana.repair.patches import Patch, View, apply_patch, changed_lines, unified_diff
 from cortana.repair.rename import rename_patch
 from cortana.repair.request import FixRequest
@@ -79,7 +79,8 @@ from cortana.repair.run import (
 )
 from cortana.repair.scratch import ScratchCopy
 from cortana.repair.symbols import Symbol, SymbolIndex
-from cortana.repair.testrun import TestCommand, TestReport, is_test_file
+from cortana.repair.testrun import TestCommand, TestReport, is_test_file, pytest_environment, run_tests
+from cortana.repair.warm import WarmTests
 from cortana.safefs import PathRefused, SafeTree
 from cortana.sandbox.policy import Sandbox
 from cortana.tools import Tool
@@ -177,7 +178,7 @@ class RepairWorkflow:
                 await run.stronger.aclose()
 
     async def _run(self, run: RepairRun) -> RepairResult:
-        fix, command = run.request, run.command
+        command = run.command
         ask = ToolCall(id="repair-tests", name="run_command", arguments={"command": command.command})
         if not await self._allowed(ask, TEST_TOOL):
             message = f"Running the tests (`{command.command}`) was not allowed; nothing was tried."
@@ -185,32 +186,41 @@ class RepairWorkflow:
         self._say(run, Stage.TESTS, f"running the tests ({command.command}) in a scratch copy")
         with ScratchCopy(self.workspace, self.environment, self.sandbox) as scratch:
             run.scratch = scratch
-            before = run.before = run.current = await self._tests(run, trace=True)
-            self._say(run, Stage.TESTS, f"before any change: {before.summary()}{_first_failures(before)}")
-            if before.ok and not fix.wants_change:
-                message = f"The tests pass ({before.summary()}): nothing fails, so there is nothing to fix."
-                return _result(run, FixStatus.PASSING, message, before=before)
-            run.failing = list(before.failures if before.detailed else [])
-            run.index = await asyncio.to_thread(SymbolIndex.build, self.workspace)
-            if fix.rename is not None:
-                return await self._rename(run, *fix.rename)
-            for old, new in fix.renamed:
-                followed = await self._follow_rename(run, old, new)
-                if followed is not None:
-                    return followed
-            self._say(run, Stage.LOCALIZE, "looking for where the change goes")
-            run.locations = await self._localize(run, run.index, before)
-            if not run.locations:
-                message = "Cortana could not tell where in the code this goes."
-                return _result(run, FixStatus.NOT_FOUND, message, before=before)
-            self._say(run, Stage.LOCALIZE, "candidates: " + ", ".join(run.labels()))
-            if run.plan_only:
-                return _result(run, FixStatus.PLANNED, _plan(run, before), before=before)
-            files = [location.file for location in run.locations]
-            files += [file for file, _ in _missing(run)]
-            files += [path for path in fix.places if path in run.index.texts]
-            run.originals |= {file: run.index.texts[file] for file in dict.fromkeys(files)}
-            return await self._search(run)
+            try:
+                return await self._in_scratch(run)
+            finally:
+                if run.warm is not None:
+                    await run.warm.aclose()
+
+    async def _in_scratch(self, run: RepairRun) -> RepairResult:
+        """The stages in the scratch copy: the tests before, localize, then the search."""
+        fix = run.request
+        before = run.before = run.current = await self._tests(run, trace=True)
+        self._say(run, Stage.TESTS, f"before any change: {before.summary()}{_first_failures(before)}")
+        if before.ok and not fix.wants_change:
+            message = f"The tests pass ({before.summary()}): nothing fails, so there is nothing to fix."
+            return _result(run, FixStatus.PASSING, message, before=before)
+        run.failing = list(before.failures if before.detailed else [])
+        run.index = await asyncio.to_thread(SymbolIndex.build, self.workspace)
+        if fix.rename is not None:
+            return await self._rename(run, *fix.rename)
+        for old, new in fix.renamed:
+            followed = await self._follow_rename(run, old, new)
+            if followed is not None:
+                return followed
+        self._say(run, Stage.LOCALIZE, "looking for where the change goes")
+        run.locations = await self._localize(run, run.index, before)
+        if not run.locations:
+            message = "Cortana could not tell where in the code this goes."
+            return _result(run, FixStatus.NOT_FOUND, message, before=before)
+        self._say(run, Stage.LOCALIZE, "candidates: " + ", ".join(run.labels()))
+        if run.plan_only:
+            return _result(run, FixStatus.PLANNED, _plan(run, before), before=before)
+        files = [location.file for location in run.locations]
+        files += [file for file, _ in _missing(run)]
+        files += [path for path in fix.places if path in run.index.texts]
+        run.originals |= {file: run.index.texts[file] for file in dict.fromkeys(files)}
+        return await self._search(run)
 
     async def _search(self, run: RepairRun) -> RepairResult:
         """Rounds of samples until a patch passes, the rounds run out or the budget is spent; between rounds, the
@@ -220,6 +230,13 @@ class RepairWorkflow:
         while True:
             found = gaps(run.failing)
             asks = self._asks(run)
+            if not run.mutated and run.current is not None and run.current.lines:
+                run.mutated = True  # a line spectrum ranks the small changes: they come before any sample
+                kept = await self._mutate(run)
+                if kept is not None:
+                    if not adds_gap(kept.patch, run.originals, found):
+                        return await self._keep(run, kept)
+                    self._hold(run, kept, found)
             for position, ask in enumerate(asks):
                 if run.out_of_time or self._hand_over_now(run):
                     break
@@ -278,12 +295,13 @@ class RepairWorkflow:
         return True
 
     async def _mutate(self, run: RepairRun) -> Attempt | None:
-        """The small changes of the top locations' functions (``mutants.py``), each judged by the failing tests,
-        strings a failing assertion asks for first: a test run each, no model call, for at most ``BUDGET_SHARE`` of
-        the budget. Not when the code lacks a definition the tests need, nor when no failing test says the code
-        ran and got something wrong (``worth_mutating``: a stub, a flag argparse does not know yet); a mutant
-        that fixes some tests is a partial fix like a sample's, and is made together with earlier attempts. The
-        first that passes, or None."""
+        """The small changes (``mutants.py``), each judged by the failing tests, strings a failing assertion asks for
+        first, then the most suspect lines of every function the failing tests ran (with a line spectrum; else the
+        top locations' functions): a test run each, no model call, for at most ``BUDGET_SHARE`` of the budget
+        (twice that with a spectrum, whose ranking makes them worth more). Not when the code lacks a definition the
+        tests need, nor when no failing test says the code ran and got something wrong (``worth_mutating``: a stub,
+        a flag argparse does not know yet); a mutant that fixes some tests is a partial fix like a sample's, and is
+        made together with earlier attempts. The first that passes, or None."""
         assert run.index is not None
         if not self.settings.mutants or not run.failing:
             return None
@@ -291,17 +309,20 @@ class RepairWorkflow:
             return None
         shown = [loc.symbol for loc in run.locations[: self.settings.per_location] if rewritable(loc.symbol)]
         symbols = [symbol for symbol in shown if symbol is not None]
-        made = [mutant for symbol in symbols for mutant in mutants(symbol, run.index, run.failing)]
-        made.sort(key=lambda mutant: not mutant.asked)  # the strings the tests ask for first, else in rank order
-        made = made[: self.settings.mutants]
+        spectrum = run.current if run.current is not None and run.current.lines else None
+        made = ranked_mutants(run.index, spectrum, symbols, run.failing)[: self.settings.mutants]
         if not made:
             return None
-        names = ", ".join(dict.fromkeys(symbol.qualname for symbol in symbols))
-        self._say(run, Stage.SAMPLE, f"round {run.round}: {len(made)} small changes of {names}, no model")
-        until = run.seconds + BUDGET_SHARE * self.settings.budget_seconds
+        lines = list(dict.fromkeys(f"{mutant.block.file}:{mutant.line}" for mutant in made))
+        named = ", ".join(lines[:4]) + (f" and {len(lines) - 4} more lines" if len(lines) > 4 else "")
+        self._say(run, Stage.SAMPLE, f"round {run.round}: {len(made)} small changes, most suspect first "
+                  f"({named}), no model")  # fmt: skip
+        share = BUDGET_SHARE * (2 if spectrum is not None else 1)
+        until = run.seconds + share * self.settings.budget_seconds
         for mutant in made:
             if run.out_of_time or run.seconds > until:
                 break
+            run.originals.setdefault(mutant.block.file, run.index.texts[mutant.block.file])
             patch = patched([mutant.block], None, run.originals)
             if patch is None:
                 continue
@@ -309,7 +330,7 @@ class RepairWorkflow:
             if kept is not None:
                 return kept
             attempt = run.attempts[patch.key()]
-            if attempt.partial:
+            if attempt.partial and attempt.fixed:  # one token that only moves a failure is merged with nothing
                 for merged in await self._merged_with_others(run, attempt):
                     if merged is not None:
                         return merged
@@ -667,14 +688,14 @@ class RepairWorkflow:
                     shown = f"patch {number}: {attempt.fixed} of {len(failing)} failing tests pass{further}"
                     self._say(run, Stage.VALIDATE, shown)
                     if attempt.fixed or attempt.further:  # a partial fix must break nothing to be climbed from
-                        whole = await self._tests(run)
-                        attempt.broke = len(before.passed - whole.passed)
+                        whole = await self._tests(run, warm=True)
+                        attempt.broke = _broke(before, whole)
                     return
             after = await self._tests(run)
             attempt.report = after
             if after.detailed and before.detailed:
                 attempt.fixed = len(now_passing(before, after))
-                attempt.broke = len(before.passed - after.passed)
+                attempt.broke = _broke(before, after)
                 attempt.passed = after.ok and attempt.broke == 0
             else:
                 attempt.passed = after.ok
@@ -751,11 +772,22 @@ class RepairWorkflow:
             return None
         return self._fixed(run, kept, what=f"Updated the uses of {old} to {new}", where=sorted(patch.files))
 
-    async def _tests(self, run: RepairRun, *, tests: Sequence[str] = (), trace: bool = False) -> TestReport:
-        """The tests run in the scratch copy, confined to it."""
-        from cortana.repair.testrun import run_tests
-
+    async def _tests(
+        self, run: RepairRun, *, tests: Sequence[str] = (), trace: bool = False, warm: bool = False
+    ) -> TestReport:
+        """The tests run in the scratch copy, confined to it: a few tests (or, with ``warm``, the whole suite for a
+        partial fix) in a warm process where it can be used; the run that decides that a patch passes is cold."""
         assert run.scratch is not None
+        sandbox = self.sandbox.elsewhere(run.scratch.root)
+        warm = warm or (bool(tests) and not trace)
+        if warm and not run.warm_tried and run.command.kind == "pytest":
+            run.warm_tried = True  # the failing tests alone, run again and again: a process kept warm (``warm.py``)
+            environment = pytest_environment(run.scratch.root, self.environment)
+            warm_up = list(tests) or (sorted(run.before.failed) if run.before is not None else [])
+            run.warm = await WarmTests.start(
+                run.command.command, run.scratch.root, environment, ["--collect-only", "-q", *warm_up],
+                sandbox=sandbox, timeout=self.settings.test_timeout,
+            )  # fmt: skip
         return await run_tests(
             run.command,
             run.scratch.root,
@@ -763,7 +795,8 @@ class RepairWorkflow:
             tests=tests,
             timeout=self.settings.test_timeout,
             trace=trace,
-            sandbox=self.sandbox.elsewhere(run.scratch.root),
+            sandbox=sandbox,
+            warm=run.warm if warm else None,
         )
 
     # -- applying ---------------------------------------------------------------------------------------------
@@ -943,6 +976,17 @@ def _shown(view: View, index: SymbolIndex) -> str:
     if view.ranges and view.ranges[-1][1] < len(lines):
         parts.append("...")
     return as_data("\n".join(parts))
+
+
+def _broke(before: TestReport, after: TestReport) -> int:
+    """How many tests that passed before do not pass after, by count as well as by id: the tests failing now that
+    did not fail before, or the fewer passing tests, whichever is more (a test whose id the project makes anew in
+    each run, from a set's order or an object's address, is not counted as broken for its new name; nor a test of a
+    file that could not be loaded before)."""
+    fewer = len(before.passed) - (len(after.passed) - len(now_passing(before, after)))
+    uncollected = tuple(f"{failed}::" for failed in before.failed if "::" not in failed)  # a file that did not load
+    failing = [test for test in after.failed - before.failed if not test.startswith(uncollected)]
+    return max(len(failing), fewer, 0)
 
 
 def _missing(run: RepairRun, index: SymbolIndex | None = None) -> list[tuple[str, str]]:
