@@ -122,17 +122,17 @@ async def test_an_inherited_test_method_has_the_id_of_the_module_it_runs_from(tm
 
 
 def test_a_test_the_project_names_anew_in_each_run_is_not_counted_as_broken() -> None:
+    from cortana.repair.stages.judge import broke
     from cortana.repair.testrun import Failure, TestReport
-    from cortana.repair.workflow import _broke
 
     before = TestReport(False, {"t.py::a[x1]", "t.py::b"}, [Failure("t.py::c", "assert 1 == 2")], detailed=True)
     renamed = TestReport(True, {"t.py::a[x7]", "t.py::b", "t.py::c"}, detailed=True)
-    assert _broke(before, renamed) == 0, "as many passing as before, and c: one id changed, nothing broke"
+    assert broke(before, renamed) == 0, "as many passing as before, and c: one id changed, nothing broke"
     worse = TestReport(False, {"t.py::b", "t.py::c"}, [Failure("t.py::a[x1]", "boom")], detailed=True)
-    assert _broke(before, worse) == 1
+    assert broke(before, worse) == 1
     uncollected = TestReport(False, set(), [Failure("tests/test_new.py", "ImportError: x")], detailed=True)
     loaded = TestReport(False, {"tests/test_new.py::one"}, [Failure("tests/test_new.py::two", "assert")], detailed=True)
-    assert _broke(uncollected, loaded) == 0, "a test of a file that could not load was failing already"
+    assert broke(uncollected, loaded) == 0, "a test of a file that could not load was failing already"
 
 
 async def test_the_tests_run_with_one_hash_seed(tmp_path: Path) -> None:

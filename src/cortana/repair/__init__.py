@@ -10,7 +10,9 @@
     coders.py     the formats a sample is written in (Rewrite, Edits, NewDefinition)
     feedback.py   what the tests computed, in words for a sample
     mutants.py    small changes of a blamed function, made without a model
-    workflow.py   RepairWorkflow: the pipeline's stages, and applying a fix
+    deps.py       RepairDeps: what a fix runs with, frozen; saying a step, asking the gate, running the tests
+    stages/       the pipeline's stages (graph.py), and the work they do (localize, sample, judge, climb, ...)
+    workflow.py   RepairWorkflow: runs the stages in a scratch copy, and applies a fix
     tool.py       the workflow as a tool an agent's loop can call (fix_with_tests)
     routing.py    which requests go through it without being named (is_change_request)
 

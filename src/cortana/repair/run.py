@@ -3,7 +3,8 @@
 ``RepairRun`` holds the request, the tests before any change, where the
 change may go, every attempt with how its tests went, the starting point the
 climb is on, the time budget and the counts; ``workflow.py`` walks it through
-its stages. ``RepairResult`` is what comes out.
+its stages (``stages/graph.py``), which hold no dependencies of their own: those
+are ``deps.py``'s. ``RepairResult`` is what comes out.
 """
 
 from __future__ import annotations
