@@ -41,7 +41,9 @@ BRING_BACK = block(
     '    return f"{cents // 100}.{cents % 100:02d} EUR"\n\n\nformat_price = render_price',
 )
 """What a small model wrote: the old name back where it was renamed. The tests pass; the rename is undone."""
-CALLER = block("shop/report.py", "from shop.prices import format_price", "from shop.prices import render_price") + block(
+CALLER = block(
+    "shop/report.py", "from shop.prices import format_price", "from shop.prices import render_price"
+) + block(
     "shop/report.py", '    return f"{name}: {format_price(cents)}"', '    return f"{name}: {render_price(cents)}"'
 )
 
