@@ -82,6 +82,7 @@ async def run_library_task(
     arm = "no model" if silent else "workflow" if last_round == "off" else f"then {last_round}"
     row: dict[str, Any] = {"id": task.id, "kind": task.kind, "split": task.split, "arm": arm}
     answer = ""
+    engine: Any = None
     try:
         async with asyncio.timeout(timeout):
             engine = ScriptedModel(["" for _ in range(400)]) if silent else await EmbeddedClient.start(model)
@@ -102,9 +103,13 @@ async def run_library_task(
                     run = await assistant.ask(task.prompt)
                     answer = str(run.output)
                     row.update(through_workflow=False, model_calls=run.metrics.model_calls)
-            await engine.aclose()
     except TimeoutError:
         row["timed_out"] = True
+    except Exception as error:  # a fix that raised (an engine that refused the prompt) is a failed task, not the end
+        row["error"] = f"{type(error).__name__}: {error}"[:300]
+    finally:
+        if engine is not None:
+            await engine.aclose()
     wall = time.perf_counter() - started
     judged = verdict(task, workspace, answer)
     row.update(ok=judged.ok, reason=judged.reason, wall_seconds=round(wall, 2), answer=answer[-2000:])

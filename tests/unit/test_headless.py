@@ -161,7 +161,7 @@ def test_stdin_closed_and_piped_input(scripted_engine, tmp_path: Path) -> None: 
 
 def test_fix_reports_its_diff_and_tests(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     root = project(tmp_path)
-    (root / "cortana.yml").write_text(QUIET + "fix:\n  per_location: 1\n")
+    (root / "cortana.yml").write_text(QUIET + "fix:\n  per_location: 1\n  mutants: 0\n")  # the model's sample
     scripted_engine.add("POST", CHAT, text_reply([FIX]))
     done = cortana(root, scripted_engine.url, "--yes", "--output-format", "stream-json", command=("fix",))
     assert done.returncode == 0, done.stderr

@@ -201,11 +201,16 @@ class WarmTests:
             stack.close()
             return None
         warm = cls(process, scratch, stack)
-        ready = await warm._ask({"warm": [*shape[1], *warm_arguments]}, timeout)
-        if not ready or not ready.get("ready"):
+        if not await warm.warm_up([*shape[1], *warm_arguments], timeout):
             await warm.aclose()
             return None
         return warm
+
+    async def warm_up(self, arguments: Sequence[str], timeout: float) -> bool:
+        """Collect with ``arguments`` once (plugins and the tests' imports), then forget the copy's modules; whether
+        the process can fork safely after it (one thread)."""
+        ready = await self._ask({"warm": list(arguments)}, timeout)
+        return bool(ready and ready.get("ready"))
 
     async def run(self, arguments: Sequence[str], timeout: float) -> WarmRun | None:
         """pytest with ``arguments`` (and a JUnit report of its own) in a fresh child; None when the warm process is
