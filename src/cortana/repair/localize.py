@@ -41,7 +41,7 @@ from pathlib import PurePosixPath
 
 from cortana.knowledge.index import GraphIndex
 from cortana.repair.patches import View
-from cortana.repair.request import asks_to_change_tests
+from cortana.repair.request import PATH, asks_to_change_tests
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.testrun import Failure, is_test_file
 
@@ -57,7 +57,6 @@ _NO_ATTRIBUTE = re.compile(r"module '(?P<module>[\w.]+)' has no attribute '(?P<n
 _TYPE_ERROR = re.compile(r"(?P<name>\w+)\(\) (?:got an unexpected|missing \d+ required|takes \d+)")
 _QUOTED = re.compile(r"""['"](?P<word>[A-Za-z_][\w.-]{2,40})['"]""")
 _IDENTIFIER = re.compile(r"`([^`]+)`|\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\b(\()?")
-_PATH = re.compile(r"\b[\w./-]+\.(?:py|js|ts|go|rs|rb|java|cfg|toml|ini|json|ya?ml)\b")
 _CALLERS = re.compile(r"\b(callers?|call sites?|everywhere|usages?|uses)\b", re.IGNORECASE)
 _STOP_WORDS = (
     "the and for with that this from into when then than make makes test tests fail fails failing pass passes "
@@ -277,7 +276,7 @@ def _from_request(request: str, index: SymbolIndex, ranking: _Ranking, graph: Gr
                         ranking.add_symbol(enclosing, 5, "the code graph defines a name of the request here")
                     else:
                         ranking.add_file(node.file, 5, "the code graph defines a name of the request here")
-    for path in _PATH.findall(request):
+    for path in PATH.findall(request):
         for file in index.texts:
             if file == path or file.endswith("/" + path):
                 ranking.add_file(file, 8, "named in the request")
@@ -303,7 +302,7 @@ def missing_definitions(request: str, failures: Sequence[Failure], index: Symbol
             for match in pattern.finditer(text):
                 for file in _module_files(match["module"], index):
                     wanted[(file, match["name"])] = None
-    named_files = [f for path in _PATH.findall(request) for f in index.texts if f == path or f.endswith("/" + path)]
+    named_files = [f for path in PATH.findall(request) for f in index.texts if f == path or f.endswith("/" + path)]
     for match in _NEW_DEFINITION.finditer(request) if not wanted else ():  # the tests' evidence first
         for file in named_files[:1]:
             wanted[(file, match["name"])] = None

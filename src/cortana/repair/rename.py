@@ -2,7 +2,7 @@
 
 "rename the function calc_total to cart_total everywhere" is a mechanical
 change; a model asked to make it in several files forgets one. So a request
-of that shape (:func:`rename_request`) becomes one candidate patch: each
+of that shape (``FixRequest.rename``) becomes one candidate patch: each
 Python file of the project (its tests included: they must follow the name)
 with every whole-word occurrence of the old name replaced, in code, strings
 and comments alike, as a careful person's project-wide replace would. The
@@ -16,21 +16,7 @@ from collections.abc import Mapping
 
 from cortana.repair.patches import Block, Patch
 
-__all__ = ["rename_patch", "rename_request"]
-
-_RENAME = re.compile(
-    r"\brename\s+(?:the\s+)?(?:function|class|method|variable|constant|field|attribute|module|type)?\s*"
-    r"`?(?P<old>[A-Za-z_][A-Za-z0-9_]*)`?(?:\(\))?\s+(?:to|into|as)\s+`?(?P<new>[A-Za-z_][A-Za-z0-9_]*)`?",
-    re.IGNORECASE,
-)
-
-
-def rename_request(request: str) -> tuple[str, str] | None:
-    """``(old, new)`` when ``request`` asks to rename one name to another."""
-    match = _RENAME.search(request)
-    if match is None or match["old"] == match["new"]:
-        return None
-    return match["old"], match["new"]
+__all__ = ["rename_patch"]
 
 
 def rename_patch(texts: Mapping[str, str], old: str, new: str) -> Patch | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from cortana.repair.routing import DEFAULT_REQUEST
 
-__all__ = ["FixRequest", "asks_to_change_tests"]
+__all__ = ["PATH", "FixRequest", "asks_to_change_tests"]
 
 _CHANGE = re.compile(
     r"\b(add|implement|make|change|rename|update|support|use|remove|replace|refactor|fix|allow|handle|default)\b",
@@ -39,7 +39,8 @@ _TESTS_WANTED = re.compile(
     r"(?! (fail|pass))|\bwrite (a |the )?tests?\b",
     re.IGNORECASE,
 )
-_PATH = re.compile(r"`?(?P<path>[\w./-]+\.(?:py|pyi|js|ts|go|rs|rb|java|cfg|toml|ini|json|ya?ml))`?")
+PATH = re.compile(r"\b(?P<path>[\w./-]+\.(?:py|pyi|js|ts|go|rs|rb|java|cfg|toml|ini|json|ya?ml))\b")
+"""A file's path in a request's words (``shop/report.py``)."""
 _PLACE_VERB = re.compile(
     r"\b(change|changes|edit|update|modify|fix|touch|patch|put|go|goes|belongs?|adjust|only|callers?|call sites?|"
     r"uses|usages?|imports?)\b",
@@ -186,7 +187,7 @@ def _places(text: str) -> list[str]:
     from cortana.repair.testrun import is_test_file
 
     places: list[str] = []
-    for match in _PATH.finditer(text):
+    for match in PATH.finditer(text):
         path = match["path"].strip("./") if match["path"].startswith("./") else match["path"]
         before = text[: match.start()]
         clause_at = max((end.end() for end in _CLAUSE_END.finditer(before)), default=0)
