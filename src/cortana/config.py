@@ -621,6 +621,9 @@ class FixSettings(_Section):
     rewrite: bool = True
     """Also ask for the functions to change written again whole (a small model writes a function better than it
     writes search/replace edits of one)."""
+    rewrite_lines: int = Field(20, ge=0, le=400)
+    """The longest function asked for whole; a longer one whose lines the failing tests' spectrum ranks is asked for
+    its most suspect lines only (a window of about eight), which a small model writes in a fraction of the time."""
     mutants: int = Field(150, ge=0, le=1000)
     """The most small changes of the blamed functions (an operator, a bound, a string a failing test asks for) tried
     without a model, a test run each, within a share of the time budget (0: none). Ranked by a line spectrum where

@@ -8,6 +8,10 @@ asking a small model for a change:
   old one (a small model writes a function far better than search/replace
   edits of it); given the calls the failing tests made of it, it is the
   feedback rewrite;
+- :class:`Lines`: the few most suspect lines of a long function written
+  again (``windows.py`` picks them), the rest of it kept: a small model
+  writes eight lines in a fraction of the time it takes to write forty, and
+  cannot break the ones it was not asked for;
 - :class:`Edits`: search/replace blocks on the code shown, anywhere in it or
   in one location, from the code as it was or on top of an attempt;
 - :class:`NewDefinition`: a function or class the tests import and the code
@@ -36,6 +40,7 @@ from cortana.repair.patches import (
     body_indent,
     definitions,
     definitions_grammar,
+    lines_grammar,
     new_definition,
     parse_patch,
     patch_grammar,
@@ -51,6 +56,7 @@ __all__ = [
     "REWRITE_LINES",
     "Coder",
     "Edits",
+    "Lines",
     "NewDefinition",
     "Rewrite",
     "SampleKind",
@@ -74,6 +80,7 @@ class SampleKind(StrEnum):
 
     NEW = "new"
     REWRITE = "rewrite"
+    LINES = "lines"
     EDITS = "edits"
 
 
@@ -155,6 +162,82 @@ class Rewrite(Coder):
             if reachable(code).strip() != old.strip()
         ]
         return patched(blocks, on, originals)
+
+
+@dataclass
+class Lines(Coder):
+    """Lines ``first``-``last`` of ``symbol`` (a long function) written again, put in their place, the rest of the
+    function as it was; end-of-line comments the model adds go.
+
+    Under the grammar the answer is lines at the window's indentation or deeper (at most twice as many as asked
+    for, and four more: room for a missing case); elsewhere, code fences aside, lines written at the margin are
+    moved to it.
+
+    Attributes:
+        symbol: the function (in the index the sample is shown).
+        index: that index.
+        first, last: the window (1-based, inclusive; ``windows.suspect_windows``).
+        lead: what comes before the instruction (the feedback of the tests, a failed attempt).
+    """
+
+    symbol: Symbol
+    index: SymbolIndex
+    first: int
+    last: int
+    lead: str = ""
+    kind = SampleKind.LINES
+
+    def __post_init__(self) -> None:
+        lines = self.index.texts.get(self.symbol.file, "").split("\n")
+        self._lines = lines
+        self._old = lines[self.first - 1 : self.last]
+        written = [line for line in self._old if line.strip()]
+        self._indent = min((line[: len(line) - len(line.lstrip())] for line in written), key=len, default="")
+
+    def instruction(self) -> str:
+        kind = "method" if self.symbol.kind == "method" else "function"
+        asked = prompt_text("repair_lines").format(
+            count=len(self._old), kind=kind, name=as_data(self.symbol.qualname), file=as_data(self.symbol.file),
+            lines=as_data("\n".join(self._old)),
+        )  # fmt: skip
+        return f"{self.lead}\n\n{asked}" if self.lead else asked
+
+    def grammar(self) -> str | None:
+        if not self._old:
+            return None
+        longest = max([LINE_CHARS, *(len(line) for line in self._old)])
+        most = 2 * len(self._old) + 4
+        return lines_grammar(self._indent, longest, most)
+
+    def tokens(self) -> int | None:
+        return 2 * sum(len(line) for line in self._old) // 3 + 60  # about twice the old lines' tokens
+
+    def patch(self, answer: str, on: Patch | None, originals: Mapping[str, str]) -> Patch | None:
+        written = _answer_lines(answer, self._indent)
+        if not written or written == [line.rstrip() for line in self._old]:
+            return None
+        text = "\n" + "\n".join(self._lines) + "\n"
+        low = self.first  # the block starts a line or more higher where the window's lines are in the file twice
+        while low > self.symbol.start and text.count("\n" + "\n".join(self._lines[low - 1 : self.last]) + "\n") > 1:
+            low -= 1
+        old = "\n".join(self._lines[low - 1 : self.last])
+        new = "\n".join([*self._lines[low - 1 : self.first - 1], *written])
+        return patched([Block(self.symbol.file, old, without_new_comments(new, old))], on, originals)
+
+
+def _answer_lines(answer: str, indent: str) -> list[str]:
+    """The lines of ``answer`` (code fences and trailing blank lines left out), moved to ``indent`` when the model
+    wrote them at a margin of its own."""
+    lines = [line.rstrip() for line in answer.split("\n") if not line.lstrip().startswith("```")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    written = [line for line in lines if line.strip()]
+    if not written or all(line.startswith(indent) for line in written):
+        return lines
+    margin = min((line[: len(line) - len(line.lstrip())] for line in written), key=len)
+    return [indent + line[len(margin) :] if line.strip() else "" for line in lines]
 
 
 @dataclass

@@ -41,6 +41,7 @@ __all__ = [
     "body_indent",
     "definitions",
     "definitions_grammar",
+    "lines_grammar",
     "new_definition",
     "parse_patch",
     "patch_grammar",
@@ -245,6 +246,17 @@ def definitions_grammar(
         rules.append(f'b{number} ::= ({deeper} rest "\\n") ("\\n" | {deeper} rest "\\n"){more}')
     rules.append(f"rest ::= [^\\n]{{0,{line_chars}}}")
     return "\n".join(rules) + "\n"
+
+
+def lines_grammar(indent: str, line_chars: int = LINE_CHARS, max_lines: int = 20) -> str:
+    """A GBNF grammar for a few lines of code in place of others: each blank or starting with ``indent`` (the
+    first not blank), at most ``max_lines``, none longer than ``line_chars`` past the indentation."""
+    start = f"{_literal(indent)} " if indent else ""
+    more = max(max_lines - 1, 0)
+    return (
+        f'root ::= {start}[^\\n] rest "\\n" ("\\n" | {start}rest "\\n"){{0,{more}}}\n'
+        f"rest ::= [^\\n]{{0,{line_chars}}}\n"
+    )
 
 
 def body_indent(definition: str) -> str:

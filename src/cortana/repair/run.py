@@ -97,6 +97,8 @@ class RepairSettings:
         samples: hot samples asked of each prompt at once (the engine decodes them together where it has slots).
         per_location: how many of the top locations also get a greedy sample of their own.
         rewrite: also ask for functions written again whole.
+        rewrite_lines: the longest function asked for whole; a longer one with a line spectrum is asked for its
+            most suspect lines (``windows.py``).
         temperature: the temperature of the hot samples.
         rounds: the most rounds (each after the first builds on the closest attempt, or climbs from a partial fix).
         feedback_rounds: the most rounds whose rewrite is given the values the failing tests computed.
@@ -112,6 +114,7 @@ class RepairSettings:
     samples: int = _CONFIGURED.samples
     per_location: int = _CONFIGURED.per_location
     rewrite: bool = _CONFIGURED.rewrite
+    rewrite_lines: int = _CONFIGURED.rewrite_lines
     temperature: float = 0.8
     rounds: int = _CONFIGURED.rounds
     feedback_rounds: int = 2

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from cortana.messages import Message
 from cortana.models.base import ModelRequest, ModelSettings, complete
 from cortana.prompts import as_data, prompt_text
-from cortana.repair.coders import ANYWHERE, Edits, NewDefinition, Rewrite, rewritable
+from cortana.repair.coders import ANYWHERE, Coder, Edits, Lines, NewDefinition, Rewrite, rewritable
 from cortana.repair.deps import RepairDeps
 from cortana.repair.feedback import calls_of, failing_text, unread_parameters
 from cortana.repair.localize import views_for
@@ -18,6 +18,7 @@ from cortana.repair.run import Ask, Attempt, RepairRun, Stage
 from cortana.repair.stages.localize import missing, remapped, request_line
 from cortana.repair.stages.report import failure_text, gain, still_failing
 from cortana.repair.symbols import Symbol, SymbolIndex
+from cortana.repair.windows import suspect_windows
 
 __all__ = ["asked", "round_asks", "sample"]
 
@@ -43,16 +44,16 @@ def _first_asks(run: RepairRun, deps: RepairDeps, *, fresh: bool = False) -> lis
     asks: list[Ask] = []
     for file, name in missing(run, index)[:2]:
         asks += [Ask(NewDefinition(file, name), 0.0), Ask(NewDefinition(file, name), hot, max(many - 1, 1))]
-    shown = [loc.symbol for loc in run.locations if rewritable(loc.symbol)] if settings.rewrite else []
-    top = [loc.symbol for loc in run.locations[: settings.per_location] if loc.symbol in shown]
-    symbols = [symbol for symbol in top if symbol is not None]
-    asks += [Ask(Rewrite([symbol], index), 0.0) for symbol in symbols]
-    together = _in_file_order([symbol for symbol in shown if symbol is not None])
+    coders = _coders(run, deps, [loc.symbol for loc in run.locations], index)
+    symbols = [loc.symbol for loc in run.locations[: settings.per_location] if loc.symbol in coders]
+    for symbol in symbols:
+        asks += [Ask(coder, 0.0) for coder in coders[symbol]]
+    together = _in_file_order([symbol for symbol, written in coders.items() if isinstance(written[0], Rewrite)])
     if len(together) > 1:  # a change that takes them all at once (a new flag: the parser and its use)
         asks.append(Ask(Rewrite(together, index), 0.0, label="rewrite together"))
     asks += _feedback_asks(run, deps, symbols[:1], index, None, fresh=fresh)
     if symbols:  # before the edits: in the development half's runs edits never passed alone (merges only)
-        asks.append(Ask(Rewrite(symbols[:1], index), hot, many))
+        asks.append(Ask(coders[symbols[0]][0], hot, many))
     edits = Edits(views, index, ANYWHERE, run.request.tests_may_change)
     asks += [Ask(edits, 0.0, label="anywhere"), Ask(edits, hot, many, label="anywhere")]
     for location in run.locations[: settings.per_location]:
@@ -84,12 +85,12 @@ def _feedback_asks(
     unread = unread_parameters(symbol, index, run.current, run.failing)
     told = f"Its code never reads {as_data(unread)}, which these calls give it.\n" if unread else ""
     lead = prompt_text("repair_feedback").format(name=as_data(symbol.qualname), calls=seen, unread=told)
-    feedback = Rewrite([symbol], index, lead)
+    written = _coders(run, deps, [symbol], index, lead).get(symbol)
+    if not written:
+        return []
+    feedback, label = written[0], f"feedback {written[0].kind}"
     hot, many = deps.settings.temperature, deps.settings.samples
-    return [
-        Ask(feedback, 0.0, on=on, label="feedback rewrite"),
-        Ask(feedback, hot, many, on=on, label="feedback rewrite"),
-    ]
+    return [Ask(feedback, 0.0, on=on, label=label), Ask(feedback, hot, many, on=on, label=label)]
 
 
 def _climb_asks(run: RepairRun, deps: RepairDeps, base: Attempt) -> list[Ask]:
@@ -101,10 +102,10 @@ def _climb_asks(run: RepairRun, deps: RepairDeps, base: Attempt) -> list[Ask]:
     lead = prompt_text("repair_climb").format(
         diff=as_data(unified_diff(run.originals, base.patch)), gain=gain(run, base), failing=still_failing(run)
     )
-    symbols = [loc.symbol for loc in run.locations[: deps.settings.per_location] if rewritable(loc.symbol)]
-    tops = [symbol for symbol in symbols if symbol is not None]
+    coders = _coders(run, deps, [loc.symbol for loc in run.locations[: deps.settings.per_location]], patched, lead)
+    tops = list(coders)
     asks = _feedback_asks(run, deps, tops, patched, base)
-    asks += [Ask(Rewrite([symbol], patched, lead), 0.0, on=base, label="climb, rewrite") for symbol in tops]
+    asks += [Ask(coder, 0.0, on=base, label=f"climb, {coder.kind}") for written in coders.values() for coder in written]
     edits = Edits(views, patched, lead, run.request.tests_may_change)
     asks += [Ask(edits, 0.0, on=base, label="climb"), Ask(edits, hot, many, on=base, label="climb")]
     return asks
@@ -124,16 +125,16 @@ def _retry_asks(run: RepairRun, deps: RepairDeps, closest: Attempt) -> list[Ask]
     different = prompt_text("repair_retry").format(diff=tried, failure=failure)
     again = Edits(views_for(run.locations, run.index), run.index, different, run.request.tests_may_change)
     asks = [Ask(on_top, 0.0, on=closest, label="more"), Ask(on_top, hot, many, on=closest, label="more")]
-    for location in moved[: settings.per_location]:  # the definitions the attempt left as they were
-        left = location.symbol
-        if left is not None and rewritable(left) and _untouched(left, patched, run.index):
-            asks.append(Ask(Rewrite([left], patched, more), 0.0, on=closest, label="more, rewrite"))
-    shown = [loc.symbol for loc in run.locations if rewritable(loc.symbol)] if settings.rewrite else []
-    symbols = [symbol for symbol in shown if symbol is not None]
-    asks += _feedback_asks(run, deps, symbols, run.index, None)
+    left = [loc.symbol for loc in moved[: settings.per_location]]  # the definitions the attempt left as they were
+    kept = [symbol for symbol in left if symbol is not None and _untouched(symbol, patched, run.index)]
+    for written in _coders(run, deps, kept, patched, more).values():
+        asks += [Ask(coder, 0.0, on=closest, label=f"more, {coder.kind}") for coder in written]
+    coders = _coders(run, deps, [loc.symbol for loc in run.locations], run.index)
+    asks += _feedback_asks(run, deps, list(coders), run.index, None)
     asks += [Ask(again, 0.0, label="different"), Ask(again, hot, many, label="different")]
-    if len(symbols) > 1:
-        together = Rewrite(_in_file_order(symbols), run.index, different)
+    whole = [symbol for symbol, written in coders.items() if isinstance(written[0], Rewrite)]
+    if len(whole) > 1:
+        together = Rewrite(_in_file_order(whole), run.index, different)
         asks.append(Ask(together, hot, label="different, rewrite"))
     return asks
 
@@ -208,6 +209,32 @@ def _shown(view: View, index: SymbolIndex) -> str:
     if view.ranges and view.ranges[-1][1] < len(lines):
         parts.append("...")
     return as_data("\n".join(parts))
+
+
+def _coders(
+    run: RepairRun, deps: RepairDeps, symbols: Sequence[Symbol | None], index: SymbolIndex, lead: str = ""
+) -> dict[Symbol, list[Coder]]:
+    """How each function of ``symbols`` is asked for, in their order (those that cannot be left out; none when
+    ``rewrite`` is off): one longer than ``rewrite_lines`` whose lines the spectrum ranks (it must read in
+    ``index`` as it did when the spectrum was taken), by its most suspect lines, a window each; else whole, when it
+    is short enough (``rewritable``)."""
+    if not deps.settings.rewrite:
+        return {}
+    spectrum = run.current if run.current is not None and run.current.lines else None
+    found: dict[Symbol, list[Coder]] = {}
+    for symbol in symbols:
+        if symbol is None or symbol.kind == "class" or symbol in found:
+            continue
+        written: list[Coder] = []
+        spectral = run.index is not None and index.texts.get(symbol.file) == run.index.texts.get(symbol.file)
+        if symbol.end - symbol.start + 1 > deps.settings.rewrite_lines and spectral:
+            windows = suspect_windows(symbol, index, spectrum)
+            written = [Lines(symbol, index, low, high, lead) for low, high in windows]
+        if not written and rewritable(symbol):
+            written = [Rewrite([symbol], index, lead)]
+        if written:
+            found[symbol] = written
+    return found
 
 
 def _in_file_order(symbols: Sequence[Symbol]) -> list[Symbol]:
