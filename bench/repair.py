@@ -29,6 +29,9 @@ rename) can fix: what the workflow does before a sample pays off.
 
     python bench/repair.py --set real --model qwen2.5-coder-1.5b --split held-out
     python bench/repair.py --set real --model qwen2.5-coder-1.5b --split dev --no-model --no-plain
+
+``--fix KEY=VALUE`` sets one of cortana.yml's ``fix:`` settings for the arms run through the library (an ablation:
+``--fix mutants=0 --fix rewrite_lines=400``, the samples alone, each function written whole).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from agentic_tasks import SPLITS, Task, Verdict, check_workspace, copy_repo, load_tasks, run_task
 from real_tasks import RealTask, check, load_real_tasks, materialize
@@ -65,10 +70,17 @@ def verdict(task: Task | RealTask, workspace: Path, answer: str) -> Verdict:
 
 
 async def run_library_task(
-    task: Task | RealTask, model: str, timeout: float, seed: int, last_round: str = "off", *, silent: bool = False
+    task: Task | RealTask,
+    model: str,
+    timeout: float,
+    seed: int,
+    last_round: str = "off",
+    *,
+    silent: bool = False,
+    fix: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One task through ``Assistant.fix`` (or ``ask``) on a new engine (``silent``: a model that answers nothing,
-    no engine); the row of what happened."""
+    no engine; ``fix``: more of cortana.yml's ``fix:`` settings); the row of what happened."""
     from cortana import Assistant, Settings
     from cortana.models.embedded import EmbeddedClient
     from cortana.testing import ScriptedModel
@@ -77,7 +89,7 @@ async def run_library_task(
     workspace = prepared(task, temporary / "work")
     settings = Settings(seed=seed, permissions={"allow": ["*"]}, memory={"recall": False},
                         learning={"enabled": False}, graphify={"enabled": False},
-                        fix={"last_round": last_round})  # fmt: skip
+                        fix={**(fix or {}), "last_round": last_round})  # fmt: skip
     started = time.perf_counter()
     arm = "no model" if silent else "workflow" if last_round == "off" else f"then {last_round}"
     row: dict[str, Any] = {"id": task.id, "kind": task.kind, "split": task.split, "arm": arm}
@@ -163,7 +175,12 @@ def main() -> None:
     parser.add_argument("--no-plain", action="store_true", help="leave out the plain workflow arm (one model)")
     parser.add_argument("--set", choices=("three-file", "real"), default="three-file", help="which tasks")
     parser.add_argument("--no-model", action="store_true", help="also an arm whose model answers nothing")
+    parser.add_argument(
+        "--fix", action="append", default=[], metavar="KEY=VALUE",
+        help="a cortana.yml fix: setting for every arm run through the library (fix.mutants=0: --fix mutants=0)",
+    )  # fmt: skip
     args = parser.parse_args()
+    fix = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.fix)}
     ids = args.tasks.split(",") if args.tasks else None
     tasks: list[Task | RealTask] = [*(load_real_tasks(ids) if args.set == "real" else load_tasks(ids))]
     if args.split:
@@ -181,10 +198,10 @@ def main() -> None:
                     assert isinstance(task, Task), "the baseline arm runs the three-file tasks"
                     row = run_baseline_task(task, model, args.timeout, args.seed, source)
                 elif arm == "no model":
-                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, silent=True))
+                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, silent=True, fix=fix))
                 else:
                     last = args.last_round if arm.startswith("then ") else "off"
-                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, last))
+                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, last, fix=fix))
                 rows.append(row)
                 print(f"  {model} {arm[:8]:8} {task.id:28} {task.split:8} {'ok  ' if row['ok'] else 'FAIL'} "
                       f"{row['wall_seconds']:6.1f}s  {row.get('samples', '-')} samples  {row['reason'][:80]}",
@@ -202,7 +219,7 @@ def main() -> None:
               s["mean_model_calls"], s["median_samples_per_minute"]] for key, s in summaries.items()],
         )  # fmt: skip
         kept = [{key: value for key, value in row.items() if key != "stderr_tail"} for row in rows]
-        results = {"model": model, "seed": args.seed, "seconds": round(time.perf_counter() - started, 1)}
+        results = {"model": model, "seed": args.seed, "fix": fix, "seconds": round(time.perf_counter() - started, 1)}
         kind = "_real" if args.set == "real" else ""
         name = f"repair{kind}_{model}{'_' + args.label if args.label else ''}.json"
         save(RESULTS / name, {**results, "summaries": summaries, "rows": kept})
