@@ -78,9 +78,11 @@ async def run_library_task(
     *,
     silent: bool = False,
     fix: dict[str, Any] | None = None,
+    graph: bool = False,
 ) -> dict[str, Any]:
     """One task through ``Assistant.fix`` (or ``ask``) on a new engine (``silent``: a model that answers nothing,
-    no engine; ``fix``: more of cortana.yml's ``fix:`` settings); the row of what happened."""
+    no engine; ``fix``: more of cortana.yml's ``fix:`` settings; ``graph``: the code graph on, as a user has it,
+    built as the assistant builds it); the row of what happened."""
     from cortana import Assistant, Settings
     from cortana.models.embedded import EmbeddedClient
     from cortana.testing import ScriptedModel
@@ -88,7 +90,7 @@ async def run_library_task(
     temporary = Path(tempfile.mkdtemp(prefix=f"cortana-task-{task.id}-"))
     workspace = prepared(task, temporary / "work")
     settings = Settings(seed=seed, permissions={"allow": ["*"]}, memory={"recall": False},
-                        learning={"enabled": False}, graphify={"enabled": False},
+                        learning={"enabled": False}, graphify={"enabled": graph},
                         fix={**(fix or {}), "last_round": last_round})  # fmt: skip
     started = time.perf_counter()
     arm = "no model" if silent else "workflow" if last_round == "off" else f"then {last_round}"
@@ -175,12 +177,14 @@ def main() -> None:
     parser.add_argument("--no-plain", action="store_true", help="leave out the plain workflow arm (one model)")
     parser.add_argument("--set", choices=("three-file", "real"), default="three-file", help="which tasks")
     parser.add_argument("--no-model", action="store_true", help="also an arm whose model answers nothing")
+    parser.add_argument("--graph", action="store_true", help="the code graph on (graphify), as a user has it")
     parser.add_argument(
         "--fix", action="append", default=[], metavar="KEY=VALUE",
         help="a cortana.yml fix: setting for every arm run through the library (fix.mutants=0: --fix mutants=0)",
     )  # fmt: skip
     args = parser.parse_args()
     fix = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.fix)}
+    more: dict[str, Any] = {"fix": fix, "graph": args.graph}
     ids = args.tasks.split(",") if args.tasks else None
     tasks: list[Task | RealTask] = [*(load_real_tasks(ids) if args.set == "real" else load_tasks(ids))]
     if args.split:
@@ -198,10 +202,11 @@ def main() -> None:
                     assert isinstance(task, Task), "the baseline arm runs the three-file tasks"
                     row = run_baseline_task(task, model, args.timeout, args.seed, source)
                 elif arm == "no model":
-                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, silent=True, fix=fix))
+                    quiet = run_library_task(task, model, args.timeout, args.seed, silent=True, **more)
+                    row = asyncio.run(quiet)
                 else:
                     last = args.last_round if arm.startswith("then ") else "off"
-                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, last, fix=fix))
+                    row = asyncio.run(run_library_task(task, model, args.timeout, args.seed, last, **more))
                 rows.append(row)
                 print(f"  {model} {arm[:8]:8} {task.id:28} {task.split:8} {'ok  ' if row['ok'] else 'FAIL'} "
                       f"{row['wall_seconds']:6.1f}s  {row.get('samples', '-')} samples  {row['reason'][:80]}",
@@ -219,7 +224,7 @@ def main() -> None:
               s["mean_model_calls"], s["median_samples_per_minute"]] for key, s in summaries.items()],
         )  # fmt: skip
         kept = [{key: value for key, value in row.items() if key != "stderr_tail"} for row in rows]
-        results = {"model": model, "seed": args.seed, "fix": fix, "seconds": round(time.perf_counter() - started, 1)}
+        results = {"model": model, "seed": args.seed, **more, "seconds": round(time.perf_counter() - started, 1)}
         kind = "_real" if args.set == "real" else ""
         name = f"repair{kind}_{model}{'_' + args.label if args.label else ''}.json"
         save(RESULTS / name, {**results, "summaries": summaries, "rows": kept})
