@@ -44,7 +44,7 @@ from cortana.safefs import SafeTree
 from cortana.sandbox.policy import Sandbox
 from cortana.sandbox.processes import helper_python, keeper_argv, run_kept
 
-__all__ = ["ALWAYS", "NEUTRAL", "exclude_from_git", "safe_git_environment"]
+__all__ = ["ALWAYS", "NEUTRAL", "exclude_from_git", "git_folder", "safe_git_environment"]
 
 EXCLUDE_HEADER = "# Cortana's own files (the code graph): kept out of git status"
 """The line before the patterns :func:`exclude_from_git` adds to ``.git/info/exclude``."""
@@ -349,27 +349,35 @@ def _entries(output: bytes) -> list[tuple[str, str, str]]:
 
 def exclude_from_git(root: Path, names: Sequence[str]) -> list[str]:
     """Keep Cortana's own files at the top of ``root`` (``graphify-out/``, ``.graphifyignore``) out of ``git status``:
-    the ``names`` not yet there are added to the repository's ``.git/info/exclude``, which only this clone reads
-    (nothing is committed, and the user's ``.gitignore`` is not touched). Returns the patterns added.
+    the ``names`` not yet there are added to the ``info/exclude`` of the repository that holds ``root`` (``root``
+    itself, a folder above it, or a worktree's or submodule's git folder), as paths from the repository's top
+    (``/app/graphify-out/``). Only this clone reads that file: nothing is committed, and the user's ``.gitignore``
+    is not touched. Returns the patterns added.
 
-    Only a plain ``.git`` folder at ``root`` is written, and only a regular ``info/exclude`` file in it (or a new
-    one), opened without following links: a ``.git`` that is a file (a worktree, a submodule) or that links
-    elsewhere is left alone, as is a folder that is no repository.
+    The repository is found as git finds it (:func:`git_folder`): a ``.git`` that is a symlink is left alone, and a
+    ``.git`` file is followed only to a folder that is a git folder. ``info/exclude`` is written only where it is a
+    regular file (or a new one), opened without following links; a folder that is no repository is left alone.
     """
-    tree = SafeTree(root)  # Cortana's one writer: .git or info/ swapped for a symlink is refused, never followed
-    git = tree.lstat(".git")
-    if git is None or not stat.S_ISDIR(git.st_mode):
-        return []  # a worktree's or submodule's .git file, a symlink, or no repository: left alone
-    path = ".git/info/exclude"
+    found = git_folder(root)
+    if found is None:
+        return []
+    common, top = found
     try:
-        found = tree.lstat(path)
-        if found is not None and (not stat.S_ISREG(found.st_mode) or found.st_size > MAX_EXCLUDE_BYTES):
+        inside = Path(os.path.abspath(root)).relative_to(top).as_posix()
+    except ValueError:
+        return []
+    prefix = "" if inside == "." else inside.strip("/") + "/"
+    tree = SafeTree(common)  # Cortana's one writer: info/ swapped for a symlink is refused, never followed
+    path = "info/exclude"
+    try:
+        found_file = tree.lstat(path)
+        if found_file is not None and (not stat.S_ISREG(found_file.st_mode) or found_file.st_size > MAX_EXCLUDE_BYTES):
             return []
-        text = tree.read_bytes(path, MAX_EXCLUDE_BYTES).decode("utf-8", "replace") if found is not None else ""
+        text = tree.read_bytes(path, MAX_EXCLUDE_BYTES).decode("utf-8", "replace") if found_file is not None else ""
     except OSError:
         return []
     present = {line.strip() for line in text.splitlines()}
-    wanted = [f"/{name.strip('/')}" + ("/" if name.endswith("/") else "") for name in names]
+    wanted = [f"/{prefix}{name.strip('/')}" + ("/" if name.endswith("/") else "") for name in names]
     missing = [pattern for pattern in wanted if pattern not in present]
     if not missing:
         return []
@@ -380,3 +388,61 @@ def exclude_from_git(root: Path, names: Sequence[str]) -> list[str]:
     except OSError:
         return []
     return missing
+
+
+def git_folder(root: Path) -> tuple[Path, Path] | None:
+    """The git folder whose ``info/exclude`` applies to ``root``, and the top of the work tree holding ``root``; None
+    when ``root`` is in no repository.
+
+    From ``root`` upward, the first ``.git``: a folder is the repository's own; a file (``gitdir: PATH``, a
+    worktree's or submodule's) leads to a folder that must hold ``HEAD``, and a worktree's (with ``commondir``) to
+    the main repository's, which must hold ``HEAD`` and ``objects/``. A ``.git`` that is a symlink or anything else,
+    or a file that leads elsewhere, ends the search with None: Cortana writes nowhere a repository's own files
+    point it, unless git would read it there.
+    """
+    folder = Path(os.path.abspath(root))
+    for _ in range(_MOST_LEVELS):
+        dot = folder / ".git"
+        try:
+            found = os.lstat(dot)
+        except OSError:
+            found = None
+        if found is not None:
+            if stat.S_ISDIR(found.st_mode):
+                return dot, folder
+            if not stat.S_ISREG(found.st_mode) or found.st_size > _MOST_GITFILE_BYTES:
+                return None
+            return _linked_git_folder(dot, folder)
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+_MOST_LEVELS = 64
+"""The most folders :func:`git_folder` climbs."""
+_MOST_GITFILE_BYTES = 4096
+"""A ``.git`` file larger than this is not git's."""
+
+
+def _linked_git_folder(dot: Path, top: Path) -> tuple[Path, Path] | None:
+    """Where a ``.git`` file (``gitdir: PATH``) leads, when that is a git folder (see :func:`git_folder`)."""
+    try:
+        line = dot.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    linked = Path(os.path.abspath(top / line.removeprefix("gitdir:").strip()))
+    if not (linked / "HEAD").is_file():
+        return None
+    try:
+        common_name = (linked / "commondir").read_text(encoding="utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        return linked, top  # a submodule's git folder: its own info/exclude
+    except OSError:
+        return None
+    common = Path(os.path.abspath(linked / common_name))
+    if not (common / "HEAD").is_file() or not (common / "objects").is_dir():
+        return None
+    return common, top

@@ -55,3 +55,55 @@ def test_a_linked_or_odd_git_folder_is_left_alone(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh"
     (fresh / ".git").mkdir(parents=True)
     assert exclude_from_git(fresh, ["graphify-out/", ".graphifyignore"]) == ["/graphify-out/", "/.graphifyignore"]
+
+
+async def test_a_workspace_in_a_subfolder_of_a_repository_leaves_git_status_clean(
+    tmp_path: Path, graphify: str
+) -> None:
+    """The repository is the folder above: its ``info/exclude`` gets the paths from its top."""
+    repo = tmp_path / "repo"
+    root = repo / "services" / "api"
+    shutil.copytree(FIXTURE, root)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "start")
+    graph = KnowledgeGraph(root, exclude=["vendor/"])
+    try:
+        await graph.rebuild()
+    finally:
+        await graph.aclose()
+    assert (root / "graphify-out" / "graph.json").is_file() and (root / ".graphifyignore").is_file()
+    assert git(repo, "status", "--porcelain") == "", "only the user's changes show"
+    exclude = (repo / ".git" / "info" / "exclude").read_text()
+    assert "/services/api/graphify-out/\n" in exclude and "/services/api/.graphifyignore\n" in exclude
+    assert not (root / ".git").exists(), "no repository is made in the subfolder"
+
+
+def test_a_worktree_and_a_subfolder_of_it_write_the_main_repositorys_exclude(tmp_path: Path) -> None:
+    main = tmp_path / "main"
+    main.mkdir()
+    (main / "app").mkdir()
+    (main / "app" / "a.py").write_text("x = 1\n")
+    git(main, "init", "-q")
+    git(main, "add", ".")
+    git(main, "-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "start")
+    git(main, "worktree", "add", "-q", str(tmp_path / "feature"))
+    workspace = tmp_path / "feature" / "app"
+    assert exclude_from_git(workspace, ["graphify-out/"]) == ["/app/graphify-out/"]
+    (workspace / "graphify-out").mkdir()
+    (workspace / "graphify-out" / "graph.json").write_text("{}")
+    assert git(tmp_path / "feature", "status", "--porcelain") == "", "git reads the main repository's exclude"
+    assert "/app/graphify-out/" in (main / ".git" / "info" / "exclude").read_text()
+
+
+def test_a_git_file_that_leads_to_no_repository_is_not_followed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "info").mkdir(parents=True)  # no HEAD: not a git folder
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / ".git").write_text(f"gitdir: {elsewhere}\n")
+    assert exclude_from_git(work / "sub", ["graphify-out/"]) == []
+    assert not (elsewhere / "info" / "exclude").exists()
+    (work / ".git").unlink()
+    (work / ".git").symlink_to(elsewhere)
+    assert exclude_from_git(work / "sub", ["graphify-out/"]) == [], "a .git that is a symlink is left alone"
