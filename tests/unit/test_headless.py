@@ -194,3 +194,25 @@ def test_a_closed_pipe_ends_quietly_with_the_usual_status(scripted_engine, tmp_p
         stderr = process.stderr.read().decode()
         assert process.wait(timeout=120) == 141, stderr
         assert "Broken pipe" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr
+
+
+def test_a_reader_that_leaves_after_the_first_line_ends_every_run_quietly(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``cortana -p ... | head -1``: the reader takes one line and goes while the answer still streams; 20 runs,
+    each with status 141 and nothing on stderr."""
+    root = workspace(tmp_path)
+    (root / "cortana.yml").write_text(QUIET + "learning:\n  enabled: false\n")  # no embedder to ask for
+    lines = [f"line {i}\n" for i in range(400)]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", scripted_engine.url]
+    for run, form in enumerate(["text", "stream-json"] * 10):
+        scripted_engine.add("POST", CHAT, text_reply(lines, line_delay=0.002))
+        process = subprocess.Popen(
+            [*command, "-p", "--output-format", form, "Hi"],
+            cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.readline(), f"run {run}: no first line"
+        process.stdout.close()  # as head -1 does
+        stderr = process.stderr.read().decode()
+        assert process.wait(timeout=120) == 141, f"run {run} ({form}): {stderr}"
+        assert stderr == "", f"run {run} ({form}): {stderr}"

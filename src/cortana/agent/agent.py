@@ -24,6 +24,7 @@ from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
 from cortana.messages import Message, RunResult, ThreadRef
 from cortana.models.base import CallJudge, ModelClient, ModelSettings
 from cortana.models.default import close_default_model_client, default_model_client
+from cortana.streams import closing
 from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.context import AgentHandle
 from cortana.tools.hooks import ToolHooks
@@ -409,10 +410,11 @@ class Agent(Generic[OutputT]):
             tracer = deps.tracer
             events = run_events(config, deps, request)
             try:
-                async for event in events if tracer is None else tracer.within(events):
-                    if config.logger is not None:
-                        config.logger.handle(event)
-                    yield event
+                async with closing(events if tracer is None else tracer.within(events)) as opened:
+                    async for event in opened:
+                        if config.logger is not None:
+                            config.logger.handle(event)
+                        yield event
             except BaseException as error:
                 if tracer is not None:
                     tracer.fail(error)

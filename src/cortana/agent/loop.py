@@ -31,6 +31,7 @@ from collections.abc import AsyncGenerator
 from cortana.agent.events import RunEvent, RunFinished, TextDelta
 from cortana.agent.run import Run, TurnRequest, Verdict
 from cortana.agent.run_config import RunConfig, RunDeps
+from cortana.streams import closing
 
 __all__ = ["run_events"]
 
@@ -40,8 +41,9 @@ async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> 
     run = await Run.start(config, deps, request)
     while True:
         await run.fit_window()
-        async for event in run.call_model():
-            yield event
+        async with closing(run.call_model()) as opened:
+            async for event in opened:
+                yield event
         assert run.response is not None
         screened = run.screen(run.response.message)
         if screened.verdict is Verdict.ANSWER:
@@ -61,6 +63,7 @@ async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> 
             await run.retry(screened.reply)
         else:
             await run.spend_iteration(screened.reply)
-            async for event in run.run_tools(screened.reply):
-                yield event
+            async with closing(run.run_tools(screened.reply)) as opened:
+                async for event in opened:
+                    yield event
     yield RunFinished(run.finish())

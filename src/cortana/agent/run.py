@@ -42,6 +42,7 @@ from cortana.messages import LOOP_NAME, Message, RunMetrics, RunResult, ThreadRe
 from cortana.models.base import CallJudge, ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
+from cortana.streams import closing
 from cortana.tools import RunContext, Tool, ToolGroup, as_tools
 
 __all__ = ["EXTRA_MODEL_CALLS", "IterationBudget", "Run", "Screened", "TurnRequest", "Verdict"]
@@ -325,17 +326,18 @@ class Run:
             stream = self.tracer.model_call(stream, for_output=typed is not None)
         written: list[str] = []
         shown: tuple[Any, ...] = ()  # the last partial value yielded, in a tuple: None is a value
-        async for event in stream:
-            if isinstance(event, ModelResponse):
-                response = event
-                continue
-            yield event
-            if typed is not None and isinstance(event, TextDelta) and event.text:
-                written.append(event.text)
-                ok, value = typed.partial("".join(written))
-                if ok and (not shown or shown[0] != value):
-                    shown = (value,)
-                    yield PartialOutput(value)
+        async with closing(stream) as opened:
+            async for event in opened:
+                if isinstance(event, ModelResponse):
+                    response = event
+                    continue
+                yield event
+                if typed is not None and isinstance(event, TextDelta) and event.text:
+                    written.append(event.text)
+                    ok, value = typed.partial("".join(written))
+                    if ok and (not shown or shown[0] != value):
+                        shown = (value,)
+                        yield PartialOutput(value)
         duration = time.perf_counter() - started
         if response is None:
             raise ModelError("The engine's stream ended without an answer; retry the turn (nothing was lost).")
@@ -472,8 +474,9 @@ class Run:
         """Run the reply's calls; their results join the transcript in request order."""
         started = time.perf_counter()
         results: list[Message] = []
-        async for event in self.calls.run(reply.tool_calls, results):
-            yield event
+        async with closing(self.calls.run(reply.tool_calls, results)) as opened:
+            async for event in opened:
+                yield event
         self.metrics.tool_time += time.perf_counter() - started
         self._append(*results)
         tools = [self.toolbox.resolve(call.name) for call in reply.tool_calls]

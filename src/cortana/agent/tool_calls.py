@@ -24,6 +24,7 @@ from cortana.agent.toolbox import Toolbox
 from cortana.errors import ToolError
 from cortana.messages import Message, Refusal, ToolCall
 from cortana.prompts import as_data
+from cortana.streams import closing
 from cortana.tools import RunContext, Tool, bound_output, format_tool_result
 from cortana.tools.permissions import AskBudget, authorize_call
 
@@ -85,8 +86,9 @@ class CallRunner:
                     traced(checked)
             yield ToolCallStarted(call)
             yield ToolCallFinished(call, checked, 0.0)
-        async for event in self._run_all(runnable, slots):
-            yield event
+        async with closing(self._run_all(runnable, slots)) as opened:
+            async for event in opened:
+                yield event
         # Every result is what a tool, a server or a file said: data that must not forge the prompt's structure.
         done = [message.model_copy(update={"content": as_data(message.content)}) for message in slots if message]
         assert len(done) == len(calls), "every call has its result"

@@ -285,14 +285,19 @@ class RunTracer:
 
 
 async def _stepped(otel_context: Any, current: Context, events: AsyncIterator[T]) -> AsyncIterator[T]:
-    """``events`` with ``current`` attached around each step (see :meth:`RunTracer.within`)."""
+    """``events`` with ``current`` attached around each step (see :meth:`RunTracer.within`); closed with it."""
     iterator = aiter(events)
-    while True:
-        token = otel_context.attach(current)
-        try:
-            event = await anext(iterator)
-        except StopAsyncIteration:
-            return
-        finally:
-            otel_context.detach(token)
-        yield event
+    try:
+        while True:
+            token = otel_context.attach(current)
+            try:
+                event = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            finally:
+                otel_context.detach(token)
+            yield event
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()

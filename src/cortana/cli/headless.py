@@ -328,8 +328,9 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
             output.fix_finished(outcome)
             output.finished()
             return 0 if outcome.complete else 1
-        async for event in agent.run_stream(prompt, thread=thread):
-            output.event(event)
+        async with agent.run_stream(prompt, thread=thread) as stream:  # closed here, not at the loop's shutdown
+            async for event in stream:
+                output.event(event)
         output.finished()
         if hooks:
             await hooks.stop(output.answer)

@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol, Self
 
 from cortana.errors import ModelError
 from cortana.messages import Message, StopReason, Usage
+from cortana.streams import closing
 
 __all__ = [
     "THINKING_BUDGETS",
@@ -301,9 +302,10 @@ class ModelClient(Protocol):
 async def complete(client: ModelClient, request: ModelRequest) -> ModelResponse:
     """Drain :meth:`ModelClient.stream` and return its final :class:`ModelResponse`."""
     final: ModelResponse | None = None
-    async for event in client.stream(request):
-        if isinstance(event, ModelResponse):
-            final = event
+    async with closing(client.stream(request)) as opened:
+        async for event in opened:
+            if isinstance(event, ModelResponse):
+                final = event
     if final is None:
         raise ModelError(
             f"{type(client).__name__}.stream ended without a final ModelResponse; this is a bug in the adapter."

@@ -54,6 +54,7 @@ from cortana.models.engine_process import (
 )
 from cortana.models.llamacpp import LlamaCppClient
 from cortana.models.resident import ResidentServer
+from cortana.streams import closing
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -375,8 +376,9 @@ class EmbeddedClient(LlamaCppClient):
 
     async def _stream_plain(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         await self._seed_plain_slot()
-        async for event in super().stream(request):
-            yield event
+        async with closing(super().stream(request)) as opened:
+            async for event in opened:
+                yield event
 
     async def _seed_plain_slot(self) -> None:
         """Restore the saved prompt cache into :attr:`plain_slot` if that slot has never served a request.

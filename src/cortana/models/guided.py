@@ -58,6 +58,7 @@ from cortana.models.grammar import CALL_OPEN, call_grammar, call_prefix, choice_
 from cortana.models.openai_compat import to_openai_messages
 from cortana.models.toolparse import make_tool_call, new_call_id
 from cortana.prompts import prompt_text, strip_turn_context
+from cortana.streams import closing
 
 log = logging.getLogger(__name__)
 
@@ -289,13 +290,15 @@ class GuidedCalls:
         choice = request.settings.tool_choice
         if choice in names or choice == "required":
             decision = await self.decide(request)
-            async for event in self.answer(request, decision.choice, model):
-                yield event
+            async with closing(self.answer(request, decision.choice, model)) as opened:
+                async for event in opened:
+                    yield event
             return
         judging = _Judging.start(request)
         try:
-            async for event in self._free(request, names, model, judging):
-                yield event
+            async with closing(self._free(request, names, model, judging)) as opened:
+                async for event in opened:
+                    yield event
         finally:
             judging.cancel()
 
@@ -328,17 +331,19 @@ class GuidedCalls:
             elif prose.message.content.strip():  # the prose stands as the answer, without the calls
                 yield dataclasses.replace(prose, message=prose.message.model_copy(update={"tool_calls": []}))
             else:
-                async for event in self._no_fit(request, model):
-                    yield event
+                async with closing(self._no_fit(request, model)) as opened:
+                    async for event in opened:
+                        yield event
             return
         free = outcome.usage  # with timings on every piece, known though the stream was dropped at the opening
         if not await judging.allows(opening.tool):  # turned away anyway: not written under the grammar, not checked
-            async for event in self._no_fit(request, model):
-                yield (
-                    dataclasses.replace(event, usage=_together(free, event.usage))
-                    if isinstance(event, ModelResponse)
-                    else event
-                )
+            async with closing(self._no_fit(request, model)) as opened:
+                async for event in opened:
+                    yield (
+                        dataclasses.replace(event, usage=_together(free, event.usage))
+                        if isinstance(event, ModelResponse)
+                        else event
+                    )
             return
         response = await self._written_calls(request, prompt, opening.tool, model)
         verdict = await self.verify(request, response.message.tool_calls) if response.message.tool_calls else None
@@ -346,16 +351,18 @@ class GuidedCalls:
         if verdict is None or verdict.ok:  # the judge allowed the tool the call opened with, the first call's
             yield dataclasses.replace(response, usage=_together(free, *checked, response.usage))
             return
-        async for event in self._no_fit(request, model):
-            if isinstance(event, ModelResponse):  # the answer's usage: every request it took, not the last one's
-                event = dataclasses.replace(event, usage=_together(free, response.usage, *checked, event.usage))
-            yield event
+        async with closing(self._no_fit(request, model)) as opened:
+            async for event in opened:
+                if isinstance(event, ModelResponse):  # the answer's usage: every request it took, not the last one's
+                    event = dataclasses.replace(event, usage=_together(free, response.usage, *checked, event.usage))
+                yield event
 
     async def _no_fit(self, request: ModelRequest, model: str) -> AsyncIterator[ModelEvent]:
         """A prose answer to the same conversation, told that no tool fits (it shares the cached prefix)."""
         no_fit = await self.render(request, [{"role": DECISION_ROLE, "content": prompt_text("tool_rejected")}])
-        async for event in self._prose(request, no_fit, model):
-            yield event
+        async with closing(self._prose(request, no_fit, model)) as opened:
+            async for event in opened:
+                yield event
 
     async def _described_call(
         self, request: ModelRequest, prompt: str, prose: ModelResponse, model: str, judging: _Judging
@@ -385,19 +392,22 @@ class GuidedCalls:
         """The answer once decided: prose for :data:`NO_TOOL`, else calls starting with ``choice``."""
         prompt = await self.render(request)
         if choice == NO_TOOL:
-            async for event in self._prose(request, prompt, model):
-                yield event
+            async with closing(self._prose(request, prompt, model)) as opened:
+                async for event in opened:
+                    yield event
             return
-        async for event in self._calls(request, prompt, choice, model):
-            yield event
+        async with closing(self._calls(request, prompt, choice, model)) as opened:
+            async for event in opened:
+                yield event
 
     async def _prose(self, request: ModelRequest, prompt: str, model: str) -> AsyncIterator[ModelEvent]:
         # No text recovery: the decision was "no call", so call-shaped text stays text.
         answer = AnswerBuilder(request.tools, recover_text_calls=False)
         outcome = _Outcome()
-        async for piece in self._generate(request, prompt, _PROSE_GRAMMAR, outcome):
-            if shown := answer.add_text(piece):
-                yield shown
+        async with closing(self._generate(request, prompt, _PROSE_GRAMMAR, outcome)) as opened:
+            async for piece in opened:
+                if shown := answer.add_text(piece):
+                    yield shown
         for event in answer.final_events(outcome.usage, outcome.stop, model):
             yield event
 

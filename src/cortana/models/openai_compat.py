@@ -22,6 +22,7 @@ from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelEvent, ModelRequest, ModelResponse, TextDelta, ToolSpec
 from cortana.models.chunks import call_index, json_items, json_object, json_text, token_count
+from cortana.streams import closing
 from cortana.trust import is_loopback_url
 
 __all__ = ["OpenAICompatClient", "to_openai_messages"]
@@ -205,17 +206,19 @@ class OpenAICompatClient(HttpClient):
         if request.settings.json_schema is None or not self.schema_as_tool:
             started = False
             try:
-                async for event in self._stream(request):
-                    started = True
-                    yield event
+                async with closing(self._stream(request)) as opened:
+                    async for event in opened:
+                        started = True
+                        yield event
                 return
             except ModelError as error:
                 refused = request.settings.json_schema is not None and _refuses_schema(str(error))
                 if started or not refused:
                     raise
             self.schema_as_tool = True
-        async for event in self._schema_by_tool(request):
-            yield event
+        async with closing(self._schema_by_tool(request)) as opened:
+            async for event in opened:
+                yield event
 
     async def _schema_by_tool(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         schema = request.settings.json_schema or {}
@@ -229,19 +232,20 @@ class OpenAICompatClient(HttpClient):
         tool = ToolSpec(FINAL_ANSWER, "Give the final answer.", parameters)
         settings = dataclasses.replace(request.settings, json_schema=None, tool_choice=FINAL_ANSWER)
         routed = dataclasses.replace(request, tools=[tool], settings=settings)
-        async for event in self._stream(routed):
-            if not isinstance(event, ModelResponse):
-                yield event
-                continue
-            calls = [call for call in event.message.tool_calls if call.name == FINAL_ANSWER]
-            if not calls:
-                yield event  # no call: the text answer, validated (and retried) by the caller
-                continue
-            arguments = calls[0].arguments
-            text = json.dumps(arguments.get("value") if wrapped else arguments, ensure_ascii=False)
-            yield TextDelta(text)
-            message = event.message.model_copy(update={"content": text, "tool_calls": []})
-            yield dataclasses.replace(event, message=message)
+        async with closing(self._stream(routed)) as opened:
+            async for event in opened:
+                if not isinstance(event, ModelResponse):
+                    yield event
+                    continue
+                calls = [call for call in event.message.tool_calls if call.name == FINAL_ANSWER]
+                if not calls:
+                    yield event  # no call: the text answer, validated (and retried) by the caller
+                    continue
+                arguments = calls[0].arguments
+                text = json.dumps(arguments.get("value") if wrapped else arguments, ensure_ascii=False)
+                yield TextDelta(text)
+                message = event.message.model_copy(update={"content": text, "tool_calls": []})
+                yield dataclasses.replace(event, message=message)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         if not request.streamed:
