@@ -27,6 +27,7 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -44,6 +45,9 @@ from cortana.errors import ConfigError, CortanaError, UserError
 from cortana.messages import Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
 from cortana.sandbox.policy import Sandbox, too_wide
+from cortana.streams import closing
+from cortana.turn.events import fix_run_result
+from cortana.turn.state import TurnState, current_turn, turn_scope
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -62,7 +66,7 @@ if TYPE_CHECKING:
     from cortana.mcp import MCPServers
     from cortana.memory.checkpoints import Checkpoints
     from cortana.memory.stored import StoredMemory
-    from cortana.models.base import ModelClient
+    from cortana.models.base import ModelClient, ModelSettings
     from cortana.repair.run import FixOutcome, Progress, RepairResult, Stronger
     from cortana.repair.testrun import TestCommand
     from cortana.repair.workflow import RepairWorkflow
@@ -71,6 +75,7 @@ if TYPE_CHECKING:
     from cortana.tools.builtin.commands import Finished
     from cortana.tools.hooks import CommandHooks, ToolRules
     from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
+    from cortana.turn.events import TurnEvent
 
 __all__ = [
     "Assistant",
@@ -173,6 +178,7 @@ class Assistant:
         self._engine: asyncio.Future[ModelClient] | None = None  # started on first use (a loop is running then)
         self._test_command: TestCommand | None = None
         self._looked_for_tests = False
+        self._started: set[str] = set()  # the conversations whose session_start hooks ran
         settings = self.settings
         self.sandbox: Sandbox = workspace_sandbox(self.workspace, settings)
         """What every process the assistant starts may touch (commands, tests, git, graphify, MCP servers)."""
@@ -406,7 +412,8 @@ class Assistant:
     ) -> FixOutcome:
         """Fix ``request`` with the project's tests as the judge (``cortana.repair``): find a patch in a scratch copy,
         then write it through the gate (asked, allowed by cortana.yml, or refused over the API). The request and the
-        answer join ``thread``'s conversation (default: the assistant's).
+        answer join ``thread``'s conversation (default: the assistant's). A front end's turn reaches this through
+        :meth:`turn`, which also runs the hooks; this is the workflow alone, for a library caller or a tool.
 
         Args:
             request: what to change ("" asks to make the failing tests pass).
@@ -415,22 +422,60 @@ class Assistant:
             before_writing: called with a found fix before it is written (the terminal shows the diff).
             plan_only: plan mode: run the tests and find where the change goes, then stop; the answer is the plan.
         """
+        from cortana.turn.events import FixFinished, FixFound, FixProgress
+
+        outcome: FixOutcome | None = None
+        async with closing(self._fix_events(request, thread or self.thread, plan_only=plan_only)) as events:
+            async for event in events:
+                if isinstance(event, FixProgress) and on_progress is not None:
+                    on_progress(event.progress)
+                elif isinstance(event, FixFound) and before_writing is not None:
+                    before_writing(event.result)
+                elif isinstance(event, FixFinished):
+                    outcome = event.outcome
+        assert outcome is not None, "a fix that ends without an error ends with FixFinished"
+        return outcome
+
+    async def _fix_events(self, request: str, thread: ThreadRef, *, plan_only: bool = False) -> AsyncIterator[Any]:
+        """The fix of ``request`` as turn events: started, each step, the fix found (before it is written), finished.
+        Its writes go under the current turn's checkpoint (a fix inside a turn is part of it), else one of its own."""
         from cortana.repair.request import FixRequest
         from cortana.repair.run import FixOutcome
+        from cortana.turn.events import FixFinished, FixFound, FixProgress, FixStarted
 
-        thread = thread or self.thread
         fix = FixRequest.parse(request)
-        self.checkpoints.begin(thread, f"fix: {fix.text}")  # what the fix writes can be undone as one turn
-        workflow = await self.fix_workflow(thread, on_progress)
-        result = await workflow.run(fix, plan_only=plan_only)
-        written: list[str] = []
-        if result.patch is not None:
-            if before_writing is not None:
-                before_writing(result)
-            written = await workflow.apply(result)
-        outcome = FixOutcome(result, written)
-        await self.memory.append_messages(thread, [Message.user(fix.text), Message.assistant(outcome.answer)])
-        return outcome
+        outer = current_turn()
+        state = outer if outer is not None and outer.thread == thread else TurnState(thread, fix.text)
+        with turn_scope(state) if state is not outer else contextlib.nullcontext(state):
+            if state.checkpoint is None:
+                self.checkpoints.begin(thread, f"fix: {fix.text}")  # what the fix writes is undone as one turn
+            yield FixStarted(fix.text, plan=plan_only)
+            steps: asyncio.Queue[Progress] = asyncio.Queue()
+            workflow = await self.fix_workflow(thread, steps.put_nowait)
+            running = asyncio.ensure_future(workflow.run(fix, plan_only=plan_only))
+            try:
+                while not running.done() or not steps.empty():
+                    if not steps.empty():
+                        yield FixProgress(steps.get_nowait())
+                        continue
+                    step = asyncio.ensure_future(steps.get())
+                    await asyncio.wait({running, step}, return_when=asyncio.FIRST_COMPLETED)
+                    if step.done():
+                        yield FixProgress(step.result())
+                    else:
+                        step.cancel()
+                result = running.result()
+            finally:
+                if not running.done():  # the turn was left (Ctrl-C, a client gone): the search stops
+                    running.cancel()
+                    await asyncio.gather(running, return_exceptions=True)
+            written: list[str] = []
+            if result.patch is not None:
+                yield FixFound(result)
+                written = await workflow.apply(result)
+            outcome = FixOutcome(result, written)
+            await self.memory.append_messages(thread, [Message.user(fix.text), Message.assistant(outcome.answer)])
+            yield FixFinished(outcome)
 
     async def fix_workflow(
         self, thread: ThreadRef | None = None, on_progress: Callable[[Progress], None] | None = None
@@ -569,10 +614,103 @@ class Assistant:
         return await agent.run(prompt, thread=thread or self.thread)
 
     async def run_stream(self, prompt: str, *, thread: ThreadRef | None = None) -> AsyncIterator[RunEvent]:
-        """One turn, as events: text as it comes, tool calls and results, and the run's end."""
+        """One turn of the agent, as its events: text as it comes, tool calls and results, and the run's end (no
+        hooks, no routing: :meth:`turn` is a front end's turn)."""
         agent = await self.agent()
-        async for event in agent.run_stream(prompt, thread=thread or self.thread):
-            yield event
+        async with agent.run_stream(prompt, thread=thread or self.thread) as stream:
+            async for event in stream:
+                yield event
+
+    async def turn(
+        self,
+        prompt: str,
+        *,
+        thread: ThreadRef | None = None,
+        plan: bool = False,
+        fix: bool | None = None,
+        context: str | None = None,
+        settings: ModelSettings | None = None,
+        starting: bool | None = None,
+    ) -> AsyncIterator[TurnEvent]:
+        """A user's turn, the one door every front end goes through; it yields the turn's events
+        (``cortana.turn.events``) and ends with one :class:`~cortana.turn.TurnFinished`.
+
+        In order: the ``session_start`` hooks (``starting``; None: on the first turn of ``thread`` this assistant
+        runs), the ``user_prompt`` hooks (one that exits 2 keeps the message from the model: :class:`TurnHeld`),
+        the route (``fix``: True sends it through the fix workflow, False to the agent, None decides as
+        :meth:`wants_fix` does), plan mode (``plan``: only reading tools run, and the agent is asked for a plan; a
+        fix only plans), the prompt fitted to the window, the turn's checkpoint, the run, and the ``stop`` hooks.
+        Everything the turn does runs in its own state (:class:`~cortana.turn.TurnState`), so two turns on two
+        threads at once never share a checkpoint, a plan mode or a hook's thread.
+
+        Args:
+            prompt: the user's message.
+            thread: the conversation (default: the assistant's).
+            plan: plan mode for this turn.
+            fix: the route (see above).
+            context: the caller's context for this turn (a client's instructions).
+            settings: generation settings for this turn's model calls.
+            starting: run the ``session_start`` hooks first (see above).
+        """
+        from cortana.agent.events import RunFinished
+        from cortana.agent.fitting import fit_prompt
+        from cortana.tools.hooks import ToolRules
+        from cortana.turn.events import FixFinished, PromptCut, TurnFinished, TurnHeld, TurnResult
+
+        thread = thread or self.thread
+        with turn_scope(TurnState(thread, prompt, plan=plan)):
+            if starting is False:  # the front end ran them at its own start
+                self._started.add(thread.thread_id)
+            await self.start_session(thread)
+            held = await self.hooks.before_turn(prompt) if self.hooks else None
+            if held is not None:
+                yield TurnHeld(held)
+                yield TurnFinished(TurnResult(thread, "held", "", held=held))
+                return
+            if fix if fix is not None else self.wants_fix(prompt):
+                outcome: FixOutcome | None = None
+                started = time.perf_counter()
+                async with closing(self._fix_events(prompt, thread, plan_only=plan)) as events:
+                    async for event in events:
+                        if isinstance(event, FixFinished):
+                            outcome = event.outcome
+                        yield event
+                assert outcome is not None
+                result = TurnResult(
+                    thread, "fix", outcome.answer, fix_run_result(outcome, thread, prompt, started), outcome
+                )
+            else:
+                agent = await self.agent()
+                engine = await self.client()
+                prompt, cut = await fit_prompt(
+                    prompt, engine, effective_context_window(agent.context_window, engine.context_window)
+                )
+                if cut is not None:
+                    yield PromptCut(cut)
+                if plan:
+                    context = "\n\n".join(part for part in (ToolRules.plan_context(), context) if part)
+                run: RunResult | None = None
+                async with agent.run_stream(prompt, thread=thread, context=context, settings=settings) as stream:
+                    async for event in stream:
+                        if isinstance(event, RunFinished):
+                            run = event.result
+                        yield event
+                assert run is not None, "a run that ends without an error ends with RunFinished"
+                result = TurnResult(thread, "agent", str(run.output), run)
+            if self.hooks:
+                await self.hooks.stop(result.answer)
+            yield TurnFinished(result)
+
+    async def start_session(self, thread: ThreadRef | None = None) -> None:
+        """The ``session_start`` hooks, once per conversation (a front end that starts before its first turn calls
+        this then; :meth:`turn` does on a conversation's first turn)."""
+        key = (thread or self.thread).thread_id
+        if key in self._started:
+            return
+        self._started.add(key)
+        if self.hooks:
+            with turn_scope(TurnState(thread or self.thread)):
+                await self.hooks.session_start()
 
     def context_rows(self) -> list[tuple[str, str]]:
         """What the model is given besides the conversation, for ``/context``: the instructions' sources (the

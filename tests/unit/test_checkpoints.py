@@ -10,6 +10,7 @@ import pexpect
 
 from cortana.memory.checkpoints import Checkpoints
 from cortana.messages import ThreadRef
+from cortana.turn import TurnState, turn_scope
 from tests.integration.test_cli_terminal import spawn_on, text_reply, tool_reply
 
 CHAT = "/v1/chat/completions"
@@ -99,10 +100,11 @@ def test_the_store_keeps_the_last_turns_within_its_bound(tmp_path: Path) -> None
     thread = ThreadRef(resource_id="cli", thread_id="t")
     try:
         for number in range(5):
-            store.begin(thread, f"turn {number}")
-            (root / f"f{number}.txt").write_text("x" * 20)
-            store.writing(root / f"f{number}.txt", "y" * 20)
-            (root / f"f{number}.txt").write_text("y" * 20)
+            with turn_scope(TurnState(thread)):  # each write in its turn
+                store.begin(thread, f"turn {number}")
+                (root / f"f{number}.txt").write_text("x" * 20)
+                store.writing(root / f"f{number}.txt", "y" * 20)
+                (root / f"f{number}.txt").write_text("y" * 20)
         kept = store.recent()
         assert [c.prompt for c in kept] == ["turn 4", "turn 3"], "3 turns at most, and 50 bytes of kept content"
         store.writing(tmp_path / "outside.txt", "z")  # outside the workspace: not recorded

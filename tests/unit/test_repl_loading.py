@@ -12,7 +12,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from cortana import Agent, EngineUnavailable
+from cortana import EngineUnavailable
 from cortana.cli.repl import Repl
 from cortana.testing import ScriptedModel
 from tests.unit.test_assistant import assistant_on
@@ -35,15 +35,18 @@ class Watched(io.StringIO):
 
 async def session(
     tmp_path: Path,
-    loading: asyncio.Future[Agent],
+    engine: asyncio.Future[ScriptedModel],
     typed: str,
     console_file: io.StringIO | None = None,
     out_file: io.StringIO | None = None,
 ) -> tuple[int, str, str]:
+    """The REPL of an assistant whose engine is ``engine`` (still starting), given the agent to come, as the
+    terminal gives it."""
     console = Console(file=console_file or io.StringIO(), width=200)
     out = Console(file=out_file or io.StringIO(), width=200)
-    assistant = assistant_on(tmp_path, ScriptedModel([]))
+    assistant = assistant_on(tmp_path, engine)
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        loading = asyncio.ensure_future(assistant.agent())
         repl = Repl(assistant, console, loading=loading, ready_note=lambda _: "engine: scripted")
         repl.out = out
         pipe.send_text(typed)
@@ -54,10 +57,10 @@ async def session(
 
 
 async def test_a_message_typed_while_the_engine_loads_waits_and_is_answered(tmp_path: Path) -> None:
-    loading: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
+    engine: asyncio.Future[ScriptedModel] = asyncio.get_running_loop().create_future()
     # The engine finishes loading only after the message has been seen waiting for it.
-    loaded = Watched("waiting for the engine", lambda: loading.set_result(Agent(ScriptedModel(["Hello, Ada."]))))
-    code, console, out = await session(tmp_path, loading, "hi, I'm Ada\n/exit\n", console_file=loaded)
+    loaded = Watched("waiting for the engine", lambda: engine.set_result(ScriptedModel(["Hello, Ada."])))
+    code, console, out = await session(tmp_path, engine, "hi, I'm Ada\n/exit\n", console_file=loaded)
     assert code == 0
     assert "The engine is loading; type away" in console
     assert "waiting for the engine to finish loading" in console and "engine: scripted" in console
@@ -65,10 +68,10 @@ async def test_a_message_typed_while_the_engine_loads_waits_and_is_answered(tmp_
 
 
 async def test_help_needs_no_engine_and_a_failed_start_ends_the_session_saying_why(tmp_path: Path) -> None:
-    loading: asyncio.Future[Agent] = asyncio.get_running_loop().create_future()
+    engine: asyncio.Future[ScriptedModel] = asyncio.get_running_loop().create_future()
     failure = EngineUnavailable("The embedded engine exited while loading model.gguf: out of memory")
     # The engine fails only after /help has been answered.
-    answered = Watched("/stats", lambda: loading.set_exception(failure))
-    code, console, out = await session(tmp_path, loading, "/help\nhello\n", out_file=answered)
+    answered = Watched("/stats", lambda: engine.set_exception(failure))
+    code, console, out = await session(tmp_path, engine, "/help\nhello\n", out_file=answered)
     assert "/stats" in out, "/help answered at once"
     assert code == 1 and "EngineUnavailable: The embedded engine exited while loading model.gguf" in console

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.context import AgentHandle
 from cortana.tools.hooks import ToolHooks
 from cortana.tools.permissions import PermissionGate
+from cortana.turn.state import TurnState, current_turn, turn_scope
 
 __all__ = ["Agent", "EventHandler"]
 
@@ -403,26 +405,36 @@ class Agent(Generic[OutputT]):
         return StreamedRun(self._events(config, request), typed=config.output_type is not None)
 
     async def _events(self, config: RunConfig, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
-        """The events of one turn, each handed to the logger first."""
+        """The events of one turn, each handed to the logger first; in the caller's turn (its state: plan mode, its
+        checkpoint) when it is one on this thread, else in a turn of its own."""
         self._running += 1
+        outer = current_turn()
+        own = outer is None or outer.thread != request.thread
+        scope = turn_scope(TurnState(request.thread, request.prompt)) if own else contextlib.nullcontext()
         try:
-            deps = await self._deps(config, request)
-            tracer = deps.tracer
-            events = run_events(config, deps, request)
-            try:
-                async with closing(events if tracer is None else tracer.within(events)) as opened:
+            with scope:
+                async with closing(self._run_events(config, request)) as opened:
                     async for event in opened:
-                        if config.logger is not None:
-                            config.logger.handle(event)
                         yield event
-            except BaseException as error:
-                if tracer is not None:
-                    tracer.fail(error)
-                raise
-            finally:
-                await events.aclose()
         finally:
             self._running -= 1
+
+    async def _run_events(self, config: RunConfig, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
+        deps = await self._deps(config, request)
+        tracer = deps.tracer
+        events = run_events(config, deps, request)
+        try:
+            async with closing(events if tracer is None else tracer.within(events)) as opened:
+                async for event in opened:
+                    if config.logger is not None:
+                        config.logger.handle(event)
+                    yield event
+        except BaseException as error:
+            if tracer is not None:
+                tracer.fail(error)
+            raise
+        finally:
+            await events.aclose()
 
     async def _deps(self, config: RunConfig, request: TurnRequest) -> RunDeps:
         """What a run of this agent works with (the engine is resolved here, and the run's spans start)."""

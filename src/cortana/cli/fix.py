@@ -1,6 +1,7 @@
 """The fix workflow in the terminal: ``cortana fix``, ``/fix``, and change requests sent to it unnamed.
 
-The workflow is the assistant's (:meth:`cortana.Assistant.fix`); the terminal shows it. Progress goes to stderr
+The workflow is the assistant's, reached through its one turn (:meth:`cortana.Assistant.turn`); the terminal
+renders the turn's fix events. Progress goes to stderr
 as dim lines (``fix 12s: patch 2: 2 of 3 failing tests pass``); the fix's diff is shown before it is written
 (asked for each file, or allowed by ``--yes``); the answer (what was found, the diff, which tests now pass, or,
 when nothing passed, the closest attempt and what to try next) goes to the answer stream like any reply, and
@@ -16,12 +17,10 @@ from rich.console import Console
 from rich.text import Text
 
 from cortana.display import printable
-from cortana.messages import ThreadRef
-from cortana.repair.routing import DEFAULT_REQUEST
 
 if TYPE_CHECKING:
     from cortana.assistant import Assistant
-    from cortana.repair.run import Progress, RepairResult
+    from cortana.repair.run import FixOutcome, Progress, RepairResult
 
 __all__ = ["TerminalFixer", "diff_text"]
 
@@ -50,6 +49,9 @@ class TerminalFixer:
         self.assistant = assistant
         self.console = console
         self.show = show
+        self.active = False
+        """A fix is running (between its start and its end): a Ctrl-C leaves the files as they were."""
+        self.planning = False
 
     @property
     def has_tests(self) -> bool:
@@ -60,41 +62,46 @@ class TerminalFixer:
         """Whether ``prompt`` goes through the workflow unnamed (see :meth:`cortana.Assistant.wants_fix`)."""
         return self.assistant.wants_fix(prompt)
 
-    async def plan(self, request: str, thread: ThreadRef) -> bool:
-        """Plan mode: run the tests and find where the change goes, and show that as the plan; True when there is
-        one to accept (a fix to look for)."""
-        from cortana.repair.run import FixStatus  # the repair modules load with the first fix, not with the prompt
+    def render(self, event: object) -> bool:
+        """Show ``event`` when it is one of a turn's fix events (``cortana.turn.events``); False for any other."""
+        from cortana.turn.events import FixFinished, FixFound, FixProgress, FixStarted
 
-        request = request.strip() or DEFAULT_REQUEST
-        self.console.print(Text(f"fix (plan): {printable(request)[:200]}", style="dim"))
-        outcome = await self.assistant.fix(request, thread=thread, on_progress=self._progress, plan_only=True)
-        self.show(Text(printable(outcome.answer) + "\n"))
-        return outcome.result.status is FixStatus.PLANNED
+        if isinstance(event, FixStarted):
+            self.active, self.planning = True, event.plan
+            label = "fix (plan)" if event.plan else "fix"
+            self.console.print(Text(f"{label}: {printable(event.request)[:200]}", style="dim"))
+        elif isinstance(event, FixProgress):
+            self._progress(event.progress)
+        elif isinstance(event, FixFound):
+            self._diff(event.result)
+        elif isinstance(event, FixFinished):
+            self.active = False
+            self._finished(event.outcome)
+        else:
+            return False
+        return True
 
-    async def run(self, request: str, thread: ThreadRef) -> bool:
-        """Run the workflow for ``request`` and show it; True when the request is done (fixed and written, or
-        nothing failed). When no patch passes, the answer says so, with the closest attempt: the tool loop does not
-        take over (a small model's loop would only say it cannot change the code)."""
-        request = request.strip() or DEFAULT_REQUEST
-        self.console.print(Text(f"fix: {printable(request)[:200]}", style="dim"))
-        outcome = await self.assistant.fix(
-            request, thread=thread, on_progress=self._progress, before_writing=self._diff
-        )
+    def _finished(self, outcome: FixOutcome) -> None:
+        """The answer: the plan; or what was found (its diff is on the screen already); or, when no patch passed,
+        the closest attempt and what was set aside, each as a diff. The tool loop does not take over (a small
+        model's loop would only say it cannot change the code)."""
+        if self.planning:
+            self.show(Text(printable(outcome.answer) + "\n"))
+            return
         self.console.print(Text(f"fix: {outcome.result.summary()}", style="dim"), soft_wrap=True)
-        answer = outcome.answer
-        if outcome.result.patch is not None:  # its diff is on the screen already
+        answer, result = outcome.answer, outcome.result
+        if result.patch is not None:  # its diff is on the screen already
             answer = answer.split("\n\n```diff", 1)[0]
-        elif outcome.result.closest or outcome.result.set_aside:
+        elif result.closest or result.set_aside:
             self.show(Text(printable(answer.split("\n\n", 1)[0]) + "\n"))
-            if outcome.result.closest:
+            if result.closest:
                 self.show(Text("The closest attempt:\n"))
-                self.show(diff_text(outcome.result.closest))
-            if outcome.result.set_aside:
-                self.show(Text(f"Set aside ({printable(outcome.result.set_aside_why)}):\n"))
-                self.show(diff_text(outcome.result.set_aside))
-            return outcome.complete
+                self.show(diff_text(result.closest))
+            if result.set_aside:
+                self.show(Text(f"Set aside ({printable(result.set_aside_why)}):\n"))
+                self.show(diff_text(result.set_aside))
+            return
         self.show(Text(printable(answer) + "\n"))
-        return outcome.complete
 
     def _diff(self, result: RepairResult) -> None:
         self.show(diff_text(result.diff))

@@ -22,12 +22,23 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 
-from cortana.agent.fitting import fit_prompt
 from cortana.assistant import Assistant
 from cortana.cli.session import import_turn_modules, workspace_assistant
-from cortana.config import effective_context_window
 from cortana.display import printable
 from cortana.errors import CortanaError
+from cortana.repair.routing import DEFAULT_REQUEST
+from cortana.streams import closing
+from cortana.turn.events import (
+    FixFinished,
+    FixFound,
+    FixProgress,
+    FixStarted,
+    PromptCut,
+    TurnEvent,
+    TurnFinished,
+    TurnHeld,
+    TurnResult,
+)
 
 if TYPE_CHECKING:
     from cortana.agent.events import RunEvent
@@ -202,6 +213,21 @@ class HeadlessOutput:
 
     # -- a fix --------------------------------------------------------------------------------------------------
 
+    def turn_event(self, event: TurnEvent, console: Console) -> None:
+        """One event of the turn, in the format (a cut prompt and a held message also on stderr)."""
+        if isinstance(event, PromptCut):
+            console.print(event.note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        elif isinstance(event, TurnHeld):
+            self.failed(f"not sent: a user_prompt hook kept it back: {event.reason}")
+        elif isinstance(event, FixStarted):
+            self.fix_started(event.request)
+        elif isinstance(event, FixProgress):
+            self.fix_progress(event.progress)
+        elif isinstance(event, FixFinished):
+            self.fix_finished(event.outcome)
+        elif not isinstance(event, FixFound | TurnFinished):  # a fix is written as the gate allows: nothing to ask
+            self.event(event)
+
     def fix_started(self, request: str) -> None:
         """The fix workflow starts on ``request``."""
         self._fix_item = self._next_id()
@@ -303,40 +329,28 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         thread = await assistant.find_thread(args.resume) if args.resume else assistant.thread
         if not fix and not assistant.wants_fix(prompt):
             await asyncio.to_thread(import_turn_modules)
-        agent = await assistant.agent()
-        engine = await assistant.client()
-        prompt, cut = await fit_prompt(
-            prompt, engine, effective_context_window(agent.context_window, engine.context_window)
-        )
-        if cut is not None:
-            console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
         warning = assistant.sandbox_warning()
         if warning is not None:  # on stderr, as the terminal says it at its start: stdout is the script's
             console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
-        hooks = assistant.hooks
-        held = await hooks.before_turn(thread.thread_id, prompt, starting=True) if hooks else None
-        if held is not None:
-            output.failed(f"not sent: a user_prompt hook kept it back: {held}")
-            return 1
+        plan = bool(getattr(args, "plan", False))
+        request = (prompt.strip() or DEFAULT_REQUEST) if fix else prompt
         output.started(thread, resumed=resumed)
-        if fix or assistant.wants_fix(prompt):
-            from cortana.repair.routing import DEFAULT_REQUEST
-
-            request = prompt.strip() or DEFAULT_REQUEST
-            output.fix_started(request)
-            outcome = await assistant.fix(request, thread=thread, on_progress=output.fix_progress)
-            output.fix_finished(outcome)
-            output.finished()
-            return 0 if outcome.complete else 1
-        async with agent.run_stream(prompt, thread=thread) as stream:  # closed here, not at the loop's shutdown
-            async for event in stream:
-                output.event(event)
+        result: TurnResult | None = None
+        turn = assistant.turn(request, thread=thread, plan=plan, fix=True if fix else None, starting=True)
+        async with closing(turn) as events:
+            async for event in events:
+                if isinstance(event, TurnFinished):
+                    result = event.result
+                else:
+                    output.turn_event(event, console)
+        assert result is not None, "a turn that ends without an error ends with TurnFinished"
+        if result.held is not None:
+            return 1
         output.finished()
-        if hooks:
-            await hooks.stop(output.answer)
-        if agent.background.pending:  # what the turn taught is learned before the process ends, quietly
+        agent = assistant.ready_agent
+        if agent is not None and agent.background.pending:  # what the turn taught is learned before the end
             await agent.background.wait(timeout=settings.learning.distill_wait_seconds)
-        return 0
+        return 0 if result.complete else 1
     except BrokenPipeError:
         raise  # the reader went away: nothing to tell it (``main`` ends quietly)
     except (CortanaError, OSError) as error:

@@ -35,11 +35,10 @@ from rich.text import Text
 
 from cortana.agent.turnstats import TurnStats
 from cortana.cli.checkpoints import CheckpointCommands
-from cortana.cli.display import describe_client, fit_prompt
+from cortana.cli.display import describe_client
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.cli.terminal import input_waiting, until_ctrl_c
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
-from cortana.config import effective_context_window
 from cortana.display import printable
 from cortana.errors import UserError
 from cortana.memory.store import private_file, private_folder
@@ -54,6 +53,7 @@ if TYPE_CHECKING:
     from cortana.cli.approval import TerminalApprover
     from cortana.cli.fix import TerminalFixer
     from cortana.companion.heartbeat import Beat, Heartbeat
+    from cortana.turn.events import TurnResult
 
 __all__ = ["COMMANDS", "Repl"]
 
@@ -160,7 +160,9 @@ class Repl:
         self.out = Console()
         self._listed: list[ThreadRef] = []
         self._answer = ""
-        """The last turn's answer (what a ``stop`` hook is given)."""
+        """The last turn's answer."""
+        self.plan_mode = False
+        """Plan mode (``/plan``): each turn is a plan turn until a plan is accepted."""
         self._hook_start: asyncio.Future[None] | None = None
         self.handlers: dict[str, Callable[[str], Awaitable[bool]]] = {
             "/help": self._help,
@@ -242,7 +244,7 @@ class Repl:
                 self._graph_state = "building"
             self.graph.start()
         if self.assistant.hooks:  # the user's session_start hooks, beside the prompt (they never hold it up)
-            self._hook_start = asyncio.ensure_future(self.assistant.hooks.session_start())
+            self._hook_start = asyncio.ensure_future(self.assistant.start_session(self.thread))
         if self._agent is None and self._loading is None:
             self._loading = asyncio.ensure_future(self.assistant.agent())
         if self._loading is None:
@@ -383,52 +385,29 @@ class Repl:
         if self.fixer is None:
             self.console.print("The fix workflow is not available in this session.")
             return True
-        await self._fixing(request)
+        await self._one_turn(request, fix=True)
         return True
 
-    async def _fixing(self, request: str) -> bool:
-        """The repair workflow for ``request``; Ctrl-C stops it, the user's files untouched."""
-        assert self.fixer is not None
-        try:
-            return await until_ctrl_c(asyncio.ensure_future(self.fixer.run(request, self.thread)))
-        except asyncio.CancelledError:
-            self.console.print("\n[yellow]fix cancelled[/yellow] [dim](your files are as they were)[/dim]")
-            return False
-
     async def _turn(self, prompt: str) -> None:
-        """Run one turn; Ctrl-C cancels it and keeps what was done.
-
-        A request to change code in a folder with tests goes through the fix workflow first (``cli/fix.py``).
-        """
-        hooks = self.assistant.hooks
-        if hooks:
-            held = await hooks.before_turn(self.thread.thread_id, prompt)
-            if held is not None:
-                self.console.print(
-                    Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow")
-                )
-                return
+        """Run one turn through the assistant's one door (its hooks, its routing: a request to change code in a
+        folder with tests goes through the fix workflow; plan mode; the turn's checkpoint)."""
         if self.planning:
             await self._plan_turns(prompt)
-        elif self.fixer is not None and self.fixer.wants(prompt):
-            await self._fixing(prompt)
         else:
             await self._one_turn(prompt)
-        if hooks:
-            await hooks.stop(self._answer)
 
     @property
     def planning(self) -> bool:
         """Whether the session is in plan mode (``/plan``): only reading tools run until a plan is accepted."""
-        return self.assistant.tool_rules.plan_mode
+        return self.plan_mode
 
     async def _plan(self, argument: str) -> bool:
         """``/plan``: plan mode on (with a request: plan it at once), or off when it is on and nothing is asked."""
         if self.planning and not argument:
-            self.assistant.tool_rules.plan_mode = False
+            self.plan_mode = False
             self.console.print("[green]plan mode off[/green]: writes, edits and commands work as usual")
             return True
-        self.assistant.tool_rules.plan_mode = True
+        self.plan_mode = True
         if not argument:
             self.console.print(
                 "[green]plan mode on[/green]: the assistant reads and proposes a plan; nothing changes until you "
@@ -440,78 +419,112 @@ class Repl:
 
     async def _plan_turns(self, prompt: str) -> None:
         """A plan for ``prompt``, then the user's word: accept (plan mode off, the plan carried out with the usual
-        gate), edit (what should change: a revised plan), or reject (still in plan mode)."""
-        rules = self.assistant.tool_rules
-        if self.fixer is not None and self.fixer.wants(prompt):  # the fix workflow's plan: the tests and where
-            if await self.fixer.plan(prompt, self.thread):
-                answer = (await self._ask("Accept the plan? [a]ccept / [r]eject: ")).strip().lower()
-                if answer in ("a", "accept", "y", "yes"):
-                    rules.plan_mode = False
-                    self.console.print("[green]plan accepted[/green]: looking for the fix (plan mode off)")
-                    await self._fixing(prompt)
-                    return
-            self.console.print("Still in plan mode (ask again, or /plan to leave it).")
-            return
+        gate), edit (what should change: a revised plan), or reject (still in plan mode). A change in a folder with
+        tests is planned by the fix workflow: the tests and where the change goes."""
+        from cortana.repair.run import FixStatus
+        from cortana.tools.hooks import ToolRules
+
+        route = None if self.fixer is not None else False
         while True:
-            await self._one_turn(prompt, context=rules.plan_context())
+            result = await self._one_turn(prompt, plan=True, fix=route)
+            if result is None or result.route == "held":
+                return
+            if result.fix is not None:
+                if result.fix.result.status is FixStatus.PLANNED:
+                    answer = (await self._ask("Accept the plan? [a]ccept / [r]eject: ")).strip().lower()
+                    if answer in ("a", "accept", "y", "yes"):
+                        self.plan_mode = False
+                        self.console.print("[green]plan accepted[/green]: looking for the fix (plan mode off)")
+                        await self._one_turn(prompt, fix=True)
+                        return
+                self.console.print("Still in plan mode (ask again, or /plan to leave it).")
+                return
             answer = (await self._ask("Accept the plan? [a]ccept / [e]dit / [r]eject: ")).strip().lower()
             if answer in ("a", "accept", "y", "yes"):
-                rules.plan_mode = False
+                self.plan_mode = False
                 self.console.print("[green]plan accepted[/green]: carrying it out (plan mode off)")
-                await self._one_turn(rules.plan_accepted())
+                await self._one_turn(ToolRules.plan_accepted(), fix=False)
                 return
             if answer in ("e", "edit"):
                 change = (await self._ask("What should change in the plan? ")).strip()
                 if change and change != "drop":
-                    prompt = f"Revise the plan: {change}"
+                    prompt, route = f"Revise the plan: {change}", False
                     continue
             self.console.print("Plan not accepted; still in plan mode (ask again, or /plan to leave it).")
             return
 
-    async def _one_turn(self, prompt: str, context: str | None = None) -> None:
+    async def _one_turn(self, prompt: str, *, plan: bool = False, fix: bool | None = None) -> TurnResult | None:
+        """One turn, rendered; Ctrl-C cancels it and keeps what was done (a fix's search leaves the files as they
+        were). None when it was cancelled or failed (the message is stored either way)."""
         stats = self.last_stats = TurnStats()
-        engine = await self.agent.client()
-        window = effective_context_window(self.agent.context_window, engine.context_window)
-        prompt, cut = await fit_prompt(prompt, engine, window)
-        if cut is not None:
-            self.console.print(Text(cut, style="yellow"), soft_wrap=True)
+        if self.fixer is None and fix is None:
+            fix = False  # no terminal side for the fix workflow in this session: the agent answers
+        result: TurnResult | None = None
         try:
-            await until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats, context)))
+            result = await until_ctrl_c(asyncio.ensure_future(self._stream(prompt, stats, plan=plan, fix=fix)))
         except asyncio.CancelledError:
-            self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
+            if self.fixer is not None and self.fixer.active:
+                self.fixer.active = False
+                self.console.print("\n[yellow]fix cancelled[/yellow] [dim](your files are as they were)[/dim]")
+            else:
+                self.console.print("\n[yellow]cancelled[/yellow] [dim](the steps already done are kept)[/dim]")
         except Exception as exc:  # the session outlives a failed turn; the message is stored
             self.console.print(Text(printable(f"{type(exc).__name__}: {exc}"), style="red"))
         if self.verbose:
             self.console.print(Text(stats.summary(), style="dim"), soft_wrap=True)
+        return result
 
-    async def _stream(self, prompt: str, stats: TurnStats, context: str | None = None) -> None:
+    async def _stream(
+        self, prompt: str, stats: TurnStats, *, plan: bool = False, fix: bool | None = None
+    ) -> TurnResult | None:
+        """The turn's events on the screen: the answer as Markdown while it comes, the fix's lines and diff, a cut
+        prompt or a held message in yellow."""
         from rich.live import Live
 
-        from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
+        from cortana.agent.events import ModelCallFinished, RunEvent, RunFinished, TextDelta
         from cortana.cli.markdown import HonestMarkdown as Markdown
+        from cortana.streams import closing
+        from cortana.turn.events import PromptCut, TurnFinished, TurnHeld
 
         text = ""
         live: Live | None = None
+        result: TurnResult | None = None
+        turn = self.assistant.turn(prompt, thread=self.thread, plan=plan, fix=fix, starting=False)
         try:
-            async for event in self.agent.run_stream(prompt, thread=self.thread, context=context):
-                stats.handle(event)
-                if isinstance(event, RunFinished):
-                    self._answer = str(event.result.output)
-                    await self.voice.speak(event.result.output)
-                if isinstance(event, TextDelta) and event.text:
-                    text += printable(event.text)
-                    if live is None:
-                        live = Live(Markdown(text), console=self.out, refresh_per_second=8, vertical_overflow="visible")
-                        live.start()
-                    else:
+            async with closing(turn) as events:
+                async for event in events:
+                    if self.fixer is not None and self.fixer.render(event):
+                        continue
+                    if isinstance(event, PromptCut):
+                        self.console.print(Text(event.note, style="yellow"), soft_wrap=True)
+                    elif isinstance(event, TurnHeld):
+                        held = f"Not sent: a user_prompt hook kept it back: {event.reason}"
+                        self.console.print(Text(printable(held), style="yellow"))
+                    elif isinstance(event, TurnFinished):
+                        result = event.result
+                        self._answer = result.answer
+                        continue
+                    elif isinstance(event, RunEvent):
+                        stats.handle(event)
+                    if isinstance(event, RunFinished):
+                        await self.voice.speak(event.result.output)
+                    if isinstance(event, TextDelta) and event.text:
+                        text += printable(event.text)
+                        if live is None:
+                            live = Live(
+                                Markdown(text), console=self.out, refresh_per_second=8, vertical_overflow="visible"
+                            )
+                            live.start()
+                        else:
+                            live.update(Markdown(text))
+                    elif isinstance(event, ModelCallFinished) and live is not None:
                         live.update(Markdown(text))
-                elif isinstance(event, ModelCallFinished) and live is not None:
-                    live.update(Markdown(text))
-                    live.stop()
-                    live, text = None, ""
+                        live.stop()
+                        live, text = None, ""
         finally:
             if live is not None:
                 live.stop()
+        return result
 
     async def _shell(self, command: str) -> None:
         if not command:

@@ -26,14 +26,14 @@ from rich.text import Text
 
 from cortana.assistant import Assistant
 from cortana.cli.approval import terminal_approver
-from cortana.cli.display import describe_client, fit_prompt
+from cortana.cli.display import describe_client
 from cortana.cli.fix import TerminalFixer
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
-from cortana.config import Settings, effective_context_window, load_settings, trust_store
+from cortana.config import Settings, load_settings, trust_store
 from cortana.display import printable
 from cortana.knowledge.graphify import INSTALL_HINT
 from cortana.memory.store import private_file, private_folder
-from cortana.messages import RunResult, ThreadRef
+from cortana.messages import ThreadRef
 from cortana.models.base import ModelClient
 from cortana.repair.routing import is_change_request
 from cortana.trust import TrustDecider, TrustRequest
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from cortana.agent.agent import Agent
     from cortana.agent.turnstats import TurnStats
     from cortana.models.factory import create_model_client
+    from cortana.turn.events import TurnResult
 else:
 
     async def create_model_client(*args: Any, **options: Any) -> ModelClient:
@@ -262,38 +263,37 @@ async def _one_shot(
     warning = assistant.sandbox_warning()
     if warning is not None:  # said once: commands are asked, since nothing confines them here
         console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    engine = await assistant.client()
-    prompt, cut = await fit_prompt(
-        prompt, engine, effective_context_window(agent.context_window, engine.context_window)
-    )
-    if cut is not None:
-        console.print(cut, style="yellow", markup=False, highlight=False, soft_wrap=True)
     thread = assistant.thread
-    hooks = assistant.hooks
-    held = await hooks.before_turn(thread.thread_id, prompt, starting=True) if hooks else None
-    if held is not None:
-        console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {held}"), style="yellow"))
-        return 1
     planning = bool(getattr(args, "plan", False))
-    assistant.tool_rules.plan_mode = planning
-    if (fix or fixer.wants(prompt)) and not planning:
-        return 0 if await fixer.run(prompt, thread) else 1
-    if not fixer.has_tests and is_change_request(prompt):
+    if not fixer.has_tests and is_change_request(prompt) and not fix:
         console.print("fix: no tests found here to check a change with; the assistant works without them",
                       style="dim", markup=False)  # fmt: skip
     stats = TurnStats()
-    result = await _answer(
-        agent, prompt, thread, stats, context=assistant.tool_rules.plan_context() if planning else None
-    )
+    turned = await _answer(assistant, fixer, prompt, thread, stats, plan=planning, fix=True if fix else None)
+    if turned is None or turned.route == "held":
+        return 1
+    if turned.fix is not None:
+        from cortana.repair.run import FixStatus
+
+        if not planning or turned.fix.result.status is not FixStatus.PLANNED:
+            return 0 if turned.complete else 1
+    result = turned.run
     if planning and sys.stdin.isatty():
         answer = await asyncio.to_thread(input, "Accept the plan and carry it out? [y/N] ")
         if answer.strip().lower() in ("y", "yes"):
-            assistant.tool_rules.plan_mode = False
-            result = await _answer(agent, assistant.tool_rules.plan_accepted(), thread, stats)
+            from cortana.tools.hooks import ToolRules
+
+            accepted = prompt if turned.fix is not None else ToolRules.plan_accepted()
+            follow = await _answer(
+                assistant, fixer, accepted, thread, stats, fix=turned.fix is not None, starting=False
+            )
+            if follow is None or follow.route == "held":
+                return 1
+            if follow.fix is not None:
+                return 0 if follow.complete else 1
+            result = follow.run
     if args.verbose:
         console.print(stats.summary(), style="dim", markup=False, highlight=False, soft_wrap=True)
-    if hooks:
-        await hooks.stop(str(result.output) if result else "")
     await assistant.voice.speak(result.output if result else "")
     distilling = result is not None and result.metrics.tool_calls >= settings.learning.min_tool_calls
     if assistant.experience is not None and distilling and agent.background.pending:
@@ -305,29 +305,51 @@ async def _one_shot(
 
 
 async def _answer(
-    agent: Agent, prompt: str, thread: ThreadRef, stats: TurnStats, *, context: str | None = None
-) -> RunResult | None:
-    """Stream the answer to stdout: as it is into a pipe, with control characters shown on a terminal.
+    assistant: Assistant,
+    fixer: TerminalFixer,
+    prompt: str,
+    thread: ThreadRef,
+    stats: TurnStats,
+    *,
+    plan: bool = False,
+    fix: bool | None = None,
+    starting: bool = True,
+) -> TurnResult | None:
+    """One turn through the assistant, its answer streamed to stdout (as it is into a pipe, with control characters
+    shown on a terminal), the fix's lines and a cut prompt or a held message on stderr.
 
-    Returns the run's result; ``stats`` notes where its time went.
+    Returns how the turn ended; ``stats`` notes where its time went.
     """
-    from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta
+    from cortana.agent.events import ModelCallFinished, RunEvent, TextDelta
+    from cortana.streams import closing
+    from cortana.turn.events import PromptCut, TurnFinished, TurnHeld
 
+    console = fixer.console
     last = "\n"
     shown = printable if sys.stdout.isatty() else str
-    result: RunResult | None = None
-    async for event in agent.run_stream(prompt, thread=thread, context=context):
-        stats.handle(event)
-        if isinstance(event, RunFinished):
-            result = event.result
-        if isinstance(event, TextDelta) and event.text:
-            sys.stdout.write(shown(event.text))
-            sys.stdout.flush()
-            last = event.text[-1]
-        elif isinstance(event, ModelCallFinished) and last != "\n":
-            sys.stdout.write("\n")  # end the answer's line before tool rows and the summary
-            sys.stdout.flush()
-            last = "\n"
+    result: TurnResult | None = None
+    turn = assistant.turn(prompt, thread=thread, plan=plan, fix=fix, starting=starting)
+    async with closing(turn) as events:
+        async for event in events:
+            if fixer.render(event):
+                continue
+            if isinstance(event, PromptCut):
+                console.print(event.note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+            elif isinstance(event, TurnHeld):
+                console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {event.reason}"),
+                                   style="yellow"))  # fmt: skip
+            elif isinstance(event, TurnFinished):
+                result = event.result
+            elif isinstance(event, RunEvent):
+                stats.handle(event)
+            if isinstance(event, TextDelta) and event.text:
+                sys.stdout.write(shown(event.text))
+                sys.stdout.flush()
+                last = event.text[-1]
+            elif isinstance(event, ModelCallFinished) and last != "\n":
+                sys.stdout.write("\n")  # end the answer's line before tool rows and the summary
+                sys.stdout.flush()
+                last = "\n"
     return result
 
 

@@ -32,6 +32,7 @@ from cortana.memory.migrations import Migration, apply_migrations
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, RunResult, ThreadRef
 from cortana.safefs import PathRefused, SafeTree
+from cortana.turn.state import current_turn
 
 if TYPE_CHECKING:
     from cortana.memory.stored import StoredMemory
@@ -102,6 +103,9 @@ class Checkpoints:
     """The workspace's checkpoints (see the module docstring); a turn extension (``cortana.agent.TurnExtension``)
     whose only part in a turn is to begin its checkpoint, and the file tools' ``WriteLog``.
 
+    Which checkpoint a write is filed under is the turn's own state (:func:`cortana.turn.current_turn`), never this
+    object's: two turns on two threads at once each file their writes under their own checkpoint.
+
     Args:
         workspace: the project folder (paths are kept relative to it).
         path: the database (default: ``<cache>/checkpoints/<digest of the workspace>.db``).
@@ -119,7 +123,6 @@ class Checkpoints:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
-        self._turn: int | None = None
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
@@ -135,22 +138,29 @@ class Checkpoints:
     # -- recording ------------------------------------------------------------------------------------------------
 
     def begin(self, thread: ThreadRef, prompt: str) -> int:
-        """Start the checkpoint of a turn on ``thread`` asking ``prompt``; the writes that follow belong to it."""
+        """Start the checkpoint of a turn on ``thread`` asking ``prompt``: the writes the current turn makes from
+        now on belong to it (outside any turn, none is recorded)."""
         with self._lock:
             db = self._connection()
             cursor = db.execute(
                 "INSERT INTO turns (resource_id, thread_id, prompt, started_at) VALUES (?, ?, ?, ?)",
                 (thread.resource_id, thread.thread_id, valid_text(prompt[:500]), time.time()),
             )
-            self._turn = int(cursor.lastrowid or 0)
+            begun = int(cursor.lastrowid or 0)
+            state = current_turn()
+            if state is not None:
+                state.checkpoint = begun
             self._prune(db)
-            return self._turn
+            return begun
 
     name = "checkpoints"
 
     async def context(self, thread: ThreadRef, prompt: str) -> str | None:
-        """Each turn of the agent begins a checkpoint (and adds nothing to its context)."""
-        self.begin(thread, prompt)
+        """Each turn of the agent begins a checkpoint, unless the assistant's turn has begun it (and adds nothing to
+        its context)."""
+        state = current_turn()
+        if state is None or state.checkpoint is None:
+            self.begin(thread, prompt)
         return None
 
     def tools(self, thread: ThreadRef) -> Sequence[Tool | ToolGroup]:
@@ -162,26 +172,34 @@ class Checkpoints:
     async def after_turn(self, result: RunResult) -> None:
         return None
 
-    def writing(self, path: Path, text: str) -> None:
-        """``path`` is about to be written with ``text`` (its old content still there): keep what it held, the
-        first time this turn writes it, and what the turn leaves there."""
+    def writing(self, path: Path, text: str, held: str | None = None) -> None:
+        """``path`` is about to be written with ``text`` (its old content still there): keep what it held (``held``:
+        what the user's editor held for it, when the write goes through the editor), the first time this turn writes
+        it, and what the turn leaves there."""
         relative = self._relative(path)
         if relative is None:
             return
         key = os.fsencode(relative)  # kept as the file system's bytes: a name need not be UTF-8
         after = _digest(text.encode("utf-8"))
+        state = current_turn()
+        turn = state.checkpoint if state is not None else None
+        if turn is None:
+            return  # a write outside any turn (a library call): nothing to undo it to
         with self._lock:
-            if self._turn is None:
-                return  # a write outside any turn (a library call): nothing to undo it to
             db = self._connection()
-            known = db.execute("SELECT 1 FROM files WHERE turn_id = ? AND path = ?", (self._turn, key)).fetchone()
+            known = db.execute("SELECT 1 FROM files WHERE turn_id = ? AND path = ?", (turn, key)).fetchone()
             if known:
-                db.execute("UPDATE files SET after = ? WHERE turn_id = ? AND path = ?", (after, self._turn, key))
+                db.execute("UPDATE files SET after = ? WHERE turn_id = ? AND path = ?", (after, turn, key))
                 return
+            if db.execute("SELECT 1 FROM turns WHERE id = ?", (turn,)).fetchone() is None:
+                return  # its checkpoint was undone meanwhile (``/undo`` while the turn ran)
             before, size, existed = self._read(path)
+            if held is not None and existed:
+                before = held.encode("utf-8")
+                size = len(before)
             db.execute(
                 "INSERT INTO files (turn_id, path, existed, before, size, after) VALUES (?, ?, ?, ?, ?, ?)",
-                (self._turn, key, int(existed), before, size, after),
+                (turn, key, int(existed), before, size, after),
             )
             self._prune(db)
 
@@ -209,20 +227,24 @@ class Checkpoints:
         while True:
             total = db.execute("SELECT COALESCE(SUM(LENGTH(before)), 0) FROM files").fetchone()[0]
             oldest = db.execute("SELECT MIN(id) FROM turns").fetchone()[0]
-            if total <= self.max_bytes or oldest is None or oldest == self._turn:
+            state = current_turn()
+            if total <= self.max_bytes or oldest is None or (state is not None and oldest == state.checkpoint):
                 return
             db.execute("DELETE FROM turns WHERE id = ?", (oldest,))
 
     # -- reading and restoring --------------------------------------------------------------------------------------
 
-    def recent(self, limit: int = 20) -> list[Checkpoint]:
-        """The newest checkpoints first, with the files each changed."""
+    def recent(self, limit: int = 20, *, thread: ThreadRef | None = None) -> list[Checkpoint]:
+        """The newest checkpoints first (``thread``: of that conversation's turns only), with the files each
+        changed."""
         with self._lock:
             if not self.path.exists():
                 return []
             db = self._connection()
             rows = db.execute(
-                "SELECT id, resource_id, thread_id, prompt, started_at FROM turns ORDER BY id DESC LIMIT ?", (limit,)
+                "SELECT id, resource_id, thread_id, prompt, started_at FROM turns"
+                f"{_OF_THREAD if thread is not None else ''} ORDER BY id DESC LIMIT ?",
+                (*_thread_keys(thread), limit),
             ).fetchall()
             found = []
             for turn_id, resource, thread, prompt, started in rows:
@@ -235,21 +257,41 @@ class Checkpoints:
                 )
             return found
 
-    def last_with_files(self) -> Checkpoint | None:
-        """The newest checkpoint that changed files (what ``/undo`` undoes)."""
-        return next((checkpoint for checkpoint in self.recent(KEEP_TURNS) if checkpoint.files), None)
+    def last_with_files(self, *, thread: ThreadRef | None = None) -> Checkpoint | None:
+        """The newest checkpoint that changed files (``thread``: of that conversation): what ``/undo`` undoes."""
+        return next((checkpoint for checkpoint in self.recent(KEEP_TURNS, thread=thread) if checkpoint.files), None)
 
-    def changed_since(self, turn_id: int) -> list[str]:
-        """The files the turns from ``turn_id`` on changed that someone else has changed since."""
-        return [path for path, plan in self._plan(turn_id).items() if plan[2]]
+    def changed_since(self, turn_id: int, *, thread: ThreadRef | None = None) -> list[str]:
+        """The files the turns from ``turn_id`` on (``thread``: that conversation's) changed that someone else has
+        changed since."""
+        return [path for path, plan in self._plan(turn_id, thread).items() if plan[2]]
 
-    def restore(self, turn_id: int, *, overwrite: Sequence[str] = ()) -> Restored:
+    def turn_files(self, turn_id: int) -> dict[str, bytes | None]:
+        """The files one turn changed, each as it was before the turn (None: the turn made it), those whose content
+        was kept (ACP puts them back through the editor after a cancel)."""
+        with self._lock:
+            plan = self._plan_locked(turn_id, None, only=True)
+        return {path: before if existed else None for path, (before, existed, _, kept) in plan.items() if kept}
+
+    def drop(self, turn_id: int, *, thread: ThreadRef | None = None) -> None:
+        """Forget the checkpoints from ``turn_id`` on (``thread``: that conversation's), their files as they are."""
+        with self._lock:
+            self._drop(turn_id, thread)
+
+    def _drop(self, turn_id: int, thread: ThreadRef | None) -> None:
+        self._connection().execute(
+            f"DELETE FROM turns WHERE id >= ?{_AND_THREAD if thread is not None else ''}",
+            (turn_id, *_thread_keys(thread)),
+        )
+
+    def restore(self, turn_id: int, *, overwrite: Sequence[str] = (), thread: ThreadRef | None = None) -> Restored:
         """Put every file the turns from ``turn_id`` on changed back as it was before them; a file changed since is
-        left as it is unless it is in ``overwrite``. The restored turns' checkpoints are dropped (a second ``/undo``
-        goes one turn further back); those with files left alone stay."""
+        left as it is unless it is in ``overwrite``. With ``thread``, only that conversation's turns: another
+        conversation's writes meanwhile stay. The restored turns' checkpoints are dropped (a second ``/undo`` goes
+        one turn further back); those with files left alone stay."""
         outcome = Restored()
         with self._lock:
-            plan = self._plan_locked(turn_id)
+            plan = self._plan_locked(turn_id, thread)
             for relative, (before, existed, changed, kept) in sorted(plan.items()):
                 if changed and relative not in overwrite:
                     outcome.changed_since.append(relative)
@@ -267,24 +309,28 @@ class Checkpoints:
                     continue
                 outcome.restored.append(relative)
             if not outcome.changed_since and not outcome.not_kept and not outcome.refused:
-                self._connection().execute("DELETE FROM turns WHERE id >= ?", (turn_id,))
-                if self._turn is not None and self._turn >= turn_id:
-                    self._turn = None
+                self._drop(turn_id, thread)
         return outcome
 
-    def _plan(self, turn_id: int) -> dict[str, tuple[bytes | None, bool, bool, bool]]:
+    def _plan(self, turn_id: int, thread: ThreadRef | None) -> dict[str, tuple[bytes | None, bool, bool, bool]]:
         with self._lock:
-            return self._plan_locked(turn_id)
+            return self._plan_locked(turn_id, thread)
 
-    def _plan_locked(self, turn_id: int) -> dict[str, tuple[bytes | None, bool, bool, bool]]:
-        """Each file the turns from ``turn_id`` on changed -> (its content before the first, whether it existed,
-        whether it changed since the last of them wrote it, whether its content was kept)."""
+    def _plan_locked(
+        self, turn_id: int, thread: ThreadRef | None, *, only: bool = False
+    ) -> dict[str, tuple[bytes | None, bool, bool, bool]]:
+        """Each file the turns from ``turn_id`` on (``thread``: that conversation's; ``only``: that turn alone)
+        changed -> (its content before the first, whether it existed, whether it changed since the last of them
+        wrote it, whether its content was kept)."""
         if not self.path.exists():
             return {}
         db = self._connection()
+        turns = "turn_id = ?" if only else "turn_id >= ?"
+        if thread is not None:
+            turns += " AND turn_id IN (SELECT id FROM turns WHERE resource_id = ? AND thread_id = ?)"
         rows = db.execute(
-            "SELECT path, existed, before, size, after, turn_id FROM files WHERE turn_id >= ? ORDER BY turn_id",
-            (turn_id,),
+            f"SELECT path, existed, before, size, after, turn_id FROM files WHERE {turns} ORDER BY turn_id",
+            (turn_id, *_thread_keys(thread)),
         ).fetchall()
         plan: dict[str, tuple[bytes | None, bool, bool, bool]] = {}
         last_after: dict[str, str] = {}
@@ -316,6 +362,14 @@ class Checkpoints:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+_OF_THREAD = " WHERE resource_id = ? AND thread_id = ?"
+_AND_THREAD = " AND resource_id = ? AND thread_id = ?"
+
+
+def _thread_keys(thread: ThreadRef | None) -> tuple[str, ...]:
+    return () if thread is None else (thread.resource_id, thread.thread_id)
 
 
 def _name(stored: bytes | str) -> str:

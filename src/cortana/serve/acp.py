@@ -32,10 +32,10 @@ import re
 import stat
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import acp
 from acp import schema
@@ -49,12 +49,15 @@ from cortana.prompts import strip_turn_context
 from cortana.safefs import PathRefused, SafeTree
 from cortana.sandbox.policy import too_wide
 from cortana.serve.stdio import StdioTransport
+from cortana.streams import closing
 from cortana.tools.permissions import PermissionDecision
+from cortana.turn.state import TurnState, current_turn
 
 if TYPE_CHECKING:
     from cortana.agent.events import RunEvent
     from cortana.config import Settings
     from cortana.models.base import ModelClient
+    from cortana.repair.run import FixOutcome, Progress
     from cortana.tools import Tool
     from cortana.tools.permissions import Scope
 
@@ -107,14 +110,14 @@ class Session:
     thread: ThreadRef
     assistant: Assistant
     turn: asyncio.Task[schema.StopReason] | None = None
-    before: dict[Path, str | None] = field(default_factory=dict)
-    """Each file this turn wrote, as it was before (None: it did not exist)."""
+    state: TurnState | None = None
+    """The running turn's own state (its checkpoint holds what each file it wrote held before)."""
 
 
 class EditorFiles:
     """The file tools' :class:`~cortana.tools.builtin.EditorBuffers` over ACP: the editor's buffers when it offers
-    them (called from a tool's thread; the request goes through the event loop), and the turn's record of what each
-    file held before it was written."""
+    them (called from a tool's thread; the request goes through the event loop). What each file held before a turn
+    wrote it is the turn's checkpoint's, as in the terminal."""
 
     def __init__(self, agent: CortanaAgent, loop: asyncio.AbstractEventLoop) -> None:
         self.agent = agent
@@ -136,11 +139,7 @@ class EditorFiles:
 
     def write_text(self, path: Path, text: str) -> bool:
         session, conn = _SESSION.get(None), self.agent.conn
-        if session is None:
-            return False
-        if path not in session.before:
-            session.before[path] = self._current(path)
-        if conn is None or not self.agent.can_write:
+        if session is None or conn is None or not self.agent.can_write:
             return False
         try:
             self._ask(conn.write_text_file(session_id=session.id, path=str(path), content=text))
@@ -148,12 +147,72 @@ class EditorFiles:
             raise ToolError(f"The editor did not write '{path.name}': {error or type(error).__name__}.") from None
         return True
 
-    def _current(self, path: Path) -> str | None:
-        """What ``path`` holds before this turn writes it: the editor's buffer, else the disk; None: no such file."""
-        if not path.exists():
-            return None
-        held = self.read_text(path)
-        return held if held is not None else _text_of(path)
+
+class _FixView:
+    """A fix in the editor: a plan of its four steps, and one tool call with its progress, its diff and its answer."""
+
+    STEPS = ("Run the tests", "Find where the failure comes from", "Try patches in a scratch copy", "Write the fix")
+    STAGES: ClassVar[dict[str, int]] = {
+        "tests": 0,
+        "localize": 1,
+        "sample": 2,
+        "validate": 2,
+        "climb": 2,
+        "escalate": 2,
+        "rename": 2,
+        "trim": 2,
+    }
+
+    def __init__(self, agent: CortanaAgent, session: Session) -> None:
+        self.agent = agent
+        self.session = session
+        self.call_id = f"fix-{uuid.uuid4().hex[:8]}"
+        self.reached = 0
+        self.lines: list[str] = []
+        self.pending: set[asyncio.Task[None]] = set()
+
+    def _plan(self, done: int, finished: bool = False) -> Any:
+        return acp.update_plan(
+            acp.plan_entry(
+                step, status="completed" if i < done or finished else "in_progress" if i == done else "pending"
+            )
+            for i, step in enumerate(self.STEPS)
+        )
+
+    async def started(self, request: str) -> None:
+        await self.agent._send(self.session, self._plan(0))
+        started = acp.start_tool_call(
+            self.call_id, f"fix: {request[:100]}", kind="edit", status="in_progress", raw_input={"request": request}
+        )
+        await self.agent._send(self.session, started)
+
+    def progress(self, step: Progress) -> None:
+        """One step: the plan moves on, the call's progress grows (sent in order, without holding the fix up)."""
+        self.lines.append(f"{step.seconds:.0f}s: {step.message}")
+        self.reached = max(self.reached, self.STAGES.get(str(step.stage), self.reached))
+        content = [acp.tool_content(acp.text_block("\n".join(self.lines[-20:])))]
+        for update in (self._plan(self.reached), acp.update_tool_call(self.call_id, content=content)):
+            task = asyncio.get_running_loop().create_task(self.agent._send(self.session, update))
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+
+    async def finished(self, outcome: FixOutcome) -> None:
+        await asyncio.gather(*self.pending)
+        result, workspace = outcome.result, self.session.assistant.workspace
+        content: list[Any] = []
+        if result.patch is not None:
+            for path, text in result.patch.files.items():
+                content.append(acp.tool_diff_content(str(workspace / path), text, result.originals.get(path)))
+        content.append(acp.tool_content(acp.text_block(result.summary())))
+        ended = acp.update_tool_call(
+            self.call_id,
+            status="completed" if outcome.complete else "failed",
+            content=content,
+            raw_output={"status": str(result.status), "written": outcome.written},
+        )
+        await self.agent._send(self.session, ended)
+        await self.agent._send(self.session, self._plan(3, finished=outcome.complete))
+        await self.agent._send(self.session, acp.update_agent_message_text(outcome.answer))
 
 
 def prompt_text(blocks: list[Any]) -> str:
@@ -428,7 +487,7 @@ class CortanaAgent:
         text = prompt_text(prompt)
         context = contextvars.copy_context()
         context.run(_SESSION.set, session)
-        session.before = {}
+        session.state = None
         session.turn = asyncio.get_running_loop().create_task(self._turn(session, text), context=context)
         try:
             await asyncio.wait({session.turn})
@@ -448,30 +507,45 @@ class CortanaAgent:
             session.turn.cancel()
 
     async def _turn(self, session: Session, text: str) -> schema.StopReason:
-        assistant = session.assistant
-        try:
-            if not text.strip():
-                return "end_turn"
-            if assistant.wants_fix(text):
-                return await self._fix(session, text)
-            from cortana.agent.events import RunFinished, ToolCallFinished
-            from cortana.agent.fitting import fit_prompt
-            from cortana.config import effective_context_window
+        """The prompt through the assistant's one door (``Assistant.turn``: hooks, routing, fitting, plan mode, the
+        turn's checkpoint), its events sent as session updates."""
+        from cortana.agent.events import RunFinished, ToolCallFinished
+        from cortana.turn.events import (
+            FixFinished,
+            FixFound,
+            FixProgress,
+            FixStarted,
+            PromptCut,
+            TurnFinished,
+            TurnHeld,
+        )
 
-            agent = await assistant.agent()
-            engine = await assistant.client()
-            window = effective_context_window(agent.context_window, engine.context_window)
-            text, cut = await fit_prompt(text, engine, window)
-            if cut is not None:
-                await self._send(session, acp.update_agent_thought_text(cut))
-            stop: schema.StopReason = "end_turn"
-            async for event in agent.run_stream(text, thread=session.thread):
-                if isinstance(event, ToolCallFinished):
-                    await self._tool_finished(session, event)
-                elif isinstance(event, RunFinished):
-                    stop = "max_tokens" if event.result.stop_reason == "length" else "end_turn"
-                else:
-                    await self._event(session, event)
+        if not text.strip():
+            return "end_turn"
+        stop: schema.StopReason = "end_turn"
+        fix = _FixView(self, session)
+        try:
+            async with closing(session.assistant.turn(text, thread=session.thread)) as events:
+                async for event in events:
+                    session.state = session.state or current_turn()
+                    if isinstance(event, ToolCallFinished):
+                        await self._tool_finished(session, event)
+                    elif isinstance(event, RunFinished):
+                        stop = "max_tokens" if event.result.stop_reason == "length" else "end_turn"
+                    elif isinstance(event, PromptCut):
+                        await self._send(session, acp.update_agent_thought_text(event.note))
+                    elif isinstance(event, TurnHeld):
+                        note = f"Not sent: a user_prompt hook kept the message back: {event.reason}"
+                        await self._send(session, acp.update_agent_message_text(note))
+                        stop = "refusal"
+                    elif isinstance(event, FixStarted):
+                        await fix.started(event.request)
+                    elif isinstance(event, FixProgress):
+                        fix.progress(event.progress)
+                    elif isinstance(event, FixFinished):
+                        await fix.finished(event.outcome)
+                    elif not isinstance(event, FixFound | TurnFinished):
+                        await self._event(session, event)
             return stop
         except asyncio.CancelledError:
             await self._put_back(session)
@@ -503,10 +577,12 @@ class CortanaAgent:
         path = call.arguments.get("path")
         if call.name in WRITES and not result.is_error and isinstance(path, str):
             target = (session.assistant.workspace / path).resolve()
-            if target in session.before:
+            written = self._written(session)
+            if target in written:
+                before = written[target]
                 new = await self._text_now(session, target)
                 if new is not None:
-                    content.insert(0, acp.tool_diff_content(str(target), new, session.before[target]))
+                    content.insert(0, acp.tool_diff_content(str(target), new, before))
         await self._send(
             session,
             acp.update_tool_call(
@@ -521,13 +597,25 @@ class CortanaAgent:
                 return (await self.conn.read_text_file(session_id=session.id, path=str(path))).content
         return await asyncio.to_thread(_text_of, path)
 
+    def _written(self, session: Session) -> dict[Path, str | None]:
+        """The files the session's running turn wrote, each as it was before (None: the turn made it), from the
+        turn's checkpoint."""
+        state, checkpoints = session.state, session.assistant.checkpoints
+        if state is None or state.checkpoint is None:
+            return {}
+        files = checkpoints.turn_files(state.checkpoint)
+        root = session.assistant.workspace
+        return {root / path: None if before is None else valid_text(before.decode("utf-8", "replace"))
+                for path, before in files.items()}  # fmt: skip
+
     async def _put_back(self, session: Session) -> None:
-        """Files the cancelled turn wrote, as they were before it (through the editor when it writes them), by
-        Cortana's one writer: a file or folder a command swapped for a symlink meanwhile is refused, never followed,
-        and the editor is told which files were not put back and why."""
+        """Files the cancelled turn wrote, as they were before it (its checkpoint: what the editor held, through the
+        editor when it writes them), by Cortana's one writer: a file or folder a command swapped for a symlink
+        meanwhile is refused, never followed, and the editor is told which files were not put back and why."""
         tree = SafeTree(session.assistant.workspace)
         refused: dict[str, str] = {}
-        for path, text in session.before.items():
+        written = self._written(session)
+        for path, text in written.items():
             shown = tree.shown(path)
             try:
                 if text is None:
@@ -543,76 +631,15 @@ class CortanaAgent:
                 refused[shown] = error.reason
             except Exception as error:  # one file that cannot be put back does not keep the others
                 refused[shown] = str(error) or type(error).__name__
-        session.before = {}
+        state = session.state
+        if state is not None and state.checkpoint is not None and written and not refused:
+            session.assistant.checkpoints.drop(state.checkpoint, thread=session.thread)  # nothing left to undo
+        session.state = None
         if refused:
             lines = "\n".join(f"- {path}: {why}" for path, why in refused.items())
             log.warning("after a cancelled turn, not put back:\n%s", lines)
             with contextlib.suppress(Exception):  # the editor may be gone; the log has it
                 await self._send(session, acp.update_agent_message_text(f"\nNot put back after the cancel:\n{lines}"))
-
-    async def _fix(self, session: Session, request: str) -> schema.StopReason:
-        """The fix workflow as a plan of its steps and one tool call with its progress, its diff and its answer."""
-        assistant, call_id = session.assistant, f"fix-{uuid.uuid4().hex[:8]}"
-        steps = ["Run the tests", "Find where the failure comes from", "Try patches in a scratch copy", "Write the fix"]
-        stages = {
-            "tests": 0,
-            "localize": 1,
-            "sample": 2,
-            "validate": 2,
-            "climb": 2,
-            "escalate": 2,
-            "rename": 2,
-            "trim": 2,
-        }
-        reached = [0]
-        lines: list[str] = []
-
-        def plan(done: int, finished: bool = False) -> Any:
-            return acp.update_plan(
-                acp.plan_entry(
-                    step, status="completed" if i < done or finished else "in_progress" if i == done else "pending"
-                )
-                for i, step in enumerate(steps)
-            )
-
-        loop = asyncio.get_running_loop()
-        pending: set[asyncio.Task[None]] = set()
-
-        def progress(step: Any) -> None:
-            lines.append(f"{step.seconds:.0f}s: {step.message}")
-            reached[0] = max(reached[0], stages.get(str(step.stage), reached[0]))
-            updates = [
-                plan(reached[0]),
-                acp.update_tool_call(call_id, content=[acp.tool_content(acp.text_block("\n".join(lines[-20:])))]),
-            ]
-            for update in updates:
-                task = loop.create_task(self._send(session, update))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
-
-        await self._send(session, plan(0))
-        started = acp.start_tool_call(
-            call_id, f"fix: {request[:100]}", kind="edit", status="in_progress", raw_input={"request": request}
-        )
-        await self._send(session, started)
-        outcome = await assistant.fix(request, thread=session.thread, on_progress=progress)
-        await asyncio.gather(*pending)
-        result = outcome.result
-        content: list[Any] = []
-        if result.patch is not None:
-            for path, text in result.patch.files.items():
-                content.append(acp.tool_diff_content(str(assistant.workspace / path), text, result.originals.get(path)))
-        content.append(acp.tool_content(acp.text_block(result.summary())))
-        ended = acp.update_tool_call(
-            call_id,
-            status="completed" if outcome.complete else "failed",
-            content=content,
-            raw_output={"status": str(result.status), "written": outcome.written},
-        )
-        await self._send(session, ended)
-        await self._send(session, plan(3, finished=outcome.complete))
-        await self._send(session, acp.update_agent_message_text(outcome.answer))
-        return "end_turn"
 
     # -- the gate ---------------------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from cortana.errors import UserError
 from cortana.messages import Message, RunMetrics, RunResult, ThreadRef
 from cortana.serve.conversations import ConversationMap, Turn, conversation_key
 from cortana.serve.queue import Busy, RunQueue
+from cortana.streams import closing
 from cortana.tools.permissions import PermissionDecision
 
 if TYPE_CHECKING:
@@ -278,23 +279,23 @@ class ChatService:
     async def _answer(
         self, chat: ChatInput, thread: ThreadRef, seed: list[Turn] | None, settings: ModelSettings | None
     ) -> AsyncIterator[Piece]:
-        from cortana.agent.events import RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+        """The client's turn through the assistant's one door (``Assistant.turn``: hooks, routing, fitting, the
+        turn's own checkpoint), its events as the pieces a response streams."""
+        from cortana.agent.events import TextDelta, ToolCallFinished, ToolCallStarted
+        from cortana.turn.events import FixFinished, FixStarted, TurnFinished, TurnHeld
 
-        agent = await self.assistant.agent()
+        await self.assistant.agent()
         await self._seed(thread, seed, chat.dialogue)
         self.last_thread = thread
-        if self.assistant.wants_fix(chat.prompt):  # a change in a project with tests: its tests judge it
-            async for piece in self._fix(chat, thread):
-                yield piece
-            return
         context = (
             f"The client's instructions for this conversation:\n{chat.instructions}" if chat.instructions else None
         )
         shown: list[str] = []
         refused: list[str] = []
-        result: RunResult | None = None
-        events = agent.run_stream(chat.prompt, thread=thread, context=context, settings=settings)
-        try:
+        end: TurnFinished | None = None
+        fix_call = f"fix-{uuid.uuid4().hex[:12]}"
+        turn = self.assistant.turn(chat.prompt, thread=thread, context=context, settings=settings)
+        async with closing(turn) as events:
             async for event in events:
                 if isinstance(event, TextDelta) and event.text:
                     shown.append(event.text)
@@ -316,11 +317,27 @@ class ChatService:
                         refused=was_refused,
                         summary=summary,
                     )
-                elif isinstance(event, RunFinished):
-                    result = event.result
-        finally:
-            await events.aclose()
-        assert result is not None, "a run that ends without an error ends with RunFinished"
+                elif isinstance(event, FixStarted):
+                    yield ToolActivity("tool_call", fix_call, FIX_TOOL, arguments={"request": event.request})
+                elif isinstance(event, FixFinished):
+                    outcome = event.outcome
+                    result = outcome.result
+                    written_all = result.patch is None or len(outcome.written) == len(result.patch.files)
+                    if not written_all:
+                        refused.append("edit_file")
+                    yield ToolActivity(
+                        "tool_result", fix_call, FIX_TOOL, ok=outcome.complete, refused=not written_all,
+                        summary=result.summary(),
+                    )  # fmt: skip
+                    shown.append(outcome.answer)
+                    yield outcome.answer
+                elif isinstance(event, TurnHeld):
+                    note = f"Not sent: a user_prompt hook kept the message back: {event.reason}"
+                    shown.append(note)
+                    yield note
+                elif isinstance(event, TurnFinished):
+                    end = event
+        assert end is not None, "a turn that ends without an error ends with TurnFinished"
         note = refusal_note(refused)
         if note:
             shown.append(note)
@@ -329,34 +346,8 @@ class ChatService:
         answered = (*chat.dialogue, ("user", chat.prompt), ("assistant", text))
         self.conversations.advance(thread.thread_id, conversation_key(answered))
         self._claimed.discard(thread.thread_id)  # before the client hears the end: its next request continues here
-        yield TurnEnd(result, thread, text, tuple(refused))
-
-    async def _fix(self, chat: ChatInput, thread: ThreadRef) -> AsyncIterator[Piece]:
-        """The fix workflow for ``chat``'s request, as tool activity and an answer: writes follow the gate, which
-        refuses what it would ask (allowed only by cortana.yml's ``permissions.allow``)."""
-        call_id = f"fix-{uuid.uuid4().hex[:12]}"
-        yield ToolActivity("tool_call", call_id, FIX_TOOL, arguments={"request": chat.prompt})
-        started = time.perf_counter()
-        outcome = await self.assistant.fix(chat.prompt, thread=thread)
-        result = outcome.result
-        refused = result.patch is not None and len(outcome.written) < len(result.patch.files)
-        yield ToolActivity(
-            "tool_result", call_id, FIX_TOOL, ok=outcome.complete, refused=refused, summary=result.summary()
-        )
-        text = outcome.answer + (refusal_note(["edit_file"]) if refused else "")
-        yield text
-        answered = (*chat.dialogue, ("user", chat.prompt), ("assistant", text))
-        self.conversations.advance(thread.thread_id, conversation_key(answered))
-        self._claimed.discard(thread.thread_id)
-        metrics = RunMetrics(
-            elapsed=time.perf_counter() - started,
-            model_calls=result.model_calls,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-        )
-        messages = [Message.user(chat.prompt), Message.assistant(text)]
-        run = RunResult(output=text, new_messages=messages, metrics=metrics, thread=thread, prompt=chat.prompt)
-        yield TurnEnd(run, thread, text, ("edit_file",) if refused else ())
+        run = end.result.run or RunResult(output=text, new_messages=[], metrics=RunMetrics(), thread=thread)
+        yield TurnEnd(run, thread, text, tuple(refused))
 
     async def ask(
         self, prompt: str, *, thread_name: str | None = None, settings: ModelSettings | None = None

@@ -31,6 +31,7 @@ from cortana.prompts import prompt_text
 from cortana.sandbox.policy import Sandbox
 from cortana.sandbox.processes import stop_kept_async
 from cortana.tools.base import Tool
+from cortana.turn.state import current_turn
 
 __all__ = [
     "BLOCK_STATUS",
@@ -103,16 +104,17 @@ class CommandHooks:
         self.root = root
         self.hooks = {event: tuple(entries) for event, entries in hooks.items() if entries}
         self.sandbox = sandbox
-        self.thread = ""
-        """The conversation the events belong to (front ends set it before a turn)."""
 
     def __bool__(self) -> bool:
         return bool(self.hooks)
 
     async def run(self, event: str, payload: Mapping[str, Any], *, tool: str | None = None) -> list[HookOutcome]:
-        """Run ``event``'s hooks (those for ``tool``), one after another; what each said."""
+        """Run ``event``'s hooks (those for ``tool``), one after another; what each said. The event names the
+        conversation of the turn it happens in (:func:`cortana.turn.current_turn`; "" outside any turn)."""
         outcomes = []
-        body = json.dumps({"event": event, "cwd": str(self.root), "thread": self.thread, **payload}, default=str)
+        turn = current_turn()
+        thread = turn.thread.thread_id if turn is not None else ""
+        body = json.dumps({"event": event, "cwd": str(self.root), "thread": thread, **payload}, default=str)
         for entry in self.hooks.get(event, ()):
             if entry.matches(tool):
                 outcome = await self._run_one(entry, event, body)
@@ -156,10 +158,9 @@ class CommandHooks:
 
     # -- the events ---------------------------------------------------------------------------------------------
 
-    async def before_turn(self, thread: str, prompt: str, *, starting: bool = False) -> str | None:
-        """A turn on ``thread`` is about to send ``prompt`` (``starting``: the first of a session, so
-        ``session_start`` runs first): None to go on, or why a ``user_prompt`` hook kept the message back."""
-        self.thread = thread
+    async def before_turn(self, prompt: str, *, starting: bool = False) -> str | None:
+        """The current turn is about to send ``prompt`` (``starting``: the first of a session, so ``session_start``
+        runs first): None to go on, or why a ``user_prompt`` hook kept the message back."""
         if starting:
             await self.session_start()
         return await self.user_prompt(prompt)
@@ -222,12 +223,12 @@ PLAN_MODE_REFUSAL = (
 
 
 class ToolRules:
-    """The assistant's rules around every tool call: plan mode (while :attr:`plan_mode` is on, only read-only tools
-    run: a write, an edit or a command is refused with :data:`PLAN_MODE_REFUSAL`), then the user's hooks."""
+    """The assistant's rules around every tool call: plan mode (in a turn in plan mode, :attr:`TurnState.plan
+    <cortana.turn.TurnState.plan>`, only read-only tools run: a write, an edit or a command is refused with
+    :data:`PLAN_MODE_REFUSAL`), then the user's hooks."""
 
     def __init__(self, hooks: CommandHooks | None = None) -> None:
         self.hooks = hooks if hooks else None
-        self.plan_mode = False
 
     @staticmethod
     def plan_context() -> str:
@@ -240,7 +241,8 @@ class ToolRules:
         return prompt_text("plan_accepted")
 
     async def before_tool(self, call: ToolCall, tool: Tool) -> str | None:
-        if self.plan_mode and not tool.read_only:
+        turn = current_turn()
+        if turn is not None and turn.plan and not tool.read_only:
             return PLAN_MODE_REFUSAL
         return await self.hooks.before_tool(call, tool) if self.hooks is not None else None
 

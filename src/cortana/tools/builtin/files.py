@@ -126,10 +126,11 @@ class EditorBuffers(Protocol):
 
 class WriteLog(Protocol):
     """Told of every write the file tools make, just before it (the file still holds its old content): the
-    assistant's checkpoints (``/undo``, ``/rewind``)."""
+    assistant's checkpoints (``/undo``, ``/rewind``, an editor's cancel)."""
 
-    def writing(self, path: Path, text: str) -> None:
-        """``path`` (checked, inside the workspace) is about to hold ``text``."""
+    def writing(self, path: Path, text: str, held: str | None = None) -> None:
+        """``path`` (checked, inside the workspace) is about to hold ``text``; ``held``: what the user's editor
+        holds for it (its buffer, saved or not) when the write goes through the editor, else None (the disk's)."""
         ...
 
 
@@ -187,18 +188,20 @@ class WorkspaceFiles:
     def _write(self, target: Path, path: str, text: str) -> None:
         """Write ``text`` to ``target``: through the editor when it takes it, else to the disk."""
         self.space.check_writable(target, path)
-        if self.write_log is not None:
-            try:
-                self.write_log.writing(target, text)
-            except PathRefused as refused:  # swapped for a symlink since it was resolved: not written either
-                raise PermissionDenied(str(refused)) from None
-        if self.buffers is not None:
-            self.space.check_writable(target, path)
-            # checked as the disk write would be: reached by no symlink, and a regular file when there is one
+        there = None
+        if self.buffers is not None:  # checked as the disk write would be: reached by no symlink, a regular file
             try:
                 there = self.space.tree.lstat(target)
             except PathRefused as refused:
                 raise PermissionDenied(str(refused)) from None
+        if self.write_log is not None:
+            held = self._held(target, path) if there is not None else None  # what the editor holds: put back so
+            try:
+                self.write_log.writing(target, text, held)
+            except PathRefused as refused:  # swapped for a symlink since it was resolved: not written either
+                raise PermissionDenied(str(refused)) from None
+        if self.buffers is not None:
+            self.space.check_writable(target, path)
             if there is not None:
                 os.close(self.space.open_regular(target, path)[0])
             if self.buffers.write_text(target, text):

@@ -1,0 +1,37 @@
+"""A user's turn, as every front end takes it: the events :meth:`cortana.Assistant.turn` yields (``events.py``) and
+the state that belongs to one turn alone (``state.py``).
+
+The terminal (interactive and one-shot), ``cortana -p``, ``cortana serve``, ``cortana acp`` and ``cortana
+mcp-serve`` each submit a turn to the assistant and only render what comes back, as Codex's front ends submit one
+``UserTurn`` and render its events.
+"""
+
+from __future__ import annotations
+
+from cortana.turn.events import (
+    FixFinished,
+    FixFound,
+    FixProgress,
+    FixStarted,
+    PromptCut,
+    TurnEvent,
+    TurnFinished,
+    TurnHeld,
+    TurnResult,
+)
+from cortana.turn.state import TurnState, current_turn, turn_scope
+
+__all__ = [
+    "FixFinished",
+    "FixFound",
+    "FixProgress",
+    "FixStarted",
+    "PromptCut",
+    "TurnEvent",
+    "TurnFinished",
+    "TurnHeld",
+    "TurnResult",
+    "TurnState",
+    "current_turn",
+    "turn_scope",
+]

@@ -1,0 +1,56 @@
+"""What belongs to one turn alone: its thread, its checkpoint, plan mode. Kept in a context variable, so that two
+turns running at once (``cortana serve`` with ``parallel`` 2, two editor sessions in one folder, a fix inside a
+turn) never read each other's.
+
+A turn's code and everything it starts (tool calls in their own tasks, hooks, the fix's writes) run in the turn's
+context, and read :func:`current_turn`; the shared objects (checkpoints, hooks, the tool rules) keep no turn's
+state of their own. The state is a mutable object, so a tool call's task, which copies the context, still sees the
+checkpoint the turn began.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from cortana.messages import ThreadRef
+
+__all__ = ["TurnState", "current_turn", "turn_scope"]
+
+
+@dataclass(eq=False)
+class TurnState:
+    """One turn's own state.
+
+    Attributes:
+        thread: the conversation it continues.
+        prompt: what the user asked.
+        plan: plan mode: only reading tools run (a write, an edit or a command is refused with the reason).
+        checkpoint: the checkpoint its writes are filed under (``Checkpoints.begin``), once begun.
+    """
+
+    thread: ThreadRef
+    prompt: str = ""
+    plan: bool = False
+    checkpoint: int | None = None
+
+
+_CURRENT: ContextVar[TurnState | None] = ContextVar("cortana_turn", default=None)
+
+
+def current_turn() -> TurnState | None:
+    """The turn the calling code runs in (None outside any turn: a library call of a tool, a test)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def turn_scope(state: TurnState) -> Iterator[TurnState]:
+    """Run the block as ``state``'s turn (and what it starts: tasks copy the context they are made in)."""
+    token = _CURRENT.set(state)
+    try:
+        yield state
+    finally:
+        with suppress(ValueError):  # left from another context (a generator closed by the collector): nothing to undo
+            _CURRENT.reset(token)

@@ -1,0 +1,164 @@
+"""One turn for every front end (``Assistant.turn``), with per-turn state two conversations cannot mix: two served
+requests on two threads at once, each writing a file and each undone alone; a served and an ACP ``user_prompt``
+hook that keeps the message from the model; ``cortana -p --plan --yes`` that writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from cortana import Assistant, Settings
+from cortana.messages import ThreadRef
+from cortana.models.base import ModelRequest
+from cortana.serve import RunQueue
+from cortana.testing import ScriptedModel, ScriptedResponse, tool_call, tool_call_response
+from cortana.turn import TurnFinished, TurnHeld
+from tests.integration.test_cli_terminal import text_reply, tool_reply
+from tests.unit import test_acp
+from tests.unit.test_acp import Editor, cortana_acp, initialized, said
+from tests.unit.test_serve import serve
+
+workspace = test_acp.workspace  # the fixture: a project folder with a quiet cortana.yml
+
+CHAT = "/v1/chat/completions"
+QUIET_PARTS: dict[str, Any] = {
+    "memory": {"recall": False},
+    "graphify": {"enabled": False},
+    "learning": {"enabled": False},
+}
+WRITES = Settings(**QUIET_PARTS, permissions={"allow": ["write_file"]})
+
+
+def interleaved() -> tuple[ScriptedModel, dict[str, asyncio.Event]]:
+    """A model serving two conversations at once, in this order: A's turn starts, B's turn starts, A writes a.txt,
+    then B writes b.txt; each says "done" after its write."""
+    seen = {name: asyncio.Event() for name in ("A asked", "B asked", "A wrote")}
+
+    async def respond(request: ModelRequest) -> str | ScriptedResponse:
+        last = request.messages[-1]
+        asked = next(m.content for m in reversed(request.messages) if m.role == "user")
+        name = "a" if "a.txt" in asked else "b"
+        if last.role == "tool":
+            if name == "a":
+                seen["A wrote"].set()
+            return "done"
+        if name == "a":
+            seen["A asked"].set()
+            await asyncio.wait_for(seen["B asked"].wait(), 10)  # B's turn has begun before A writes
+        else:
+            seen["B asked"].set()
+            await asyncio.wait_for(seen["A wrote"].wait(), 10)
+        return tool_call_response(tool_call("write_file", path=f"{name}.txt", content=f"{name.upper()}\n"))
+
+    return ScriptedModel([respond] * 4), seen
+
+
+async def test_two_served_turns_on_two_threads_at_once_each_write_under_their_own_checkpoint(tmp_path: Path) -> None:
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    model, _ = interleaved()
+    async with serve(workspace, model, settings=WRITES, queue=RunQueue(slots=2)) as served:
+        client = served.client()
+
+        async def ask(thread: str, prompt: str) -> str:
+            answer = await client.chat.completions.create(
+                model="cortana",
+                messages=[{"role": "user", "content": prompt}],
+                extra_headers={"X-Cortana-Thread": thread},
+            )
+            return answer.choices[0].message.content or ""
+
+        answers = await asyncio.gather(ask("thread-a", "write a.txt"), ask("thread-b", "write b.txt"))
+        assert answers == ["done", "done"], answers
+        checkpoints = served.service.assistant.checkpoints
+        a = ThreadRef(resource_id="cli", thread_id="thread-a")
+        b = ThreadRef(resource_id="cli", thread_id="thread-b")
+        mine, theirs = checkpoints.last_with_files(thread=a), checkpoints.last_with_files(thread=b)
+        assert mine is not None and theirs is not None
+        assert mine.files == ("a.txt",) and theirs.files == ("b.txt",), (mine, theirs)
+        restored = checkpoints.restore(mine.id, thread=a)  # /undo on A
+        assert restored.restored == ["a.txt"], restored
+        assert not (workspace / "a.txt").exists() and (workspace / "b.txt").read_text() == "B\n", "B's file stays"
+        assert checkpoints.restore(theirs.id, thread=b).restored == ["b.txt"]
+        assert not (workspace / "b.txt").exists()
+
+
+def blocking_hook(home: Path) -> Settings:
+    """The user's ``user_prompt`` hook that keeps back any message with a password in it (exit 2)."""
+    script = home / "no-secrets.sh"
+    script.write_text('#!/bin/sh\nif grep -qi password; then echo "that message holds a password" >&2; exit 2; fi\n')
+    script.chmod(0o755)
+    return Settings(**QUIET_PARTS, hooks={"user_prompt": [{"command": str(script)}]})
+
+
+async def test_a_served_user_prompt_hook_keeps_the_message_from_the_model(tmp_path: Path) -> None:
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    model = ScriptedModel(["the model answered"])
+    async with serve(workspace, model, settings=blocking_hook(tmp_path)) as served:
+        answer = await served.client().chat.completions.create(
+            model="cortana", messages=[{"role": "user", "content": "my password is hunter2"}]
+        )
+        text = answer.choices[0].message.content or ""
+        assert "that message holds a password" in text and "Not sent" in text, text
+        assert model.requests == [], "the model never saw it"
+        answer = await served.client().chat.completions.create(
+            model="cortana", messages=[{"role": "user", "content": "hello"}]
+        )
+        assert answer.choices[0].message.content == "the model answered"
+
+
+async def test_an_acp_user_prompt_hook_keeps_the_message_from_the_model(scripted_engine, workspace: Path) -> None:  # type: ignore[no-untyped-def]
+    """The editor's session runs the user's hooks as the terminal does: the message never reaches the engine."""
+    config = workspace.parent / ".config" / "cortana"
+    config.mkdir(parents=True)
+    hooks = blocking_hook(workspace.parent).hooks.user_prompt
+    (config / "cortana.yml").write_text(f"hooks:\n  user_prompt: [{{command: '{hooks[0].command}'}}]\n")
+    scripted_engine.add("POST", CHAT, text_reply(["the ", "model ", "answered"]))
+    editor = Editor()
+    async with cortana_acp(scripted_engine.url, workspace, editor) as conn:
+        await initialized(conn)
+        session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+        done = await conn.prompt(session_id=session.session_id, prompt=said("my password is hunter2"))
+        assert done.stop_reason == "refusal"
+        assert "that message holds a password" in editor.text()
+        assert scripted_engine.bodies(CHAT) == [], "the engine never saw it"
+        done = await conn.prompt(session_id=session.session_id, prompt=said("hello"))
+        assert done.stop_reason == "end_turn" and "the model answered" in editor.text()
+
+
+async def test_turn_events_end_with_one_result_for_a_held_message(tmp_path: Path) -> None:
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    model = ScriptedModel([])
+    async with Assistant(workspace, blocking_hook(tmp_path), client=model) as assistant:
+        events = [event async for event in assistant.turn("the password is x")]
+    assert isinstance(events[0], TurnHeld) and isinstance(events[-1], TurnFinished)
+    assert events[-1].result.route == "held" and not events[-1].result.complete
+
+
+def test_print_mode_with_plan_and_yes_writes_nothing(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``cortana -p --plan --yes``: plan mode holds in a one-shot for scripts too, --yes or not."""
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "cortana.yml").write_text(
+        "memory:\n  recall: false\ngraphify:\n  enabled: false\nheartbeat:\n  enabled: false\n"
+        "learning:\n  enabled: false\n"
+    )
+    call = json.dumps({"path": "plan.txt", "content": "written\n"})
+    for _ in range(3):  # the model keeps asking to write; plan mode keeps refusing
+        scripted_engine.add("POST", CHAT, tool_reply("write_file", call))
+    scripted_engine.add("POST", CHAT, text_reply(["The ", "plan: ", "write ", "plan.txt."]))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NO_COLOR": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", scripted_engine.url,
+         "-p", "--plan", "--yes", "--output-format", "json", "write plan.txt"],
+        cwd=root, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert not (root / "plan.txt").exists(), done.stdout + done.stderr
+    assert "plan mode" in done.stdout, done.stdout
