@@ -162,3 +162,31 @@ def test_print_mode_with_plan_and_yes_writes_nothing(scripted_engine, tmp_path: 
     )  # fmt: skip
     assert not (root / "plan.txt").exists(), done.stdout + done.stderr
     assert "plan mode" in done.stdout, done.stdout
+
+
+async def test_a_tool_declares_its_kind_and_what_it_writes_and_the_events_carry_it(tmp_path: Path) -> None:
+    """What an editor shows of a call (its kind, the file it writes) is the tool's own declaration, not a table of
+    names in a front end: a new writing tool is shown as one."""
+    from cortana import Agent, Tool
+    from cortana.agent.events import ToolCallFinished, ToolCallStarted
+    from cortana.tools.builtin import Workspace, builtin_tools
+
+    def save_note(path: str, text: str) -> str:
+        """Save a note."""
+        return "saved"
+
+    note = Tool(save_note, kind="edit", writes="path")
+    model = ScriptedModel([tool_call_response(tool_call("save_note", path="n.txt", text="x")), "done"])
+    agent = Agent(model, tools=[note])
+    async with agent.run_stream("save a note") as stream:
+        events = [event async for event in stream]
+    started = next(e for e in events if isinstance(e, ToolCallStarted))
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert started.tool is note and finished.tool is note and note.kind == "edit" and note.writes == "path"
+    tools = {tool.name: tool for tool in builtin_tools(Workspace(tmp_path))}
+    assert (tools["write_file"].kind, tools["write_file"].writes) == ("edit", "path")
+    assert (tools["read_file"].kind, tools["grep_files"].kind, tools["run_command"].kind) == (
+        "read",
+        "search",
+        "execute",
+    )

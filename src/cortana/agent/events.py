@@ -7,10 +7,13 @@ Anything with a ``handle(event)`` method (an :class:`EventHandler`, such as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cortana.messages import Message, RunMetrics, RunResult, ToolCall
 from cortana.models.base import ModelResponse, TextDelta, ThinkingDelta
+
+if TYPE_CHECKING:
+    from cortana.tools import Tool
 
 __all__ = [
     "EventHandler",
@@ -65,18 +68,22 @@ class ModelCallFinished:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallStarted:
-    """A tool call begins running (or is about to be answered with an error)."""
+    """A tool call begins running (or is about to be answered with an error); ``tool``: the tool it calls (None:
+    no tool of that name), whose ``kind`` and ``writes`` a front end reads (an editor's icon, a diff)."""
 
     call: ToolCall
+    tool: Tool | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished:
-    """A tool call ended; ``result`` is the tool message the model will read."""
+    """A tool call ended; ``result`` is the tool message the model will read; ``tool`` as in
+    :class:`ToolCallStarted`."""
 
     call: ToolCall
     result: Message
     duration: float
+    tool: Tool | None = None
 
     @property
     def is_error(self) -> bool:

@@ -84,8 +84,9 @@ class CallRunner:
             if self.tracer is not None:
                 with self.tracer.tool_call(call) as traced:
                     traced(checked)
-            yield ToolCallStarted(call)
-            yield ToolCallFinished(call, checked, 0.0)
+            tool = self.toolbox.known(call.name)
+            yield ToolCallStarted(call, tool)
+            yield ToolCallFinished(call, checked, 0.0, tool)
         async with closing(self._run_all(runnable, slots)) as opened:
             async for event in opened:
                 yield event
@@ -140,20 +141,20 @@ class CallRunner:
         limit = self.config.max_parallel_tools if self.config.parallel_tool_calls else 1
         if limit == 1 or len(runnable) <= 1:
             for item in runnable:
-                yield ToolCallStarted(item.call)
+                yield ToolCallStarted(item.call, item.tool)
                 result, duration = await self._invoke(item)
                 slots[item.index] = result
-                yield ToolCallFinished(item.call, result, duration)
+                yield ToolCallFinished(item.call, result, duration, item.tool)
             return
         events: asyncio.Queue[RunEvent] = asyncio.Queue()
         semaphore = asyncio.Semaphore(limit)
 
         async def run_one(item: _Prepared) -> None:
             async with semaphore:
-                events.put_nowait(ToolCallStarted(item.call))
+                events.put_nowait(ToolCallStarted(item.call, item.tool))
                 result, duration = await self._invoke(item)
                 slots[item.index] = result
-                events.put_nowait(ToolCallFinished(item.call, result, duration))
+                events.put_nowait(ToolCallFinished(item.call, result, duration, item.tool))
 
         tasks = [asyncio.create_task(run_one(item)) for item in runnable]
         try:

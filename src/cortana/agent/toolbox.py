@@ -70,6 +70,11 @@ class Toolbox:
                     return candidate
         return None
 
+    def known(self, name: str) -> Tool | None:
+        """The offered tool called ``name`` (exactly, or loosely matched), without loading any group."""
+        active = {t.name: t for t in self.active}
+        return active.get(name) or {loose_name(n): t for n, t in active.items()}.get(loose_name(name))
+
     def names(self) -> list[str]:
         """Names of the offered tools."""
         return [t.name for t in self.active]

@@ -646,7 +646,7 @@ def graph_tools(graph: KnowledgeGraph) -> list[Tool]:
         graph_affected,
         graph_god_nodes,
     ]
-    return [Tool(function, read_only=True, timeout=60.0) for function in read_only] + [
+    return [Tool(function, read_only=True, timeout=60.0, kind="search") for function in read_only] + [
         Tool(update_knowledge_graph, timeout=graph.build_timeout + 30)
     ]
 

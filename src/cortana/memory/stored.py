@@ -215,6 +215,7 @@ class StoredMemory(ABC):
                 "Keep facts about the user and the task that must outlive this conversation; include "
                 "everything still true, since the old text is replaced.",
                 answer_after=True,
+                kind="think",
             ),
         )
 

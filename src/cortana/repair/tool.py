@@ -25,4 +25,4 @@ def fix_tool(fix: Callable[[str, ThreadRef], Awaitable[str]]) -> Tool:
         """
         return await fix(request, context.thread)
 
-    return Tool(fix_with_tests, default_action="allow", timeout=3600)
+    return Tool(fix_with_tests, default_action="allow", timeout=3600, kind="edit")

@@ -71,20 +71,6 @@ EMBEDDED_CHARS = 200_000
 """The most characters of one file the editor attaches to a prompt (the turn's window is fitted after)."""
 CLIENT_TIMEOUT = 60.0
 """How long a file tool waits for the editor to read or write a buffer."""
-KINDS: dict[str, schema.ToolKind] = {
-    "read_file": "read",
-    "list_files": "search",
-    "grep_files": "search",
-    "write_file": "edit",
-    "edit_file": "edit",
-    "run_command": "execute",
-    "fix_with_tests": "edit",
-    "search_code": "search",
-    "search_memory": "search",
-}
-WRITES = ("write_file", "edit_file")
-"""The tools whose writes a turn shows as diffs and puts back when it is cancelled."""
-
 McpServer = schema.HttpMcpServer | schema.SseMcpServer | schema.AcpMcpServer | schema.McpServerStdio
 """An MCP server the editor offers a session (Cortana uses the servers its cortana.yml names, not these)."""
 ContentBlock = (
@@ -213,6 +199,12 @@ class _FixView:
         await self.agent._send(self.session, ended)
         await self.agent._send(self.session, self._plan(3, finished=outcome.complete))
         await self.agent._send(self.session, acp.update_agent_message_text(outcome.answer))
+
+
+def _tool_named(session: Session, name: str) -> Tool | None:
+    """The session's agent's tool called ``name`` (a stored call replayed), or None."""
+    agent = session.assistant.ready_agent
+    return next((tool for tool in agent.tools if tool.name == name), None) if agent is not None else None
 
 
 def prompt_text(blocks: list[Any]) -> str:
@@ -406,9 +398,8 @@ class CortanaAgent:
                     calls[call.id] = call
             elif message.role == "tool" and message.tool_call_id in calls:
                 call = calls[message.tool_call_id]
-                await self._send(
-                    session, self._call_started(call, session, "failed" if message.is_error else "completed")
-                )
+                status: schema.ToolCallStatus = "failed" if message.is_error else "completed"
+                await self._send(session, self._call_started(call, _tool_named(session, call.name), session, status))
                 shown = [acp.tool_content(acp.text_block(message.content))]
                 await self._send(session, acp.update_tool_call(call.id, raw_output=message.content, content=shown))
 
@@ -559,13 +550,15 @@ class CortanaAgent:
         elif isinstance(event, ThinkingDelta) and event.text:
             await self._send(session, acp.update_agent_thought_text(event.text))
         elif isinstance(event, ToolCallStarted):
-            await self._send(session, self._call_started(event.call, session, "in_progress"))
+            await self._send(session, self._call_started(event.call, event.tool, session, "in_progress"))
 
-    def _call_started(self, call: ToolCall, session: Session, status: schema.ToolCallStatus) -> schema.ToolCallStart:
+    def _call_started(
+        self, call: ToolCall, tool: Tool | None, session: Session, status: schema.ToolCallStatus
+    ) -> schema.ToolCallStart:
         return acp.start_tool_call(
             call.id,
             call_title(call),
-            kind=KINDS.get(call.name, "other"),
+            kind=tool.kind if tool is not None else "other",
             status=status,
             locations=_locations(call, session.assistant.workspace),
             raw_input=call.arguments or call.raw_arguments,
@@ -574,8 +567,9 @@ class CortanaAgent:
     async def _tool_finished(self, session: Session, event: Any) -> None:
         call, result = event.call, event.result
         content: list[Any] = [acp.tool_content(acp.text_block(result.content))]
-        path = call.arguments.get("path")
-        if call.name in WRITES and not result.is_error and isinstance(path, str):
+        tool = event.tool
+        path = call.arguments.get(tool.writes) if tool is not None and tool.writes else None
+        if not result.is_error and isinstance(path, str):  # a file the tool says it writes: its diff
             target = (session.assistant.workspace / path).resolve()
             written = self._written(session)
             if target in written:
@@ -661,7 +655,7 @@ class CortanaAgent:
         update = schema.ToolCallUpdate(
             tool_call_id=call.id,
             title=call_title(call) + (f" ({reason})" if reason else ""),
-            kind=KINDS.get(call.name, "other"),
+            kind=tool.kind,
             status="pending",
             raw_input=call.arguments or call.raw_arguments,
             locations=_locations(call, session.assistant.workspace),

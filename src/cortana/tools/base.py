@@ -27,10 +27,12 @@ from cortana.tools.validation import ArgumentValidator, PydanticArguments, Schem
 if TYPE_CHECKING:
     from cortana.tools.context import RunContext
 
-__all__ = ["SchemaTool", "Tool", "check_name", "tool"]
+__all__ = ["SchemaTool", "Tool", "ToolKind", "check_name", "tool"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 Action = Literal["allow", "ask", "deny"]
+ToolKind = Literal["read", "search", "edit", "delete", "move", "execute", "fetch", "think", "other"]
+"""What a tool does, as an editor shows it (ACP's tool kinds): a fact the tool declares, read by every front end."""
 
 
 def check_name(name: str, what: str = "Tool") -> str:
@@ -50,8 +52,12 @@ class Tool:
         description: defaults to the docstring's summary.
         parameters: a JSON schema of the arguments, to use instead of the one built from
             ``function``'s signature (the function then gets the arguments as keywords).
-        read_only: the tool only reads (files, state); the permission gate and
+        read_only: the tool only reads (files, state); the permission gate, plan mode and the
             repeated-read cache use this.
+        kind: what it does (:data:`ToolKind`; default ``read`` for a read-only tool, else
+            ``other``): an editor's icon for its calls.
+        writes: the argument that names the file it writes (``path``), if it writes one: front
+            ends show the call's diff from the turn's checkpoint.
         default_action: what the permission gate does with this tool when no rule names
             it (``"ask"`` for tools of outside servers); None: the gate's own default.
         timeout: the most seconds one call may run (None: the agent's ``tool_timeout``).
@@ -69,10 +75,12 @@ class Tool:
         "default_action",
         "description",
         "function",
+        "kind",
         "name",
         "parameters",
         "read_only",
         "timeout",
+        "writes",
     )
 
     def __init__(
@@ -86,6 +94,8 @@ class Tool:
         default_action: Action | None = None,
         timeout: float | None = None,
         answer_after: bool = False,
+        kind: ToolKind | None = None,
+        writes: str | None = None,
     ) -> None:
         if not callable(function):
             raise UserError(f"Tool() needs a callable, got {type(function).__name__}.")
@@ -94,6 +104,8 @@ class Tool:
         doc_description, arg_docs = parse_docstring(inspect.getdoc(function))
         self.description = description if description is not None else doc_description
         self.read_only = read_only
+        self.kind: ToolKind = kind or ("read" if read_only else "other")
+        self.writes = writes
         self.answer_after = answer_after
         self.default_action = default_action
         if timeout is not None and not 0 < timeout < float("inf"):

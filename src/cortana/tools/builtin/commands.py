@@ -150,7 +150,7 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
             """
             return await run(command, timeout, sandbox is not False)
 
-        return Tool(run_command, timeout=MAX_COMMAND_TIMEOUT + 10)
+        return Tool(run_command, timeout=MAX_COMMAND_TIMEOUT + 10, kind="execute")
 
     async def run_command_asked(
         command: str, timeout: Annotated[float, Field(gt=0, le=MAX_COMMAND_TIMEOUT)] = default_timeout
@@ -164,7 +164,7 @@ def command_tool(space: Workspace, default_timeout: float = 120.0, *, trusted_gi
         # since confined it could write nothing there. Elsewhere confined as far as this kernel can.
         return await run(command, timeout, box.too_wide is None)
 
-    return Tool(run_command_asked, name="run_command", timeout=MAX_COMMAND_TIMEOUT + 10)
+    return Tool(run_command_asked, name="run_command", timeout=MAX_COMMAND_TIMEOUT + 10, kind="execute")
 
 
 def _stopped_by_sandbox(output: str) -> bool:

@@ -146,10 +146,10 @@ def file_tools(
     files = WorkspaceFiles(space, buffers, linter, write_log)
     return [
         Tool(files.read_file, read_only=True),
-        Tool(files.list_files, read_only=True),
-        Tool(files.grep_files, read_only=True),
-        Tool(files.write_file),
-        Tool(files.edit_file),
+        Tool(files.list_files, read_only=True, kind="search"),
+        Tool(files.grep_files, read_only=True, kind="search"),
+        Tool(files.write_file, kind="edit", writes="path"),
+        Tool(files.edit_file, kind="edit", writes="path"),
     ]
 
 
