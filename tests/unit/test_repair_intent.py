@@ -127,3 +127,19 @@ async def test_the_plan_says_what_it_read_from_the_request(tmp_path: Path) -> No
     )
     assert result.status is FixStatus.PLANNED
     assert "From the request: the change goes in shop/report.py; format_price was removed on purpose" in result.message
+
+
+async def test_a_request_the_router_sends_to_the_workflow_is_a_change_there_too(tmp_path: Path) -> None:
+    """One rule says whether words ask for a change: a request routed to the workflow because it says what the code
+    should do is not answered "the tests pass, nothing to fix" there."""
+    from cortana.repair.routing import is_change_request
+
+    asked = "total should return 0 for an empty cart"
+    assert is_change_request(asked) and FixRequest.parse(asked).wants_change
+    project = write(tmp_path / "p", {
+        "conftest.py": "",
+        "cart.py": "def total(items):\n    return sum(items)\n",
+        "tests/test_cart.py": "from cart import total\n\n\ndef test_total():\n    assert total([1, 2]) == 3\n",
+    })  # fmt: skip
+    result = await workflow(project, ScriptedModel(["nothing"] * 40), rounds=1, samples=1).run(asked)
+    assert result.status is not FixStatus.PASSING, result.message

@@ -20,14 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cortana.repair.routing import DEFAULT_REQUEST
+from cortana.repair.routing import DEFAULT_REQUEST, is_change_request
 
 __all__ = ["PATH", "FixRequest", "asks_to_change_tests"]
 
-_CHANGE = re.compile(
-    r"\b(add|implement|make|change|rename|update|support|use|remove|replace|refactor|fix|allow|handle|default)\b",
-    re.IGNORECASE,
-)
 _FAILING = re.compile(r"\b(failing|fails|failed)\b", re.IGNORECASE)
 _MORE = re.compile(
     r"\b(add|implement|change|rename|update|support|use|remove|replace|refactor|allow|handle|default|document|"
@@ -134,7 +130,7 @@ class FixRequest:
         places = tuple(_places(text))
         return cls(
             text=text,
-            wants_change=bool(_CHANGE.search(text)) and not _FAILING.search(text),
+            wants_change=is_change_request(text) and not _FAILING.search(text),  # the router's one rule
             wants_more=bool(_MORE.search(text)),
             tests_may_change=asks_to_change_tests(text),
             rename=rename,
