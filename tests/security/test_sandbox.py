@@ -507,6 +507,7 @@ async def test_where_the_kernel_cannot_confine_the_assistant_says_so_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from cortana import Assistant, Settings
+    from cortana.cli.doctor import doctor_rows
     from cortana.sandbox import policy
 
     quiet = Settings(memory={"recall": False}, graphify={"enabled": False}, learning={"enabled": False})
@@ -515,14 +516,14 @@ async def test_where_the_kernel_cannot_confine_the_assistant_says_so_once(
     monkeypatch.setattr(policy, "_support", UNAVAILABLE)  # what the probe finds on a kernel without Landlock
     async with Assistant(tmp_path, quiet, client=ScriptedModel([]), heartbeat=False) as unconfined:
         warning = unconfined.sandbox_warning()
-        rows = dict(await unconfined.doctor_rows())
+        rows = dict(await doctor_rows(unconfined))
     assert warning is not None and "not available: this kernel has no Landlock" in warning
     assert "each command is asked" in warning
     assert rows["sandbox"] == "not available: this kernel has no Landlock"
     off = quiet.model_copy(update={"sandbox": quiet.sandbox.model_copy(update={"enabled": False})})
     async with Assistant(tmp_path, off, client=ScriptedModel([]), heartbeat=False) as switched_off:
         assert switched_off.sandbox_warning() is None, "the user turned it off: no line"
-        assert dict(await switched_off.doctor_rows())["sandbox"].startswith("off (sandbox.enabled: false)")
+        assert dict(await doctor_rows(switched_off))["sandbox"].startswith("off (sandbox.enabled: false)")
 
 
 async def test_folders_the_user_adds_are_writable_and_gos_cache_is_private(project: Path, outside: Path) -> None:

@@ -10,7 +10,7 @@ import pexpect
 
 from cortana.memory.checkpoints import Checkpoints
 from cortana.messages import ThreadRef
-from cortana.turn import TurnState, turn_scope
+from cortana.turn import TurnState, in_turn
 from tests.integration.test_cli_terminal import spawn_on, text_reply, tool_reply
 
 CHAT = "/v1/chat/completions"
@@ -100,7 +100,7 @@ def test_the_store_keeps_the_last_turns_within_its_bound(tmp_path: Path) -> None
     thread = ThreadRef(resource_id="cli", thread_id="t")
     try:
         for number in range(5):
-            with turn_scope(TurnState(thread)):  # each write in its turn
+            with in_turn(TurnState(thread)):  # each write in its turn
                 store.begin(thread, f"turn {number}")
                 (root / f"f{number}.txt").write_text("x" * 20)
                 store.writing(root / f"f{number}.txt", "y" * 20)

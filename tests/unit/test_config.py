@@ -204,7 +204,8 @@ def test_heartbeat_and_voice_settings(homes: tuple[Path, Path]) -> None:
 
 
 def test_doctor_says_what_the_heartbeat_and_the_voice_will_do(homes: tuple[Path, Path]) -> None:
-    from cortana.assistant import heartbeat_checklist, heartbeat_doctor_line, voice_doctor_line
+    from cortana.assistant import heartbeat_checklist
+    from cortana.cli.doctor import heartbeat_doctor_line, voice_doctor_line
     from cortana.prompts import prompt_text
 
     _, workspace = homes

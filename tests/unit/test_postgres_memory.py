@@ -210,7 +210,7 @@ async def test_a_user_who_cannot_create_tables_is_told_what_to_grant(postgres_se
 
 
 async def test_doctor_says_whether_the_server_answers_and_never_shows_the_password(dsn: str, tmp_path: Path) -> None:
-    from cortana.assistant import memory_doctor_line
+    from cortana.cli.doctor import memory_doctor_line
 
     with_password = make_conninfo(dsn, password="hunter2")
     alive = PostgresMemory(with_password)

@@ -30,7 +30,7 @@ from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.context import AgentHandle
 from cortana.tools.hooks import ToolHooks
 from cortana.tools.permissions import PermissionGate
-from cortana.turn.state import TurnState, current_turn, turn_scope
+from cortana.turn.state import TurnState, in_turn, turn_state
 
 __all__ = ["Agent", "EventHandler"]
 
@@ -408,9 +408,9 @@ class Agent(Generic[OutputT]):
         """The events of one turn, each handed to the logger first; in the caller's turn (its state: plan mode, its
         checkpoint) when it is one on this thread, else in a turn of its own."""
         self._running += 1
-        outer = current_turn()
+        outer = turn_state()
         own = outer is None or outer.thread != request.thread
-        scope = turn_scope(TurnState(request.thread, request.prompt)) if own else contextlib.nullcontext()
+        scope = in_turn(TurnState(request.thread, request.prompt)) if own else contextlib.nullcontext()
         try:
             with scope:
                 async with closing(self._run_events(config, request)) as opened:

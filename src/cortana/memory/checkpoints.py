@@ -32,7 +32,7 @@ from cortana.memory.migrations import Migration, apply_migrations
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, RunResult, ThreadRef
 from cortana.safefs import PathRefused, SafeTree
-from cortana.turn.state import current_turn
+from cortana.turn.state import turn_state
 
 if TYPE_CHECKING:
     from cortana.memory.stored import StoredMemory
@@ -103,7 +103,7 @@ class Checkpoints:
     """The workspace's checkpoints (see the module docstring); a turn extension (``cortana.agent.TurnExtension``)
     whose only part in a turn is to begin its checkpoint, and the file tools' ``WriteLog``.
 
-    Which checkpoint a write is filed under is the turn's own state (:func:`cortana.turn.current_turn`), never this
+    Which checkpoint a write is filed under is the turn's own state (:func:`cortana.turn.turn_state`), never this
     object's: two turns on two threads at once each file their writes under their own checkpoint.
 
     Args:
@@ -147,7 +147,7 @@ class Checkpoints:
                 (thread.resource_id, thread.thread_id, valid_text(prompt[:500]), time.time()),
             )
             begun = int(cursor.lastrowid or 0)
-            state = current_turn()
+            state = turn_state()
             if state is not None:
                 state.checkpoint = begun
             self._prune(db)
@@ -158,7 +158,7 @@ class Checkpoints:
     async def context(self, thread: ThreadRef, prompt: str) -> str | None:
         """Each turn of the agent begins a checkpoint, unless the assistant's turn has begun it (and adds nothing to
         its context)."""
-        state = current_turn()
+        state = turn_state()
         if state is None or state.checkpoint is None:
             self.begin(thread, prompt)
         return None
@@ -181,7 +181,7 @@ class Checkpoints:
             return
         key = os.fsencode(relative)  # kept as the file system's bytes: a name need not be UTF-8
         after = _digest(text.encode("utf-8"))
-        state = current_turn()
+        state = turn_state()
         turn = state.checkpoint if state is not None else None
         if turn is None:
             return  # a write outside any turn (a library call): nothing to undo it to
@@ -227,7 +227,7 @@ class Checkpoints:
         while True:
             total = db.execute("SELECT COALESCE(SUM(LENGTH(before)), 0) FROM files").fetchone()[0]
             oldest = db.execute("SELECT MIN(id) FROM turns").fetchone()[0]
-            state = current_turn()
+            state = turn_state()
             if total <= self.max_bytes or oldest is None or (state is not None and oldest == state.checkpoint):
                 return
             db.execute("DELETE FROM turns WHERE id = ?", (oldest,))

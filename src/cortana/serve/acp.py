@@ -51,7 +51,7 @@ from cortana.sandbox.policy import too_wide
 from cortana.serve.stdio import StdioTransport
 from cortana.streams import closing
 from cortana.tools.permissions import PermissionDecision
-from cortana.turn.state import TurnState, current_turn
+from cortana.turn.state import TurnState, turn_state
 
 if TYPE_CHECKING:
     from cortana.agent.events import RunEvent
@@ -518,7 +518,7 @@ class CortanaAgent:
         try:
             async with closing(session.assistant.turn(text, thread=session.thread)) as events:
                 async for event in events:
-                    session.state = session.state or current_turn()
+                    session.state = session.state or turn_state()
                     if isinstance(event, ToolCallFinished):
                         await self._tool_finished(session, event)
                     elif isinstance(event, RunFinished):

@@ -31,7 +31,7 @@ from cortana.prompts import prompt_text
 from cortana.sandbox.policy import Sandbox
 from cortana.sandbox.processes import stop_kept_async
 from cortana.tools.base import Tool
-from cortana.turn.state import current_turn
+from cortana.turn.state import turn_state
 
 __all__ = [
     "BLOCK_STATUS",
@@ -110,9 +110,9 @@ class CommandHooks:
 
     async def run(self, event: str, payload: Mapping[str, Any], *, tool: str | None = None) -> list[HookOutcome]:
         """Run ``event``'s hooks (those for ``tool``), one after another; what each said. The event names the
-        conversation of the turn it happens in (:func:`cortana.turn.current_turn`; "" outside any turn)."""
+        conversation of the turn it happens in (:func:`cortana.turn.turn_state`; "" outside any turn)."""
         outcomes = []
-        turn = current_turn()
+        turn = turn_state()
         thread = turn.thread.thread_id if turn is not None else ""
         body = json.dumps({"event": event, "cwd": str(self.root), "thread": thread, **payload}, default=str)
         for entry in self.hooks.get(event, ()):
@@ -241,7 +241,7 @@ class ToolRules:
         return prompt_text("plan_accepted")
 
     async def before_tool(self, call: ToolCall, tool: Tool) -> str | None:
-        turn = current_turn()
+        turn = turn_state()
         if turn is not None and turn.plan and not tool.read_only:
             return PLAN_MODE_REFUSAL
         return await self.hooks.before_tool(call, tool) if self.hooks is not None else None

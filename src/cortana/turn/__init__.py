@@ -19,7 +19,7 @@ from cortana.turn.events import (
     TurnHeld,
     TurnResult,
 )
-from cortana.turn.state import TurnState, current_turn, turn_scope
+from cortana.turn.state import TurnState, in_turn, turn_state
 
 __all__ = [
     "FixFinished",
@@ -32,6 +32,6 @@ __all__ = [
     "TurnHeld",
     "TurnResult",
     "TurnState",
-    "current_turn",
-    "turn_scope",
+    "in_turn",
+    "turn_state",
 ]

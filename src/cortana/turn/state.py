@@ -3,9 +3,13 @@ turns running at once (``cortana serve`` with ``parallel`` 2, two editor session
 turn) never read each other's.
 
 A turn's code and everything it starts (tool calls in their own tasks, hooks, the fix's writes) run in the turn's
-context, and read :func:`current_turn`; the shared objects (checkpoints, hooks, the tool rules) keep no turn's
+context, and read :func:`turn_state`; the shared objects (checkpoints, hooks, the tool rules) keep no turn's
 state of their own. The state is a mutable object, so a tool call's task, which copies the context, still sees the
 checkpoint the turn began.
+
+Not to be confused with :class:`cortana.TurnScope` (``cortana.current_turn()``): that is what a turn extension is
+told, while one of its methods runs, about the turn it serves (its engine, a handle on the agent); this is the
+turn's own state, for the whole turn, read by the parts that act for it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 
 from cortana.messages import ThreadRef
 
-__all__ = ["TurnState", "current_turn", "turn_scope"]
+__all__ = ["TurnState", "in_turn", "turn_state"]
 
 
 @dataclass(eq=False)
@@ -40,13 +44,13 @@ class TurnState:
 _CURRENT: ContextVar[TurnState | None] = ContextVar("cortana_turn", default=None)
 
 
-def current_turn() -> TurnState | None:
+def turn_state() -> TurnState | None:
     """The turn the calling code runs in (None outside any turn: a library call of a tool, a test)."""
     return _CURRENT.get()
 
 
 @contextmanager
-def turn_scope(state: TurnState) -> Iterator[TurnState]:
+def in_turn(state: TurnState) -> Iterator[TurnState]:
     """Run the block as ``state``'s turn (and what it starts: tasks copy the context they are made in)."""
     token = _CURRENT.set(state)
     try:
