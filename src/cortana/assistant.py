@@ -46,14 +46,13 @@ from cortana.prompts import as_data, prompt_text
 from cortana.sandbox.policy import Sandbox, too_wide
 from cortana.streams import closing
 from cortana.turn.events import fix_run_result
-from cortana.turn.state import TurnState, in_turn, turn_state
+from cortana.turnstate import TurnState, in_turn, turn_state
 
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
-    from cortana.agent.events import RunEvent
+    from cortana.agent.events import EventHandler, RunEvent
     from cortana.agent.extensions import TurnExtension
     from cortana.agent.judge import ToolJudge
-    from cortana.agent.logger import AgentLogger
     from cortana.agent.tracing import Instrumentation
     from cortana.companion.companion import LocalTime
     from cortana.companion.heartbeat import Heartbeat
@@ -118,8 +117,9 @@ class Assistant:
             None refuses what would be asked, unless ``allow_all``.
         allow_all: allow every tool call without asking, protected paths aside (``--yes``).
         context_window: the window the loop assumes (default: cortana.yml's, else the engine's).
-        tools: more tools for the agent (the terminal's ``fix_with_tests``).
-        logger: the live turn log (the terminal's); None: quiet.
+        tools: more tools for the agent.
+        fix_tool: offer the fix workflow to the agent as a tool (``fix_with_tests``) when the folder has tests.
+        logger: watches each turn's events (the terminal's live turn log); None: quiet.
         voice: speak answers (None: as cortana.yml says).
         heartbeat: let the assistant check in (as cortana.yml's ``heartbeat:`` says); False: never.
         buffers: the user's editor, whose buffers the file tools read and write (``cortana acp``); None: the disk.
@@ -138,7 +138,8 @@ class Assistant:
         allow_all: bool = False,
         context_window: int | None = None,
         tools: Sequence[Tool] = (),
-        logger: AgentLogger | None = None,
+        fix_tool: bool = False,
+        logger: EventHandler | None = None,
         voice: bool | None = None,
         heartbeat: bool = True,
         buffers: EditorBuffers | None = None,
@@ -156,6 +157,7 @@ class Assistant:
         self.allow_all = allow_all
         self.context_window = context_window
         self.extra_tools = list(tools)
+        self.offers_fix_tool = fix_tool
         self.logger = logger
         self.buffers = buffers
         self.thread = ThreadRef(resource_id=RESOURCE_ID, thread_id=uuid.uuid4().hex)
@@ -337,6 +339,7 @@ class Assistant:
                 ),
                 *(skills.tools() if skills else ()),
                 *self.extra_tools,
+                *([self.fix_tool()] if self.offers_fix_tool and self.test_command is not None else []),
                 *self.servers.groups(),
             ],
             memory=self.memory,
@@ -572,6 +575,12 @@ class Assistant:
         return finished
 
     # -- turns ------------------------------------------------------------------------------------------------------
+
+    def use_thread(self, thread: ThreadRef) -> ThreadRef:
+        """Continue ``thread`` from now on (``/resume``, ``--resume``): what :meth:`ask` and :meth:`turn` use when
+        given none."""
+        self.thread = thread
+        return thread
 
     def new_thread(self) -> ThreadRef:
         """Start another conversation (memory keeps the old one); :meth:`ask` continues this one from now on."""

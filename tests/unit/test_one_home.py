@@ -83,6 +83,7 @@ def test_the_fix_settings_have_one_default_each() -> None:
         "samples",
         "per_location",
         "mutants",
+        "rewrite_lines",
         "rewrite",
         "rounds",
         "test_timeout",

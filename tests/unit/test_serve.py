@@ -68,7 +68,9 @@ async def serve(
     hosts: tuple[str, ...] | None = None,
 ) -> AsyncIterator[Served]:
     """The assistant of ``workspace`` on ``model``, served on a free loopback port until the block ends."""
-    assistant = Assistant(workspace, settings, client=model, approve=refuse_over_api, heartbeat=heartbeat)
+    assistant = Assistant(
+        workspace, settings, client=model, approve=refuse_over_api, heartbeat=heartbeat, client_label="serve"
+    )
     service = ChatService(assistant, queue=queue)
     try:
         app = create_app(service, key=KEY, max_body=max_body, cors_origins=cors, hosts=hosts)

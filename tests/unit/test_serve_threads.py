@@ -23,8 +23,9 @@ async def test_threads_are_labelled_by_their_client_and_share_one_memory(tmp_pat
     async with serve(tmp_path, ScriptedModel(["Served."])) as served, served.client() as client:
         answer = await client.chat.completions.create(model="cortana", messages=[{"role": "user", "content": "hi"}])
         served_thread = answer.model_extra["cortana"]["thread"]  # type: ignore[index]
-    assistant = Assistant(tmp_path, QUIET, client=ScriptedModel(["Over MCP."]), approve=refuse_over_api)
-    service = ChatService(assistant, client="mcp")
+    model = ScriptedModel(["Over MCP."])
+    assistant = Assistant(tmp_path, QUIET, client=model, approve=refuse_over_api, client_label="mcp")
+    service = ChatService(assistant)
     try:
         async with Client(mcp_server(service)) as mcp:
             await mcp.call_tool("ask", {"prompt": "hello"})

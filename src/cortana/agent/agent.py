@@ -30,7 +30,7 @@ from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.context import AgentHandle
 from cortana.tools.hooks import ToolHooks
 from cortana.tools.permissions import PermissionGate
-from cortana.turn.state import TurnState, in_turn, turn_state
+from cortana.turnstate import TurnState, in_turn, turn_state
 
 __all__ = ["Agent", "EventHandler"]
 

@@ -201,35 +201,19 @@ class Run:
         settings = turn_settings(extensions, request.thread, request.settings, scope)
         if settings.think is not None and not client.supports_thinking:
             settings = replace(settings, think=None)
-        spec = output_spec(config.output_type) if config.output_type is not None else None
-        typed_at_once = spec is not None and (not request.use_tools or not (deps.tools or deps.tool_groups))
-        withhold = not request.use_tools or typed_at_once
-        general = False
-        if not withhold and config.tool_judge is not None:
-            general = withhold = await _no_tool_is_for(
-                config.tool_judge, request.prompt, toolbox.specs(), past, settings
-            )
-        # A question no tool is for gets no lookup of its words in the workspace either: lines that happen to
-        # share a word with "Who wrote Pride and Prejudice?" only pull the answer towards the files.
-        blocks = [block for extension, block in turn.context if not (general and looks_up_workspace(extension))]
-        user = Message.user(
-            valid_text(_with_context(request.prompt, [*blocks, *filter(None, [request.context])]))
-        )  # what is not Unicode (a lone surrogate) replaced: the message is stored and sent whole
+        offer = await _ToolOffer.decide(config, deps, request, toolbox.specs(), past, settings)
+        user = _user_message(request, turn.context, offer.general)
         if memory is not None and request.remember:
             await memory.append_messages(request.thread, [user])
         transcript = [*past, user]
         metrics = RunMetrics()
         window = effective_context_window(config.context_window, client.context_window)
-        if spec is not None and typed_at_once:
-            # An agent with no tools of its own has no work to do first: its first answer is the typed one, held
-            # to the schema (which leaves no room for a call of memory's or an extension's tools either).
-            settings = spec.settings(settings)
         context = RunContext(request.thread, metrics, transcript, unattended=request.unattended, agent=deps.handle)
         return cls(
             config=config,
             client=client,
             request=request,
-            settings=settings,
+            settings=offer.settings,
             memory=memory,
             extensions=extensions,
             scope=scope,
@@ -243,9 +227,9 @@ class Run:
             threshold=compaction_threshold(config.compaction_threshold) if window else 1.0,
             turn_start=len(past),
             metrics=metrics,
-            withhold_tools=withhold,
+            withhold_tools=offer.withhold,
             started=started,
-            output=spec,
+            output=offer.spec,
             tracer=deps.tracer,
         )
 
@@ -606,6 +590,54 @@ class Run:
     async def _persist(self, *messages: Message) -> None:
         if self.memory is not None and messages and self.request.remember and not self.answered:
             await self.memory.append_messages(self.thread, messages)
+
+
+@dataclass(frozen=True)
+class _ToolOffer:
+    """Whether a turn's first call offers tools, and the settings it runs with.
+
+    Attributes:
+        withhold: the first call offers no tools (none wanted, a typed answer at once, or no tool is for it).
+        general: the tool judge found no tool is for the question (nor a lookup of its words in the workspace).
+        settings: the turn's settings (held to the output schema when the typed answer comes at once).
+        spec: the typed answer's, with an ``output_type``.
+    """
+
+    withhold: bool
+    general: bool
+    settings: ModelSettings
+    spec: OutputSpec | None
+
+    @classmethod
+    async def decide(
+        cls,
+        config: RunConfig,
+        deps: RunDeps,
+        request: TurnRequest,
+        specs: list[ToolSpec],
+        past: list[Message],
+        settings: ModelSettings,
+    ) -> _ToolOffer:
+        spec = output_spec(config.output_type) if config.output_type is not None else None
+        typed_at_once = spec is not None and (not request.use_tools or not (deps.tools or deps.tool_groups))
+        withhold = not request.use_tools or typed_at_once
+        general = False
+        if not withhold and config.tool_judge is not None:
+            general = withhold = await _no_tool_is_for(config.tool_judge, request.prompt, specs, past, settings)
+        if spec is not None and typed_at_once:
+            # An agent with no tools of its own has no work to do first: its first answer is the typed one, held
+            # to the schema (which leaves no room for a call of memory's or an extension's tools either).
+            settings = spec.settings(settings)
+        return cls(withhold, general, settings, spec)
+
+
+def _user_message(request: TurnRequest, context: Sequence[tuple[TurnExtension, str]], general: bool) -> Message:
+    """The user's message with the turn's context blocks: a question no tool is for (``general``) gets no lookup of
+    its words in the workspace either (lines that happen to share a word with "Who wrote Pride and Prejudice?" only
+    pull the answer towards the files). What is not Unicode (a lone surrogate) is replaced: it is stored and sent
+    whole."""
+    blocks = [block for extension, block in context if not (general and looks_up_workspace(extension))]
+    return Message.user(valid_text(_with_context(request.prompt, [*blocks, *filter(None, [request.context])])))
 
 
 async def _no_tool_is_for(

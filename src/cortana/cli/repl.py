@@ -209,7 +209,7 @@ class Repl:
 
     @thread.setter
     def thread(self, thread: ThreadRef) -> None:
-        self.assistant.thread = thread
+        self.assistant.use_thread(thread)
 
     @property
     def agent(self) -> Agent:

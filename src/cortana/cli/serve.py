@@ -104,6 +104,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         approve=refuse_over_api,
         context_window=args.context_window,
         heartbeat=not args.no_heartbeat,
+        client_label="serve",
     )
     service = ChatService(assistant)
     try:
@@ -178,8 +179,10 @@ async def run_mcp_serve(args: argparse.Namespace) -> int:
         from cortana.serve.mcp_server import mcp_server
     except ImportError:
         raise UserError("cortana mcp-serve needs the MCP SDK: pip install 'cortana[mcp]'") from None
-    assistant = await workspace_assistant(args, Console(stderr=True), approve=refuse_over_api, heartbeat=False)
-    service = ChatService(assistant, client="mcp")
+    assistant = await workspace_assistant(
+        args, Console(stderr=True), approve=refuse_over_api, heartbeat=False, client_label="mcp"
+    )
+    service = ChatService(assistant)
     try:
         await assistant.agent()
         await mcp_server(service).run_stdio_async()

@@ -17,7 +17,6 @@ import contextlib
 import importlib
 import logging
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,23 +27,21 @@ from cortana.assistant import Assistant
 from cortana.cli.approval import terminal_approver
 from cortana.cli.display import describe_client
 from cortana.cli.fix import TerminalFixer
+from cortana.cli.oneshot import one_shot
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.config import Settings, load_settings, trust_store
 from cortana.display import printable
 from cortana.knowledge.graphify import INSTALL_HINT
 from cortana.memory.store import private_file, private_folder
-from cortana.messages import ThreadRef
 from cortana.models.base import ModelClient
-from cortana.repair.routing import is_change_request
 from cortana.trust import TrustDecider, TrustRequest
 
 # What only a turn needs (the agent's loop, the engines and httpx, the built-in tools, the turn log) is
 # imported once the session's prompt shows, while the engine loads (docs/cli.md, "Startup").
 if TYPE_CHECKING:
     from cortana.agent.agent import Agent
-    from cortana.agent.turnstats import TurnStats
+    from cortana.agent.events import EventHandler
     from cortana.models.factory import create_model_client
-    from cortana.turn.events import TurnResult
 else:
 
     async def create_model_client(*args: Any, **options: Any) -> ModelClient:
@@ -163,6 +160,22 @@ LOG_FILE = "cortana.log"
 land in the middle of what the user is typing (a failed check-in, a voice with no audio device)."""
 
 
+class TurnLog:
+    """The terminal's live turn log (``AgentLogger``), made at its first event: its modules load after the prompt
+    shows (``TURN_MODULES``)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._logger: EventHandler | None = None
+
+    def handle(self, event: object) -> None:
+        if self._logger is None:
+            from cortana.agent.logger import AgentLogger
+
+            self._logger = AgentLogger(self.console)
+        self._logger.handle(event)  # type: ignore[arg-type]
+
+
 def log_to_file(workspace: Path) -> Path:
     """Send Cortana's log records (warnings and up) to ``.cortana/cortana.log`` instead of the terminal."""
     path = private_file(private_folder(workspace / ".cortana") / LOG_FILE)
@@ -205,10 +218,12 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
         context_window=args.context_window,
         voice=True if args.voice else None,
         heartbeat=not args.no_heartbeat,
+        fix_tool=True,
+        logger=TurnLog(console),
     )
     try:
         if args.resume:
-            assistant.thread = await assistant.find_thread(args.resume)
+            assistant.use_thread(await assistant.find_thread(args.resume))
         if assistant.graph_missing and prompt is None:
             console.print(f"code graph: off (graphify is not installed: {INSTALL_HINT})", style="dim", markup=False)
         if (settings.voice.enabled or args.voice) and not assistant.voice.available:
@@ -217,15 +232,10 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
 
         async def loaded() -> Agent:
             await preloading  # the turn's modules (the built-in tools, the turn log) come in after the prompt
-            from cortana.agent.logger import AgentLogger
-
-            assistant.logger = AgentLogger(console)
-            if fixer.has_tests and assistant.ready_agent is None:
-                assistant.extra_tools.append(assistant.fix_tool())
             return await assistant.agent()
 
         if prompt is not None:
-            return await _one_shot(assistant, fixer, args, prompt, loaded, fix=fix)
+            return await one_shot(assistant, fixer, args, prompt, loaded, fix=fix)
         from cortana.cli.repl import Repl  # prompt_toolkit is only needed for an interactive session
 
         log_to_file(workspace)
@@ -243,114 +253,6 @@ async def run_session(args: argparse.Namespace, prompt: str | None, *, fix: bool
         return await repl.run()
     finally:
         await assistant.aclose()
-
-
-async def _one_shot(
-    assistant: Assistant,
-    fixer: TerminalFixer,
-    args: argparse.Namespace,
-    prompt: str,
-    loaded: Callable[[], Awaitable[Agent]],
-    *,
-    fix: bool,
-) -> int:
-    """``cortana "question"``: one answer (or one fix), heard and learned from before the command exits."""
-    from cortana.agent.turnstats import TurnStats
-
-    console, settings = fixer.console, assistant.settings
-    console.print(describe_client(await assistant.client()), style="dim", highlight=False, markup=False)
-    agent = await loaded()
-    warning = assistant.sandbox_warning()
-    if warning is not None:  # said once: commands are asked, since nothing confines them here
-        console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    thread = assistant.thread
-    planning = bool(getattr(args, "plan", False))
-    if not fixer.has_tests and is_change_request(prompt) and not fix:
-        console.print("fix: no tests found here to check a change with; the assistant works without them",
-                      style="dim", markup=False)  # fmt: skip
-    stats = TurnStats()
-    turned = await _answer(assistant, fixer, prompt, thread, stats, plan=planning, fix=True if fix else None)
-    if turned is None or turned.route == "held":
-        return 1
-    if turned.fix is not None:
-        from cortana.repair.run import FixStatus
-
-        if not planning or turned.fix.result.status is not FixStatus.PLANNED:
-            return 0 if turned.complete else 1
-    result = turned.run
-    if planning and sys.stdin.isatty():
-        answer = await asyncio.to_thread(input, "Accept the plan and carry it out? [y/N] ")
-        if answer.strip().lower() in ("y", "yes"):
-            from cortana.tools.hooks import ToolRules
-
-            accepted = prompt if turned.fix is not None else ToolRules.plan_accepted()
-            follow = await _answer(
-                assistant, fixer, accepted, thread, stats, fix=turned.fix is not None, starting=False
-            )
-            if follow is None or follow.route == "held":
-                return 1
-            if follow.fix is not None:
-                return 0 if follow.complete else 1
-            result = follow.run
-    if args.verbose:
-        console.print(stats.summary(), style="dim", markup=False, highlight=False, soft_wrap=True)
-    await assistant.voice.speak(result.output if result else "")
-    distilling = result is not None and result.metrics.tool_calls >= settings.learning.min_tool_calls
-    if assistant.experience is not None and distilling and agent.background.pending:
-        # The answer is out; what it took is worth learning before the process ends.
-        console.print("learning from this answer… (Ctrl-C skips)", style="dim", markup=False)
-        await agent.background.wait(timeout=settings.learning.distill_wait_seconds)
-    await assistant.voice.wait(timeout=120)  # a one-shot answer is heard before the command exits
-    return 0
-
-
-async def _answer(
-    assistant: Assistant,
-    fixer: TerminalFixer,
-    prompt: str,
-    thread: ThreadRef,
-    stats: TurnStats,
-    *,
-    plan: bool = False,
-    fix: bool | None = None,
-    starting: bool = True,
-) -> TurnResult | None:
-    """One turn through the assistant, its answer streamed to stdout (as it is into a pipe, with control characters
-    shown on a terminal), the fix's lines and a cut prompt or a held message on stderr.
-
-    Returns how the turn ended; ``stats`` notes where its time went.
-    """
-    from cortana.agent.events import ModelCallFinished, RunEvent, TextDelta
-    from cortana.streams import closing
-    from cortana.turn.events import PromptCut, TurnFinished, TurnHeld
-
-    console = fixer.console
-    last = "\n"
-    shown = printable if sys.stdout.isatty() else str
-    result: TurnResult | None = None
-    turn = assistant.turn(prompt, thread=thread, plan=plan, fix=fix, starting=starting)
-    async with closing(turn) as events:
-        async for event in events:
-            if fixer.render(event):
-                continue
-            if isinstance(event, PromptCut):
-                console.print(event.note, style="yellow", markup=False, highlight=False, soft_wrap=True)
-            elif isinstance(event, TurnHeld):
-                console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {event.reason}"),
-                                   style="yellow"))  # fmt: skip
-            elif isinstance(event, TurnFinished):
-                result = event.result
-            elif isinstance(event, RunEvent):
-                stats.handle(event)
-            if isinstance(event, TextDelta) and event.text:
-                sys.stdout.write(shown(event.text))
-                sys.stdout.flush()
-                last = event.text[-1]
-            elif isinstance(event, ModelCallFinished) and last != "\n":
-                sys.stdout.write("\n")  # end the answer's line before tool rows and the summary
-                sys.stdout.flush()
-                last = "\n"
-    return result
 
 
 def trust_folder(args: argparse.Namespace) -> int:

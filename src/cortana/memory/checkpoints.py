@@ -32,7 +32,7 @@ from cortana.memory.migrations import Migration, apply_migrations
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, RunResult, ThreadRef
 from cortana.safefs import PathRefused, SafeTree
-from cortana.turn.state import turn_state
+from cortana.turnstate import turn_state
 
 if TYPE_CHECKING:
     from cortana.memory.stored import StoredMemory

@@ -31,7 +31,7 @@ import logging
 import re
 import stat
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +51,7 @@ from cortana.sandbox.policy import too_wide
 from cortana.serve.stdio import StdioTransport
 from cortana.streams import closing
 from cortana.tools.permissions import PermissionDecision
-from cortana.turn.state import TurnState, turn_state
+from cortana.turnstate import TurnState, turn_state
 
 if TYPE_CHECKING:
     from cortana.agent.events import RunEvent
@@ -149,8 +149,8 @@ class _FixView:
         "trim": 2,
     }
 
-    def __init__(self, agent: CortanaAgent, session: Session) -> None:
-        self.agent = agent
+    def __init__(self, send: Callable[[Any], Coroutine[Any, Any, None]], session: Session) -> None:
+        self.send = send
         self.session = session
         self.call_id = f"fix-{uuid.uuid4().hex[:8]}"
         self.reached = 0
@@ -166,11 +166,11 @@ class _FixView:
         )
 
     async def started(self, request: str) -> None:
-        await self.agent._send(self.session, self._plan(0))
+        await self.send(self._plan(0))
         started = acp.start_tool_call(
             self.call_id, f"fix: {request[:100]}", kind="edit", status="in_progress", raw_input={"request": request}
         )
-        await self.agent._send(self.session, started)
+        await self.send(started)
 
     def progress(self, step: Progress) -> None:
         """One step: the plan moves on, the call's progress grows (sent in order, without holding the fix up)."""
@@ -178,7 +178,7 @@ class _FixView:
         self.reached = max(self.reached, self.STAGES.get(str(step.stage), self.reached))
         content = [acp.tool_content(acp.text_block("\n".join(self.lines[-20:])))]
         for update in (self._plan(self.reached), acp.update_tool_call(self.call_id, content=content)):
-            task = asyncio.get_running_loop().create_task(self.agent._send(self.session, update))
+            task = asyncio.get_running_loop().create_task(self.send(update))
             self.pending.add(task)
             task.add_done_callback(self.pending.discard)
 
@@ -196,9 +196,9 @@ class _FixView:
             content=content,
             raw_output={"status": str(result.status), "written": outcome.written},
         )
-        await self.agent._send(self.session, ended)
-        await self.agent._send(self.session, self._plan(3, finished=outcome.complete))
-        await self.agent._send(self.session, acp.update_agent_message_text(outcome.answer))
+        await self.send(ended)
+        await self.send(self._plan(3, finished=outcome.complete))
+        await self.send(acp.update_agent_message_text(outcome.answer))
 
 
 def _tool_named(session: Session, name: str) -> Tool | None:
@@ -514,7 +514,7 @@ class CortanaAgent:
         if not text.strip():
             return "end_turn"
         stop: schema.StopReason = "end_turn"
-        fix = _FixView(self, session)
+        fix = _FixView(lambda update: self._send(session, update), session)
         try:
             async with closing(session.assistant.turn(text, thread=session.thread)) as events:
                 async for event in events:

@@ -199,10 +199,10 @@ class ChatService:
     """One assistant serving many clients.
 
     Args:
-        assistant: the assistant (built with ``approve=refuse_over_api``, so no call waits for an approval).
+        assistant: the assistant (built with ``approve=refuse_over_api``, so no call waits for an approval, and
+            ``client_label``: ``serve`` over HTTP, ``mcp`` for ``cortana mcp-serve``).
         conversations: where histories map onto threads (default: the workspace's ``.cortana/serve.db``).
         queue: the turns waiting for the engine (default: the engine's parallel slots, cortana.yml's bound).
-        client: the label of the threads it starts (``serve`` over HTTP, ``mcp`` for ``cortana mcp-serve``).
     """
 
     def __init__(
@@ -211,11 +211,9 @@ class ChatService:
         *,
         conversations: ConversationMap | None = None,
         queue: RunQueue | None = None,
-        client: str = "serve",
     ) -> None:
         settings = assistant.settings
         self.assistant = assistant
-        assistant.memory.client = client
         self.conversations = conversations or ConversationMap(assistant.workspace / ".cortana" / "serve.db")
         self.queue = queue or RunQueue(settings.parallel, settings.serve.max_waiting)
         self.max_messages = settings.serve.max_messages

@@ -31,7 +31,7 @@ from cortana.prompts import prompt_text
 from cortana.sandbox.policy import Sandbox
 from cortana.sandbox.processes import stop_kept_async
 from cortana.tools.base import Tool
-from cortana.turn.state import turn_state
+from cortana.turnstate import turn_state
 
 __all__ = [
     "BLOCK_STATUS",

@@ -1,5 +1,5 @@
-"""A user's turn, as every front end takes it: the events :meth:`cortana.Assistant.turn` yields (``events.py``) and
-the state that belongs to one turn alone (``state.py``).
+"""A user's turn, as every front end takes it: the events :meth:`cortana.Assistant.turn` yields (``events.py``), and
+the state that belongs to one turn alone (``cortana.turnstate``, a core module the parts that act for a turn read).
 
 The terminal (interactive and one-shot), ``cortana -p``, ``cortana serve``, ``cortana acp`` and ``cortana
 mcp-serve`` each submit a turn to the assistant and only render what comes back, as Codex's front ends submit one
@@ -19,7 +19,7 @@ from cortana.turn.events import (
     TurnHeld,
     TurnResult,
 )
-from cortana.turn.state import TurnState, in_turn, turn_state
+from cortana.turnstate import TurnState, in_turn, turn_state
 
 __all__ = [
     "FixFinished",
