@@ -49,8 +49,6 @@ def test_the_agent_keeps_its_policies_in_a_frozen_config_that_a_setting_replaces
 
 
 def test_every_agent_argument_lands_in_the_config_field_of_its_name() -> None:
-    import inspect
-
     from cortana import PermissionGate
     from cortana.agent.judge import ToolJudge
 
@@ -83,7 +81,9 @@ def test_every_agent_argument_lands_in_the_config_field_of_its_name() -> None:
         "tool_hooks": CommandHooks(Path("."), {}, Sandbox(Path("."), enabled=False)),
     }
     assert set(given) == set(RunConfig._fields)
-    assert set(RunConfig._fields) <= set(inspect.signature(Agent).parameters)
+    from cortana.agent.agent import _AgentOptions
+
+    assert set(RunConfig._fields) - {"output_type"} <= set(_AgentOptions.__annotations__), "each one typed"
     config = Agent(ScriptedModel([]), **given).config  # type: ignore[arg-type]
     assert {field: getattr(config, field) for field in RunConfig._fields} == given
 
@@ -284,3 +284,22 @@ def test_knowledge_graph_and_experience_are_plain_entries_in_order() -> None:
     assert [e.name for e in agent.extensions] == ["graph", "middle", "experience"]
     caller_order = Agent(ScriptedModel([]), extensions=[experience, middle, graph])
     assert [e.name for e in caller_order.extensions] == ["experience", "middle", "graph"]
+
+
+def test_an_agent_takes_its_options_as_one_config_and_keywords_still_work() -> None:
+    """``Agent(model, config=RunConfig(...))``: options built once and shared; a keyword beside it changes it for
+    that agent only; a misspelt keyword is a TypeError that names it, as before."""
+    from cortana import Agent
+    from cortana.agent.run_config import RunConfig
+    from cortana.testing import ScriptedModel
+
+    shared = RunConfig(name="reviewer", instructions="Be brief.", max_tool_iterations=4)
+    one = Agent(ScriptedModel([]), config=shared)
+    other = Agent(ScriptedModel([]), config=shared, max_tool_iterations=2)
+    assert one.config is shared and (one.name, one.max_tool_iterations) == ("reviewer", 4)
+    assert (other.name, other.instructions, other.max_tool_iterations) == ("reviewer", "Be brief.", 2)
+    assert shared.max_tool_iterations == 4, "the shared config is not changed"
+    plain = Agent(ScriptedModel([]), name="plain", tool_timeouts=None)
+    assert (plain.name, dict(plain.tool_timeouts)) == ("plain", {})
+    with pytest.raises(TypeError, match="nmae"):
+        Agent(ScriptedModel([]), nmae="typo")  # type: ignore[call-overload]

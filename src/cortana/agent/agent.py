@@ -16,7 +16,7 @@ from cortana.agent.events import EventHandler, RunEvent
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
 from cortana.agent.run import TurnRequest
-from cortana.agent.run_config import NO_TIMEOUTS, RunConfig, RunDeps
+from cortana.agent.run_config import NO_TIMEOUTS, OPTION_NAMES, RunConfig, RunDeps
 from cortana.agent.streamed import StreamedRun
 from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_for
 from cortana.config import effective_context_window
@@ -67,6 +67,7 @@ class _Configured(Generic[T]):
 class _AgentOptions(TypedDict, total=False):
     """``Agent``'s keyword arguments but ``output_type``, for its typed signatures (the docstring says each)."""
 
+    config: RunConfig | None
     name: str
     instructions: str
     tools: Sequence[Tool | ToolGroup | Callable[..., Any]]
@@ -96,6 +97,8 @@ class _AgentOptions(TypedDict, total=False):
     tool_hooks: ToolHooks | None
 
 
+_DEFAULTS = RunConfig()
+"""The options of an agent given none (shared: a config is immutable)."""
 class Agent(Generic[OutputT]):
     """A model with instructions and tools, run against a local engine.
 
@@ -175,6 +178,9 @@ class Agent(Generic[OutputT]):
         tool_hooks: asked before and after every tool call the loop runs (``cortana.tools.hooks``): a reason
             from ``before_tool`` blocks the call (the model reads it), text from ``after_tool`` joins its result.
             The ``cortana`` command runs cortana.yml's ``hooks:`` through it.
+        config: the options above (from ``name`` on, ``output_type`` included) as one ``RunConfig``, built once
+            and shared by many agents (``Agent(model, config=other.config)``); keywords given beside it change
+            it for this agent.
 
     Every argument from ``name`` on except the tools, memory and extensions lives in ``agent.config``,
     a frozen ``RunConfig`` each run takes a snapshot of; the attributes of the same names read it, and
@@ -226,60 +232,23 @@ class Agent(Generic[OutputT]):
         self,
         model: ModelClient | None = None,
         *,
-        name: str = "agent",
-        instructions: str = "",
+        config: RunConfig | None = None,
         tools: Sequence[Tool | ToolGroup | Callable[..., Any]] = (),
-        max_tool_iterations: int = 10,
-        on_max_iterations: Callable[[int], Awaitable[bool]] | None = None,
-        parallel_tool_calls: bool = True,
-        max_parallel_tools: int = 4,
         memory: MemoryProvider | MemoryResolver | None = None,
         extensions: Sequence[TurnExtension] = (),
         knowledge_graph: TurnExtension | None = None,
         experience: TurnExtension | None = None,
-        context_window: int | None = None,
-        compaction_threshold: float | None = None,
-        permissions: PermissionGate | None = None,
-        settings: ModelSettings | None = None,
-        logger: EventHandler | None = None,
-        nudge_repeated_calls: bool = True,
-        retry_failed_calls: bool = False,
-        tool_guidance: bool | str = False,
-        tool_timeout: float | None = 120.0,
-        tool_timeouts: Mapping[str, float] | None = None,
-        max_tool_output: int = 20_000,
-        check_grounding: bool = True,
-        instrument: bool | Instrumentation | None = None,
-        output_type: Any = None,
-        output_retries: int = 2,
-        tool_judge: CallJudge | None = None,
-        tool_hooks: ToolHooks | None = None,
+        **options: Any,
     ) -> None:
-        self.config = RunConfig(  # positional, in the fields' order: keywords cost a microsecond here
-            name,
-            instructions,
-            max_tool_iterations,
-            on_max_iterations,
-            parallel_tool_calls,
-            max_parallel_tools,
-            context_window,
-            compaction_threshold,
-            permissions,
-            settings,
-            logger,
-            nudge_repeated_calls,
-            retry_failed_calls,
-            tool_guidance,
-            tool_timeout,
-            tool_timeouts or NO_TIMEOUTS,
-            max_tool_output,
-            check_grounding,
-            instrument,
-            output_type,
-            output_retries,
-            tool_judge,
-            tool_hooks,
-        )
+        if options:
+            unknown = sorted(options.keys() - OPTION_NAMES)
+            if unknown:
+                raise TypeError(f"Agent() got an unexpected keyword argument {unknown[0]!r}")
+            if "tool_timeouts" in options and options["tool_timeouts"] is None:
+                options["tool_timeouts"] = NO_TIMEOUTS
+            self.config = config.replace(**options) if config is not None else RunConfig(**options)
+        else:
+            self.config = config if config is not None else _DEFAULTS
         self._model = model
         self.tools, self.tool_groups = as_tools(tools)
         self.memory = memory

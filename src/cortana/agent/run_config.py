@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from cortana.tools.hooks import ToolHooks
     from cortana.tools.permissions import PermissionGate
 
-__all__ = ["NO_TIMEOUTS", "RunConfig", "RunDeps"]
+__all__ = ["NO_TIMEOUTS", "OPTION_NAMES", "RunConfig", "RunDeps"]
 
 NO_TIMEOUTS: Mapping[str, float] = MappingProxyType({})
 """No per-tool timeouts (shared: an agent without any allocates nothing)."""
@@ -62,6 +62,10 @@ class _Policies(NamedTuple):
     output_retries: int = 2
     tool_judge: CallJudge | None = None
     tool_hooks: ToolHooks | None = None
+
+
+OPTION_NAMES: frozenset[str] = frozenset(_Policies.__annotations__)
+"""The names of :class:`RunConfig`'s fields (the ``Agent`` keywords that land in its config)."""
 
 
 class RunConfig(_Policies):
