@@ -190,3 +190,48 @@ async def test_a_tool_declares_its_kind_and_what_it_writes_and_the_events_carry_
         "search",
         "execute",
     )
+
+
+async def test_two_acp_sessions_in_one_folder_each_put_back_only_their_own_writes(tmp_path: Path) -> None:
+    """Two editor sessions on one folder's assistant, at once: A writes a.txt and is cancelled while it waits for
+    the model; B writes b.txt and finishes. A's cancel puts back a.txt (from A's turn's checkpoint) and leaves b.txt,
+    and B's write is filed under B's checkpoint."""
+    from acp import schema
+
+    from cortana.serve.acp import CortanaAgent
+
+    workspace = tmp_path / "w"
+    workspace.mkdir()
+    seen = {name: asyncio.Event() for name in ("A wrote", "B done", "never")}
+
+    async def respond(request: ModelRequest) -> str | ScriptedResponse:
+        asked = next(m.content for m in reversed(request.messages) if m.role == "user")
+        name = "a" if "a.txt" in asked else "b"
+        if request.messages[-1].role == "tool":
+            if name == "a":
+                seen["A wrote"].set()
+                await seen["never"].wait()  # A's turn waits here until it is cancelled
+            return "done"
+        if name == "b":
+            await asyncio.wait_for(seen["A wrote"].wait(), 10)
+        return tool_call_response(tool_call("write_file", path=f"{name}.txt", content=f"{name.upper()}\n"))
+
+    model = ScriptedModel([respond] * 4)
+    agent = CortanaAgent(model, lambda folder: WRITES, allow_all=True)
+    agent.on_connect(Editor())  # type: ignore[arg-type]
+    try:
+        await agent.initialize(protocol_version=1, client_capabilities=schema.ClientCapabilities())
+        a = (await agent.new_session(cwd=str(workspace))).session_id
+        b = (await agent.new_session(cwd=str(workspace))).session_id
+        first = asyncio.ensure_future(agent.prompt(session_id=a, prompt=said("write a.txt")))
+        second = await agent.prompt(session_id=b, prompt=said("write b.txt"))
+        assert second.stop_reason == "end_turn" and (workspace / "a.txt").exists()
+        await agent.cancel(session_id=a)
+        assert (await first).stop_reason == "cancelled"
+        assert not (workspace / "a.txt").exists(), "A's write is put back"
+        assert (workspace / "b.txt").read_text() == "B\n", "B's is not"
+        checkpoints = agent._assistants[workspace.resolve()].checkpoints
+        kept = checkpoints.last_with_files()
+        assert kept is not None and kept.files == ("b.txt",) and kept.thread.thread_id == b
+    finally:
+        await agent.aclose()
