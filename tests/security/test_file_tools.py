@@ -157,7 +157,7 @@ async def test_a_folder_swapped_before_the_editor_writes_a_new_file_is_not_hande
     outside.mkdir()
 
     class Swapping:
-        def writing(self, path: Path, text: str) -> None:
+        def writing(self, path: Path, text: str, held: str | None = None) -> None:
             (space / "sub").rename(space / "sub.real")
             os.symlink(outside, space / "sub")
 

@@ -188,25 +188,35 @@ class WorkspaceFiles:
     def _write(self, target: Path, path: str, text: str) -> None:
         """Write ``text`` to ``target``: through the editor when it takes it, else to the disk."""
         self.space.check_writable(target, path)
-        there = None
-        if self.buffers is not None:  # checked as the disk write would be: reached by no symlink, a regular file
-            try:
-                there = self.space.tree.lstat(target)
-            except PathRefused as refused:
-                raise PermissionDenied(str(refused)) from None
         if self.write_log is not None:
-            held = self._held(target, path) if there is not None else None  # what the editor holds: put back so
             try:
-                self.write_log.writing(target, text, held)
+                self.write_log.writing(target, text, self._held_before(target, path))
             except PathRefused as refused:  # swapped for a symlink since it was resolved: not written either
                 raise PermissionDenied(str(refused)) from None
         if self.buffers is not None:
             self.space.check_writable(target, path)
+            # checked as the disk write would be (again: the log may have taken a while): reached by no symlink,
+            # and a regular file when there is one
+            try:
+                there = self.space.tree.lstat(target)
+            except PathRefused as refused:
+                raise PermissionDenied(str(refused)) from None
             if there is not None:
                 os.close(self.space.open_regular(target, path)[0])
             if self.buffers.write_text(target, text):
                 return
         self.space.write(target, path, text.encode("utf-8"))
+
+    def _held_before(self, target: Path, path: str) -> str | None:
+        """What the editor holds for ``target`` before a write through it (what the turn's checkpoint keeps to put
+        back); None without an editor, or for a new file."""
+        if self.buffers is None:
+            return None
+        try:
+            there = self.space.tree.lstat(target)
+        except PathRefused as refused:
+            raise PermissionDenied(str(refused)) from None
+        return self._held(target, path) if there is not None else None
 
     def read_file(
         self,
