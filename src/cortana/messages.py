@@ -157,6 +157,8 @@ class RunMetrics(BaseModel):
         model_calls: requests sent to the model.
         tool_calls: tool calls the model requested (run, denied or failed).
         tool_errors: tool calls that ended in an error result.
+        unknown_tool_calls: calls of a tool that was not offered (nor in a group that could be loaded): never started;
+            the model reads that no such tool exists.
         subagent_spawns: subagents started during the run.
         subagent_prompt_tokens: prompt tokens the run's subagents used.
         subagent_completion_tokens: tokens the run's subagents generated.
@@ -174,6 +176,7 @@ class RunMetrics(BaseModel):
     model_calls: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
+    unknown_tool_calls: int = 0
     subagent_spawns: int = 0
     subagent_prompt_tokens: int = 0
     subagent_completion_tokens: int = 0

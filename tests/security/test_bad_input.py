@@ -146,10 +146,12 @@ def test_piped_input_that_is_not_utf8_is_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
-async def test_a_call_of_a_tool_nobody_offered_reaches_the_model_as_an_unknown_tool(
+async def test_a_call_of_a_tool_nobody_offered_is_never_started_and_the_model_answers_without_tools(
     wire: WireServer, streamed: bool
 ) -> None:
-    """The 1.5B model answered with a JSON call to `slugify`, the function it was asked to write."""
+    """The 1.5B model answered with a JSON call to `slugify`, the function it was asked to write: no such tool was
+    offered, so nothing is started (no tool call event, no result); the model is told which tools exist and asked
+    again, with none offered (issue 63)."""
     slugify = '{"name": "slugify", "arguments": {"text": "Hello World"}}'
     reply = sse if streamed else whole
     wire.add(
@@ -160,9 +162,12 @@ async def test_a_call_of_a_tool_nobody_offered_reaches_the_model_as_an_unknown_t
     )
     async with LlamaCppClient("q", base_url=wire.start(), context_window=4096) as client:
         result = await answered(Agent(client, tools=[echo]), "Add a slugify(text) function to utils.py.", streamed)
-    error = result.new_messages[2]
-    assert error.role == "tool" and error.is_error
-    assert error.content == "Unknown tool 'slugify'. Available tools: echo."
+    assert not any(message.role == "tool" for message in result.new_messages), "nothing was started"
+    told = next(m for m in result.new_messages if m.role == "user" and "There is no tool named 'slugify'" in m.content)
+    assert "the tools you have are: echo" in told.content
+    assert result.metrics.unknown_tool_calls == 1 and result.metrics.tool_calls == 0
+    second = wire.bodies("/v1/chat/completions")[1]
+    assert not second.get("tools"), "the second request offers no tools"
     assert result.output == "There is no slugify tool; here is the code."
     assert slugify not in result.output
 

@@ -783,3 +783,30 @@ def test_run_sync_runs_without_a_loop_and_inside_one_says_what_to_use() -> None:
 
     asyncio.run(in_a_notebook())
     assert len(model.requests) == 1, "nothing ran inside the loop"
+
+
+async def test_a_call_of_a_tool_nobody_offered_is_never_started_and_a_groups_tool_loads_its_group() -> None:
+    """Issue 63: a call to a name that is no offered tool is the model saying the tool it needs is missing: no
+    call event, no tool run; the model is told which tools exist and answers with none offered. A tool of a group
+    not loaded yet is not unknown: its group loads and it runs."""
+    from cortana.agent.events import ToolCallFinished, ToolCallStarted
+
+    @tool
+    def forecast(city: str) -> str:
+        """Forecast for a city."""
+        return f"sun in {city}"
+
+    group = ToolGroup("weather", "Weather forecasts", [forecast])
+    model = ScriptedModel([tool_call_response(tool_call("find_roots", a=1, b=-4, c=4)), "x = 2 (no tool needed)."])
+    agent = Agent(model, tools=[group])
+    async with agent.run_stream("Solve x^2 - 4x + 4 = 0.") as stream:
+        events = [event async for event in stream]
+        result = stream.result
+    assert not any(isinstance(event, ToolCallStarted | ToolCallFinished) for event in events)
+    assert result.output == "x = 2 (no tool needed)." and result.metrics.unknown_tool_calls == 1
+    assert model.requests[1].tools == [], "asked again with no tools"
+    told = model.requests[1].messages[-1].content
+    assert "There is no tool named 'find_roots'" in told and "load_tools" in told
+    model = ScriptedModel([tool_call_response(tool_call("forecast", city="Rome")), "Sunny."])
+    loaded = await Agent(model, tools=[group]).run("weather in Rome?")
+    assert loaded.new_messages[2].content == "sun in Rome" and loaded.metrics.unknown_tool_calls == 0

@@ -53,7 +53,9 @@ async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> 
             if run.output is None or run.typed_answer(screened.reply):
                 break
             continue  # the typed answer is the last step: one more call, held to the schema
-        if screened.verdict is Verdict.WITHHOLD_TOOLS:
+        if screened.verdict is Verdict.NO_SUCH_TOOL:
+            await run.no_such_tool(screened.reply)
+        elif screened.verdict is Verdict.WITHHOLD_TOOLS:
             run.withhold_tools = True
         elif screened.verdict is Verdict.NUDGE:
             await run.nudge()

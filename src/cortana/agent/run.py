@@ -99,6 +99,8 @@ class Verdict(enum.Enum):
     """An empty reply (no text, no calls), or one that only replays the text of an earlier call: ask once more."""
     RETRY = "retry"
     """Prose right after a failed call, as if the task were done or impossible: ask once to correct the call."""
+    NO_SUCH_TOOL = "no_such_tool"
+    """Every call names a tool that was not offered: none is started; the model answers without tools."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +362,10 @@ class Run:
                 return Screened(Verdict.ASK_AGAIN, bare)
             note = self._empty_answer_note()
             return Screened(Verdict.ANSWER, bare.model_copy(update={"content": note}), shown=note)
+        if all(self.toolbox.resolve(call.name) is None for call in reply.tool_calls):
+            # The model asked for a tool it was not given (``calculate_area_of_triangle`` beside a BMI tool): the
+            # clearest sign that no offered tool fits. Nothing is started; it answers without tools.
+            return Screened(Verdict.NO_SUCH_TOOL, reply)
         if self.config.check_grounding and any(call.from_text or call.extra for call in reply.tool_calls):
             # only calls a small model wrote as text are checked; structured calls need no evidence gathered
             evidence = conversation_evidence([*self.transcript, reply])
@@ -370,6 +376,22 @@ class Run:
         if self.config.nudge_repeated_calls and self.calls.guard.all_repeated(reply.tool_calls):
             return Screened(Verdict.WITHHOLD_TOOLS if self.nudged else Verdict.NUDGE, reply)
         return Screened(Verdict.RUN_TOOLS, reply)
+
+    async def no_such_tool(self, reply: Message) -> None:
+        """Every call of ``reply`` names a tool that was not offered: none runs; the model is told which tools exist
+        and asked for an answer without tools (its reply's text kept, its calls left out)."""
+        names = list(dict.fromkeys(call.name for call in reply.tool_calls))
+        self.metrics.unknown_tool_calls += len(reply.tool_calls)
+        self.withhold_tools = True
+        tools = ", ".join(self.toolbox.names()) or "none"
+        note = prompt_text("no_such_tool").format(
+            names=" or ".join(f"'{name[:64]}'" for name in names), tools=tools, prompt=self.request.prompt
+        )
+        bare = reply.model_copy(update={"tool_calls": []})
+        told = Message(role="user", name=LOOP_NAME, content=note)
+        kept = [bare, told] if bare.content.strip() else [told]
+        self._append(*kept)
+        await self._persist(*kept)
 
     async def nudge(self) -> None:
         """Restate the question, asking for an answer from the results already there."""

@@ -74,6 +74,10 @@ class CallRunner:
         gate = self.config.permissions
         asks = AskBudget(gate.max_asks_per_response) if gate is not None else None
         for index, call in enumerate(calls):
+            if self.toolbox.resolve(call.name) is None:  # not offered: never started, no event; the model reads why
+                slots[index] = self._unknown(call)
+                self.context.metrics.unknown_tool_calls += 1
+                continue
             checked = await self._check(index, call, asks)
             if isinstance(checked, _Prepared):
                 runnable.append(checked)
@@ -101,15 +105,19 @@ class CallRunner:
         self.failed = done if all_failed else []
         results.extend(done)
 
+    def _unknown(self, call: ToolCall) -> Message:
+        """The result of a call of a tool that was not offered."""
+        return Message.tool(
+            call,
+            f"Unknown tool '{call.name}'. Available tools: {', '.join(self.toolbox.names()) or '(none)'}.",
+            is_error=True,
+        )
+
     async def _check(self, index: int, call: ToolCall, asks: AskBudget | None) -> Message | _Prepared:
         """The tool and validated arguments for ``call``, or the message the model gets instead."""
         tool = self.toolbox.resolve(call.name)
         if tool is None:
-            return Message.tool(
-                call,
-                f"Unknown tool '{call.name}'. Available tools: {', '.join(self.toolbox.names()) or '(none)'}.",
-                is_error=True,
-            )
+            return self._unknown(call)
         hooks = self.config.tool_hooks
         blocked = await hooks.before_tool(call, tool) if hooks is not None else None
         if blocked is not None:  # a rule of the user's said no, before anyone is asked: the model reads why
