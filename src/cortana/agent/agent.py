@@ -99,6 +99,8 @@ class _AgentOptions(TypedDict, total=False):
 
 _DEFAULTS = RunConfig()
 """The options of an agent given none (shared: a config is immutable)."""
+
+
 class Agent(Generic[OutputT]):
     """A model with instructions and tools, run against a local engine.
 
