@@ -81,8 +81,9 @@ async def run_library_task(
     graph: bool = False,
 ) -> dict[str, Any]:
     """One task through ``Assistant.fix`` (or ``ask``) on a new engine (``silent``: a model that answers nothing,
-    no engine; ``fix``: more of cortana.yml's ``fix:`` settings; ``graph``: the code graph on, as a user has it,
-    built as the assistant builds it); the row of what happened."""
+    no engine; ``fix``: more of cortana.yml's ``fix:`` settings; ``graph``: the code graph on, as a user has it in
+    a session opened a moment before, built or loaded before the fix, its seconds counted apart); the row of what
+    happened."""
     from cortana import Assistant, Settings
     from cortana.models.embedded import EmbeddedClient
     from cortana.testing import ScriptedModel
@@ -101,6 +102,11 @@ async def run_library_task(
         async with asyncio.timeout(timeout):
             engine = ScriptedModel(["" for _ in range(400)]) if silent else await EmbeddedClient.start(model)
             async with Assistant(workspace, settings, client=engine, heartbeat=False) as assistant:
+                if graph and assistant.graph is not None:  # as in a session opened a moment ago: the graph is in
+                    building = time.perf_counter()
+                    index = await assistant.graph.ensure()
+                    row.update(graph_seconds=round(time.perf_counter() - building, 1),
+                               graph_nodes=len(index.nodes) if index is not None else None)  # fmt: skip
                 if assistant.wants_fix(task.prompt):
                     steps: list[str] = []
                     outcome = await assistant.fix(
