@@ -65,6 +65,8 @@ def test_the_typed_signatures_take_every_keyword_agent_takes() -> None:
     import typing
 
     from cortana.agent.agent import Agent, _AgentOptions
+    from cortana.agent.run_config import OPTION_NAMES
 
-    keywords = set(inspect.signature(Agent.__init__).parameters) - {"self", "model", "output_type"}
+    explicit = set(inspect.signature(Agent.__init__).parameters) - {"self", "model", "options"}
+    keywords = (explicit | OPTION_NAMES) - {"output_type"}  # the config's fields come as keywords (**options)
     assert set(typing.get_type_hints(_AgentOptions)) == keywords
