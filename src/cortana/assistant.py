@@ -454,11 +454,14 @@ class Assistant:
                         yield FixProgress(steps.get_nowait())
                         continue
                     step = asyncio.ensure_future(steps.get())
-                    await asyncio.wait({running, step}, return_when=asyncio.FIRST_COMPLETED)
-                    if step.done():
+                    try:
+                        await asyncio.wait({running, step}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        got = step.done() and not step.cancelled()
+                        if not step.done():
+                            step.cancel()  # the fix ended first (or the turn was cancelled while it waited)
+                    if got:
                         yield FixProgress(step.result())
-                    else:
-                        step.cancel()
                 result = running.result()
             finally:
                 if not running.done():  # the turn was left (Ctrl-C, a client gone): the search stops
