@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 from cortana.config import child_process_environment
@@ -15,6 +14,7 @@ from cortana.repair.symbols import SymbolIndex
 from cortana.repair.testrun import TestReport
 from cortana.repair.windows import suspect_windows
 from cortana.testing import ScriptedModel
+from tests.unit.test_repair import write
 
 ENV = child_process_environment({})
 
@@ -70,14 +70,6 @@ PROJECT = {
             assert describe([9], 0, 5) == "none in bounds: 0"
         """,
 }
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return root
 
 
 async def spectrum_of(project: Path) -> TestReport:
