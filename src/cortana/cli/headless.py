@@ -26,7 +26,6 @@ from cortana.assistant import Assistant
 from cortana.cli.session import import_turn_modules, workspace_assistant
 from cortana.display import printable
 from cortana.errors import CortanaError
-from cortana.repair.routing import DEFAULT_REQUEST
 from cortana.streams import closing
 from cortana.turn.events import (
     FixFinished,
@@ -218,7 +217,7 @@ class HeadlessOutput:
         if isinstance(event, PromptCut):
             console.print(event.note, style="yellow", markup=False, highlight=False, soft_wrap=True)
         elif isinstance(event, TurnHeld):
-            self.failed(f"not sent: a user_prompt hook kept it back: {event.reason}")
+            self.failed(event.message)
         elif isinstance(event, FixStarted):
             self.fix_started(event.request)
         elif isinstance(event, FixProgress):
@@ -333,10 +332,9 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         if warning is not None:  # on stderr, as the terminal says it at its start: stdout is the script's
             console.print(warning, style="yellow", markup=False, highlight=False, soft_wrap=True)
         plan = bool(getattr(args, "plan", False))
-        request = (prompt.strip() or DEFAULT_REQUEST) if fix else prompt
         output.started(thread, resumed=resumed)
         result: TurnResult | None = None
-        turn = assistant.turn(request, thread=thread, plan=plan, fix=True if fix else None, starting=True)
+        turn = assistant.turn(prompt, thread=thread, plan=plan, fix=True if fix else None, starting=True)
         async with closing(turn) as events:
             async for event in events:
                 if isinstance(event, TurnFinished):

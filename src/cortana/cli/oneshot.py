@@ -121,8 +121,7 @@ async def _answer(
             if isinstance(event, PromptCut):
                 console.print(event.note, style="yellow", markup=False, highlight=False, soft_wrap=True)
             elif isinstance(event, TurnHeld):
-                console.print(Text(printable(f"Not sent: a user_prompt hook kept it back: {event.reason}"),
-                                   style="yellow"))  # fmt: skip
+                console.print(Text(printable(event.message), style="yellow"))
             elif isinstance(event, TurnFinished):
                 result = event.result
             elif isinstance(event, RunEvent):

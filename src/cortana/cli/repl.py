@@ -498,8 +498,7 @@ class Repl:
                     if isinstance(event, PromptCut):
                         self.console.print(Text(event.note, style="yellow"), soft_wrap=True)
                     elif isinstance(event, TurnHeld):
-                        held = f"Not sent: a user_prompt hook kept it back: {event.reason}"
-                        self.console.print(Text(printable(held), style="yellow"))
+                        self.console.print(Text(printable(event.message), style="yellow"))
                     elif isinstance(event, TurnFinished):
                         result = event.result
                         self._answer = result.answer

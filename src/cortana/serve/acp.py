@@ -526,7 +526,7 @@ class CortanaAgent:
                     elif isinstance(event, PromptCut):
                         await self._send(session, acp.update_agent_thought_text(event.note))
                     elif isinstance(event, TurnHeld):
-                        note = f"Not sent: a user_prompt hook kept the message back: {event.reason}"
+                        note = event.message
                         await self._send(session, acp.update_agent_message_text(note))
                         stop = "refusal"
                     elif isinstance(event, FixStarted):

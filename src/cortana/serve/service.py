@@ -330,7 +330,7 @@ class ChatService:
                     shown.append(outcome.answer)
                     yield outcome.answer
                 elif isinstance(event, TurnHeld):
-                    note = f"Not sent: a user_prompt hook kept the message back: {event.reason}"
+                    note = event.message
                     shown.append(note)
                     yield note
                 elif isinstance(event, TurnFinished):

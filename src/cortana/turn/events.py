@@ -49,6 +49,11 @@ class TurnHeld:
 
     reason: str
 
+    @property
+    def message(self) -> str:
+        """What every front end tells the user (one wording)."""
+        return f"Not sent: a user_prompt hook kept it back: {self.reason}"
+
 
 @dataclass(frozen=True, slots=True)
 class FixStarted:
