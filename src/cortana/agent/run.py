@@ -385,7 +385,7 @@ class Run:
         self.withhold_tools = True
         tools = ", ".join(self.toolbox.names()) or "none"
         note = prompt_text("no_such_tool").format(
-            names=" or ".join(f"'{name[:64]}'" for name in names), tools=tools, prompt=self.request.prompt
+            names=" or ".join(f"'{as_data(name[:64])}'" for name in names), tools=tools, prompt=self.request.prompt
         )
         bare = reply.model_copy(update={"tool_calls": []})
         told = Message(role="user", name=LOOP_NAME, content=note)

@@ -103,7 +103,7 @@ class Checkpoints:
     """The workspace's checkpoints (see the module docstring); a turn extension (``cortana.agent.TurnExtension``)
     whose only part in a turn is to begin its checkpoint, and the file tools' ``WriteLog``.
 
-    Which checkpoint a write is filed under is the turn's own state (:func:`cortana.turn.turn_state`), never this
+    Which checkpoint a write is filed under is the turn's own state (:func:`cortana.turnstate.turn_state`), never this
     object's: two turns on two threads at once each file their writes under their own checkpoint.
 
     Args:
