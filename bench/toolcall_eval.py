@@ -65,7 +65,11 @@ from report import RESULTS, save, table
 
 SET = Path(__file__).resolve().parent / "toolcall_set"
 OUTPUTS = SET / "outputs"
-CATEGORIES = ("single", "choice", "parallel", "multistep", "nofit")
+CATEGORIES = ("single", "choice", "parallel", "multistep", "nofit", "unrelated", "samefield", "general")
+NO_FIT = ("nofit", "unrelated", "samefield", "general")
+"""The kinds of question no offered tool answers (``cases_c.jsonl``, issue 63): tools that look close, tools
+from another field, one tool of the question's own field that does something else, general questions
+with the workspace tools. A call on any of them is a false call."""
 SYSTEM = "You are a helpful assistant."
 
 
@@ -88,11 +92,14 @@ def load_tools() -> dict[str, dict[str, Any]]:
 
 
 def load_cases() -> list[Case]:
+    """Every case, with its half: every second id in hash order within a category, or its source question's."""
     raw = [json.loads(line) for path in sorted(SET.glob("cases_*.jsonl")) for line in path.read_text().splitlines()]
     held_out: set[str] = set()
     for category in CATEGORIES:
-        ids = sorted((c["id"] for c in raw if c["category"] == category), key=_digest)
+        ids = sorted((c["id"] for c in raw if c["category"] == category and "source" not in c), key=_digest)
         held_out.update(ids[1::2])  # every second id in hash order: half of each category, fixed
+    # A question asked again with other tools stays on its half: no question is on both sides.
+    held_out.update(c["id"] for c in raw if c.get("source") in held_out)
     return [
         Case(
             c["id"], c["category"], c["tools"], c["prompt"], c["expected"], "held-out" if c["id"] in held_out else "dev"
@@ -306,9 +313,7 @@ def shipped_margin(model: str) -> float | None:
 
 def _dev_score(model: str, dev: list[Case], tools: dict[str, dict[str, Any]], margin: float | None) -> int:
     result = score(model, dev, tools, margin)[SHIPPED]["dev"]
-    return sum(cell["hits"] for category, cell in result.items() if category != "nofit") + (
-        result["nofit"]["n"] - result["nofit"]["hits"]
-    )
+    return sum(cell["n"] - cell["hits"] if category in NO_FIT else cell["hits"] for category, cell in result.items())
 
 
 def _rows(path: Path) -> dict[str, dict[str, Any]]:
@@ -336,11 +341,11 @@ def score(
             per_setting |= guided_settings(case, row, guided_rows[case.id], specs, offered, margin, plain)
         for setting, calls in per_setting.items():
             run = executed(calls, offered)
-            hit = bool(run) if case.category == "nofit" else right(run, case.expected)
+            hit = bool(run) if case.category in NO_FIT else right(run, case.expected)
             cell = counts[(setting, case.split, case.category)]
             cell[0] += hit
             cell[1] += 1
-            if setting == "recovery + grounding" and hit == (case.category == "nofit"):
+            if setting == "recovery + grounding" and hit == (case.category in NO_FIT):
                 failures[case.split].append(case.id)
     result: dict[str, Any] = {"model": model, "cases": len(rows), "guided cases": len(guided_rows), "margin": margin}
     for (setting, split, category), (hits, n) in sorted(counts.items()):
@@ -380,7 +385,10 @@ async def record(
     from cortana.models.base import complete
     from cortana.models.factory import create_model_client
 
-    client = await create_model_client("embedded", model=model, threads=2, recover_text_tool_calls=False)
+    # The model alone: llama.cpp's chat API and tool calling, nothing of Cortana's (no guiding, no recovery).
+    client = await create_model_client(
+        "embedded", model=model, threads=2, recover_text_tool_calls=False, guided_tool_calls=False
+    )
     OUTPUTS.mkdir(parents=True, exist_ok=True)
     path = OUTPUTS / f"{model}.jsonl"
     done = {json.loads(line)["id"] for line in path.read_text().splitlines()} if path.exists() else set()
@@ -522,6 +530,58 @@ async def record_check(
         await client.aclose()
 
 
+async def record_shipped(
+    model: str, cases: list[Case], tools: dict[str, dict[str, Any]], progress: Callable[[str], None]
+) -> None:
+    """The guided path's pieces as shipped, for cases ``--record-guided`` has not recorded.
+
+    For the tool a free answer opens a call of, or each offered tool a prose answer names (the
+    judge's recovery from prose), the calls the grammar writes and the shipped check's margin on
+    them. No decision step (it is not shipped) and no check that shows the calls alone, so a case
+    costs one or two model calls, not four; rows have the shape ``--record-guided`` writes.
+    """
+    from cortana.models.factory import create_model_client
+    from cortana.models.guided import CallOpening, named_tools
+
+    client = await create_model_client("embedded", model=model, threads=2)
+    free = _rows(OUTPUTS / f"{model}.jsonl")
+    path, ordered = _pending(OUTPUTS / f"{model}.guided.jsonl", [c for c in cases if c.id in free])
+    guided = client.guided  # type: ignore[attr-defined]
+    try:
+        with open(path, "a") as out:  # noqa: ASYNC230 - one line per case, flushed as it goes
+            for case in ordered:
+                request = case_request(case, tools)
+                content = free[case.id].get("content") or ""
+                opening = CallOpening(case.tools)
+                opening.feed(content)
+                wanted = [opening.tool] if opening.tool else named_tools(content, case.tools)
+                started = time.perf_counter()
+                paths: dict[str, dict[str, Any]] = {}
+                for name in wanted:
+                    written = await guided._written_calls(request, await guided.render(request), name, model)
+                    calls = written.message.tool_calls
+                    path_row: dict[str, Any] = {
+                        "calls": [{"name": c.name, "arguments": c.arguments, "raw": c.raw_arguments} for c in calls]
+                    }
+                    if calls:
+                        verdict = await guided.verify(request, calls)
+                        path_row["check_described"] = {"margin": round(verdict.margin, 3)}
+                    paths[name] = path_row
+                row = {
+                    "id": case.id,
+                    "model": model,
+                    "decision": None,
+                    "free_tool": opening.tool,
+                    "paths": paths,
+                    "seconds": round(time.perf_counter() - started, 2),
+                }
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                progress(f"{case.id} {row['seconds']}s {json.dumps(paths)[:100]}")
+    finally:
+        await client.aclose()
+
+
 async def timing(model: str, cases: list[Case], tools: dict[str, dict[str, Any]], count: int) -> dict[str, Any]:
     """Seconds per answer, guided and through the chat API, on the first ``count`` cases of each category.
 
@@ -576,6 +636,9 @@ def main() -> None:
     parser.add_argument(
         "--record-check", metavar="MODEL", help="ask the shipped check about every recorded guided call"
     )
+    parser.add_argument(
+        "--record-shipped", metavar="MODEL", help="record the shipped guided pieces of cases not recorded yet"
+    )
     parser.add_argument("--timing", metavar="MODEL", help="time guided answers against the chat API on a few cases")
     parser.add_argument("--json", type=Path, default=RESULTS / "toolcall_eval.json")
     args = parser.parse_args()
@@ -584,6 +647,8 @@ def main() -> None:
         asyncio.run(record(args.record, cases, tools, lambda line: print(line, file=sys.stderr)))
     if args.record_guided:
         asyncio.run(record_guided(args.record_guided, cases, tools, lambda line: print(line, file=sys.stderr)))
+    if args.record_shipped:
+        asyncio.run(record_shipped(args.record_shipped, cases, tools, lambda line: print(line, file=sys.stderr)))
     if args.record_check:
         asyncio.run(record_check(args.record_check, cases, tools, lambda line: print(line, file=sys.stderr)))
     if args.timing:
