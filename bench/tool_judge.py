@@ -71,6 +71,9 @@ KEEP = 0.99
 """The share of the development half's tool questions the veto threshold keeps (out of fold)."""
 RECOVER = 0.0
 """The pair head's logit from which a tool fits: "fits" rather than "does not" (classes weighted equally)."""
+NEW_KINDS = ("unrelated", "samefield", "general")
+"""The no-fit kinds of ``cases_c.jsonl`` (issue 63): trained on only with ``--new-negatives`` (the shipped
+weights were trained without them); otherwise scored by the final heads, on both halves."""
 SCORED = ("single", "choice", "parallel")
 """The categories whose right calls the one score counts (multistep is reported, not scored: its later steps blur)."""
 
@@ -106,20 +109,27 @@ def _words(text: str) -> set[str]:
     return {word for word in re.findall(r"[a-z]{3,}", text.lower().replace("_", " "))}
 
 
-def build_pairs(cases: list[te.Case], tools: dict[str, dict[str, Any]]) -> list[Pair]:
-    """Every (question, tool, fits) pair of both halves; only the development half's are trained on."""
+def build_pairs(cases: list[te.Case], tools: dict[str, dict[str, Any]], new_negatives: bool = False) -> list[Pair]:
+    """Every (question, tool, fits) pair of both halves; only the development half's are trained on.
+
+    ``new_negatives``: the tools offered to the new no-fit kinds do not fit their questions.
+    """
     pairs: list[Pair] = []
+    builtin = builtin_specs()
     for case in cases:
+        if case.category in NEW_KINDS:
+            if new_negatives:
+                pairs.extend(Pair(case.prompt, name, 0, case.id, case.split) for name in case.tools)
+            continue
         expected = {call["name"] for call in case.expected}
         for name in case.tools:
             if name in expected:
                 pairs.append(Pair(case.prompt, name, 1, case.id, case.split))
             elif case.category != "multistep":  # a later step of a chain may fit too: not a clean negative
                 pairs.append(Pair(case.prompt, name, 0, case.id, case.split))
-    builtin = builtin_specs()
     for row in load_rows("workspace.jsonl"):
         pairs.extend(Pair(row["prompt"], name, 1, row["id"], row["split"]) for name in row["tools"])
-    catalogue = {name: _words(name + " " + spec["description"]) for name, spec in tools.items()}
+    catalogue = {name: _words(name + " " + spec["description"]) for name, spec in tools.items() if name not in builtin}
     for row in load_rows("general.jsonl"):
         pairs.extend(Pair(row["prompt"], name, 0, row["id"], row["split"]) for name in builtin)
         words = _words(row["prompt"])
@@ -174,8 +184,17 @@ class Asked:
     split: str
 
 
-def build_questions(cases: list[te.Case]) -> list[Asked]:
-    asked = [Asked(c.prompt, 1, c.id, c.split) for c in cases]
+def build_questions(cases: list[te.Case], new_negatives: bool = False) -> list[Asked]:
+    """The question head's rows: a question a tool is for (1) or not (0).
+
+    Every question of the tool-call set asks for what a tool does, even a no-fit one, except the
+    general questions of the new kinds; those kinds are rows only with ``new_negatives``.
+    """
+    asked = [
+        Asked(c.prompt, int(c.category != "general"), c.id, c.split)
+        for c in cases
+        if new_negatives or c.category not in NEW_KINDS
+    ]
     asked += [Asked(r["prompt"], 1, r["id"], r["split"]) for r in load_rows("workspace.jsonl")]
     asked += [Asked(r["prompt"], 0, r["id"], r["split"]) for r in load_rows("general.jsonl")]
     return asked
@@ -243,9 +262,13 @@ class Scores:
 
 
 def train_all(
-    cases: list[te.Case], tools: dict[str, dict[str, Any]], vectors: Embeddings, texts: dict[str, str]
+    cases: list[te.Case],
+    tools: dict[str, dict[str, Any]],
+    vectors: Embeddings,
+    texts: dict[str, str],
+    new_negatives: bool = False,
 ) -> tuple[JudgeWeights, Scores, dict[str, Any]]:
-    questions, pairs = build_questions(cases), build_pairs(cases, tools)
+    questions, pairs = build_questions(cases, new_negatives), build_pairs(cases, tools, new_negatives)
     scores, about = Scores(), {}
     # The question head.
     dev = [a for a in questions if a.split == "dev"]
@@ -257,6 +280,10 @@ def train_all(
     held_logits = question_head.logits(np.stack([unit(vectors.query(a.question)) for a in held]))
     scores.question |= {a.question: float(v) for a, v in zip(dev, oof, strict=True)}
     scores.question |= {a.question: float(v) for a, v in zip(held, held_logits, strict=True)}
+    unasked = sorted({c.prompt for c in cases} - set(scores.question))  # the new kinds, when not trained on
+    if unasked:
+        logits = question_head.logits(np.stack([unit(vectors.query(q)) for q in unasked]))
+        scores.question |= dict(zip(unasked, map(float, logits), strict=True))
     about["question head"] = {
         "rows": {"dev": len(dev), "held-out": len(held)},
         "l2 by out-of-fold AUC": by_l2,
@@ -321,6 +348,8 @@ def answers(model: str, cases: list[te.Case], tools: dict[str, dict[str, Any]]) 
     for case in cases:
         specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
         offered = {s.name: SchemaTool(s.name, s.description, s.parameters, lambda **_: "ok") for s in specs}
+        if case.id not in rows or case.id not in guided_rows:
+            continue  # not recorded for this model yet
         row, guided = rows[case.id], guided_rows[case.id]
         unchecked = te.guided_settings(case, row, guided, specs, offered, margin=1e9)[te.SHIPPED]
         run = te.executed(unchecked, offered)
@@ -353,8 +382,8 @@ def answers(model: str, cases: list[te.Case], tools: dict[str, dict[str, Any]]) 
 
 def outcome(answer: Answer, run: list[Any]) -> tuple[str, bool]:
     """The case's category and whether it came out right with ``run`` run."""
-    if answer.case.category == "nofit":
-        return "nofit", not run
+    if answer.case.category in te.NO_FIT:
+        return answer.case.category, not run
     return answer.case.category, te.right(run, answer.case.expected)
 
 
@@ -366,8 +395,15 @@ def summary(results: list[tuple[str, bool]]) -> dict[str, Any]:
     right = sum(cells[c][0] for c in SCORED) / max(1, sum(cells[c][1] for c in SCORED))
     abstain = cells["nofit"][0] / max(1, cells["nofit"][1])
     harmonic = 0.0 if right + abstain == 0 else 2 * right * abstain / (right + abstain)
+    kinds = {
+        kind: round(2 * right * (cells[kind][0] / cells[kind][1]) / (right + cells[kind][0] / cells[kind][1]), 3)
+        if cells[kind][1] and right + cells[kind][0]
+        else 0.0
+        for kind in te.NO_FIT
+    }
     return {
         **{c: {"hits": cells[c][0], "n": cells[c][1]} for c in te.CATEGORIES},
+        "harmonic by kind": kinds,
         "false calls": cells["nofit"][1] - cells["nofit"][0],
         "right rate": round(right, 3),
         "abstention": round(abstain, 3),
@@ -407,7 +443,7 @@ def called_auc(recorded: list[Answer], scores: Scores) -> dict[str, Any]:
         for a in recorded:
             if a.case.split != split or not a.calls or a.margin is None:
                 continue
-            if a.case.category == "nofit":
+            if a.case.category in te.NO_FIT:
                 label = 0
             elif a.case.category in ("single", "choice") and te.right(a.calls, a.case.expected):
                 label = 1
@@ -445,13 +481,13 @@ def workspace_questions(weights: JudgeWeights, scores: Scores) -> dict[str, Any]
     return found
 
 
-def evaluate(write: bool) -> dict[str, Any]:
+def evaluate(write: bool, new_negatives: bool = False) -> dict[str, Any]:
     tools, cases = te.load_tools(), te.load_cases()
     texts = {name: tool_text(name, spec["description"]) for name, spec in {**tools, **builtin_specs()}.items()}
     vectors = Embeddings()
-    everything = {a.question for a in build_questions(cases)}
+    everything = {c.prompt for c in cases} | {a.question for a in build_questions(cases)}
     asyncio.run(vectors.fill(everything, set(texts.values())))
-    weights, scores, result = train_all(cases, tools, vectors, texts)
+    weights, scores, result = train_all(cases, tools, vectors, texts, new_negatives)
     result["models"] = {}
     for model in MODELS:
         recorded = answers(model, cases, tools)
@@ -512,16 +548,29 @@ def report(result: dict[str, Any]) -> None:
                     + [f"{s[c]['hits']}/{s[c]['n']}" for c in ("single", "choice", "parallel", "multistep")]
                     + [f"{s['false calls']}/{s['nofit']['n']} ({s['false calls'] / max(1, s['nofit']['n']):.0%})"]
                     + [f"{s['harmonic']:.3f}"]
+                    + [
+                        f"{s[k]['n'] - s[k]['hits']}/{s[k]['n']} ({s['harmonic by kind'][k]:.3f})" if s[k]["n"] else "-"
+                        for k in NEW_KINDS
+                    ]
                 )
-        table(["model / judging", "single", "choice", "parallel", "multistep", "false calls", "harmonic"], rows)
+        table(
+            ["model / judging", "single", "choice", "parallel", "multistep", "false calls", "harmonic"]
+            + [f"{k}: false (harmonic)" for k in NEW_KINDS],
+            rows,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="score only; leave the shipped weights as they are")
+    parser.add_argument(
+        "--new-negatives",
+        action="store_true",
+        help="train on the development half of the new no-fit kinds too (cases_c.jsonl, issue 63)",
+    )
     parser.add_argument("--json", type=Path, default=RESULTS / "tool_judge.json")
     args = parser.parse_args()
-    result = evaluate(write=not args.no_write)
+    result = evaluate(write=not args.no_write, new_negatives=args.new_negatives)
     report(result)
     save(args.json, result)
 

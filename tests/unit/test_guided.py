@@ -311,3 +311,51 @@ async def test_a_call_opened_then_turned_away_counts_what_every_request_read(wir
     final = (await complete(client, weather_request(TRIANGLE))).usage
     assert final.prompt_tokens - final.cached_tokens >= 163 + 12 + 219, "the free start's 163, the call's, the check's"
     await client.aclose()
+
+
+def free_answer_lines(pieces: list[str]) -> list[str]:
+    """A free start streamed as llama.cpp's /completion does, its last event taken from the prose capture."""
+    captured = [line for line in (LLAMA / "q05_completion_prose.sse.txt").read_text().splitlines() if line.strip()]
+    last = json.loads(captured[-1].removeprefix("data: "))
+    last |= {"content": "", "stop": True, "stop_type": "eos", "tokens_predicted": len(pieces)}
+    events = [{"index": 0, "content": piece, "stop": False, "id_slot": -1} for piece in pieces]
+    return [f"data: {json.dumps(event)}" for event in [*events, last]]
+
+
+async def test_a_free_start_that_calls_a_tool_not_offered_is_never_written_under_the_grammar(
+    wire: WireServer,
+) -> None:
+    pieces = ['{"', "name", '":', ' "', "triangle", "_area", '",', ' "arguments', '":', ' {"base": 10, "height": 5}}']
+    answer = Reply(lines=free_answer_lines(pieces), content_type="text/event-stream", line_end="\n\n")
+    client = await guided_client(wire, answer)
+    events = [event async for event in client.stream(weather_request("Area of a triangle, base 10 and height 5?"))]
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    [call] = final.message.tool_calls
+    assert (call.name, call.arguments, call.from_text) == ("triangle_area", {"base": 10, "height": 5}, True)
+    assert len(wire.bodies("/completion")) == 1, "no grammar and no check for a tool that was not offered"
+    assert not [e for e in events if isinstance(e, TextDelta) and e.text.strip()], "the call never shows as text"
+    await client.aclose()
+
+
+async def test_the_loop_never_starts_the_invented_call_and_asks_for_prose(wire: WireServer) -> None:
+    from cortana import Agent
+
+    ran: list[str] = []
+
+    def get_weather(city: str) -> str:
+        """Get the weather in a given city"""
+        ran.append(city)
+        return "sunny"
+
+    pieces = ['{"name": "triangle_area", "arguments": {"base": 10, "height": 5}}']
+    answer = Reply(lines=free_answer_lines(pieces), content_type="text/event-stream", line_end="\n\n")
+    client = await guided_client(wire, answer)
+    wire.add("POST", "/v1/chat/completions", Reply(body=(LLAMA / "q05_chat_plain.json").read_bytes()))
+    result = await Agent(client, tools=[get_weather]).run("Area of a triangle, base 10 and height 5?")
+    assert not ran and result.metrics.unknown_tool_calls == 1 and result.metrics.tool_calls == 0
+    [again] = wire.bodies("/v1/chat/completions")
+    assert "tools" not in again, "asked again with no tool offered, through the chat API"
+    assert "no tool named 'triangle_area'" in again["messages"][-1]["content"]
+    assert result.output, "the prose answer is the turn's answer"
+    await client.aclose()
