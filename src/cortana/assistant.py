@@ -316,8 +316,11 @@ class Assistant:
         from cortana.agent.agent import Agent
         from cortana.models.base import ModelSettings
         from cortana.tools.builtin import builtin_tools
+        from cortana.tools.builtin.web import WebPolicy, web_tools
 
         settings, skills = self.settings, self.skills
+        web = settings.web
+        policy = WebPolicy(allow_loopback=web.allow_loopback, max_chars=web.max_chars)
         space = workspace_space(self.workspace, settings, sandbox=self.sandbox)
         instructions = [
             assistant_instructions(self.workspace),
@@ -337,6 +340,7 @@ class Assistant:
                     lint=settings.lint,
                     write_log=self.checkpoints,
                 ),
+                *(web_tools(policy, web.search_url) if web.fetch else ()),
                 *(skills.tools() if skills else ()),
                 *self.extra_tools,
                 *([self.fix_tool()] if self.offers_fix_tool and self.test_command is not None else []),

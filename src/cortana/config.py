@@ -678,6 +678,26 @@ class SandboxSettings(_Section):
     env: SandboxEnvSettings = Field(default_factory=SandboxEnvSettings)
 
 
+class WebSettings(_Section):
+    """``web:`` reading the web (``web_fetch``) and searching it (``web_search``; docs/tools.md)."""
+
+    fetch: bool = True
+    """Offer ``web_fetch``: each new host is asked for once ("always" covers the host)."""
+    search_url: str | None = None
+    """A SearXNG instance (``http://localhost:8888``) whose JSON API ``web_search`` queries; ``null``: no search."""
+    allow_loopback: bool = False
+    """Let ``web_fetch`` read pages served on this machine (127.0.0.1, ``localhost``)."""
+    max_chars: int = Field(6_000, ge=500, le=100_000)
+    """The most characters of a page one ``web_fetch`` returns (about 2,000 tokens); ``start`` reads on."""
+
+    @field_validator("search_url")
+    @classmethod
+    def _search_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) address such as http://localhost:8888")
+        return value
+
+
 class ServeSettings(_Section):
     """``serve:`` ``cortana serve``, the assistant over an OpenAI-compatible HTTP API (docs/serve.md)."""
 
@@ -750,6 +770,7 @@ class Settings(_Section):
     learning: LearningSettings = Field(default_factory=LearningSettings)
     fix: FixSettings = Field(default_factory=FixSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     test: str | None = Field(None, min_length=1, max_length=2000)

@@ -69,6 +69,8 @@ SENSITIVE: dict[str, str] = {
     "send_key_over_http": "send the engine's API key unencrypted (plain http) to another machine",
     "serve.cors_origins": "let scripts of these web pages call `cortana serve`",
     "tracing.otlp_endpoint": "send traces of your conversations (timings, and content if asked) to another machine",
+    "web.search_url": "send your web searches to this search engine",
+    "web.allow_loopback": "let the model's web_fetch read pages served on this machine",
     "test": "run this command as the project's tests (the fix workflow runs it, unasked under --yes)",
     "lint": "run these commands on each file the model writes",
     "hooks": "run these commands at moments of each session (before and after tool calls, each message), each "
@@ -93,6 +95,8 @@ class Tighter(Enum):
     """A list of allowances (``permissions.allow``, ``sandbox.writable``): an entry you do not have loosens."""
     TRUE = "true"
     """A switch whose true is stricter (``sandbox.ask``): false where yours is true loosens."""
+    FALSE = "false"
+    """A switch whose false is stricter (``web.allow_loopback``): true where yours is false loosens."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,8 @@ class Restriction:
         """Whether the folder's value ``theirs``, applied as written, is looser than ``yours`` anywhere."""
         if self.tighter is Tighter.TRUE:
             return theirs is not True and yours is True
+        if self.tighter is Tighter.FALSE:
+            return theirs is not False and yours is False
         if not isinstance(theirs, list):
             return True  # not a list: validation refuses it; never take it for a tightening
         if self.tighter is Tighter.MORE:
@@ -125,6 +131,8 @@ class Restriction:
         """The value that applies untrusted: yours with the folder's additions, or only its narrowing of yours."""
         if self.tighter is Tighter.TRUE:
             return yours is True or theirs is True
+        if self.tighter is Tighter.FALSE:
+            return yours is True and theirs is True
         theirs = theirs if isinstance(theirs, list) else []
         if self.tighter is Tighter.MORE:
             return [*yours, *(entry for entry in theirs if entry not in yours)]
@@ -147,6 +155,7 @@ RESTRICTIONS: dict[str, Restriction] = {
     "sandbox.writable": Restriction(Tighter.FEWER, []),
     "sandbox.env.keep": Restriction(Tighter.FEWER, [], globs=True),
     "sandbox.env.drop": Restriction(Tighter.MORE, []),
+    "web.allow_loopback": Restriction(Tighter.FALSE, False),
 }
 """The cortana.yml keys that restrict what may happen, and which way each tightens (``hooks.*``: each event).
 
@@ -201,6 +210,10 @@ def sensitive_sections(data: dict[str, Any], yours: dict[str, Any] | None = None
     endpoint = tracing.get("otlp_endpoint") if isinstance(tracing, dict) else None
     if endpoint and not (isinstance(endpoint, str) and is_loopback_url(endpoint)):
         found["tracing.otlp_endpoint"] = endpoint
+    web = data.get("web")
+    search = web.get("search_url") if isinstance(web, dict) else None
+    if search and not (isinstance(search, str) and is_loopback_url(search)):
+        found["web.search_url"] = search
     if data.get("test"):
         found["test"] = data["test"]
     hooks = data.get("hooks")

@@ -20,6 +20,9 @@
   "always" say. For an unconfined command, what the text shows of such a path
   (``reach.py``) is the reason it is asked every time; for a confined one the
   kernel keeps those paths read-only, whatever the spelling.
+- A fetch from the web (``web_fetch``) is asked for once per host; "always"
+  covers that host. A URL that is not http(s), or a literal private,
+  link-local or metadata address, is refused before anyone is asked.
 - "Always" covers a scope, shown in the prompt: writes and edits in one folder
   (and below). For a command where the kernel cannot confine it, the exact
   command, or a short list of read-only programs with any arguments
@@ -40,6 +43,7 @@ from cortana.tools.builtin.command_scope import command_prefixes, prefix_label
 from cortana.tools.builtin.commands import SANDBOX_ARGUMENT
 from cortana.tools.builtin.reach import command_reach
 from cortana.tools.builtin.shell import parse_command
+from cortana.tools.builtin.web import host_scope_key, refused_before_asking
 from cortana.tools.builtin.workspace import Workspace
 from cortana.tools.permissions import Action, Approver, PermissionDecision, PermissionGate, Scope
 
@@ -118,6 +122,8 @@ def workspace_scope(space: Workspace) -> Callable[[ToolCall, Tool], Scope | None
             if folder == ".":  # the top folder only: an answer here does not reach into every subfolder
                 return Scope(tool.name, "folder:", f"{tool.name} in the workspace's top folder")
             return Scope(tool.name, f"folder:{folder}", f"{tool.name} in {folder}/ and below")
+        if tool.kind == "fetch" and (host := host_scope_key(call.arguments.get("url"))) is not None:
+            return Scope(tool.name, f"host:{host}", f"{tool.name} from {host}")
         if tool.name == COMMAND_TOOL:
             command = call.arguments.get("command")
             exact = not space.sandbox.confines  # where nothing confines it, options must not widen an answer
@@ -169,6 +175,8 @@ def workspace_gate(
             protected = space.protected(target)
             if protected is not None and not tool.read_only:
                 return PermissionDecision.ask(f"{protected} is protected: asked every time", every_time=True)
+        if tool.kind == "fetch" and (why := refused_before_asking(call.arguments.get("url"))) is not None:
+            return PermissionDecision.deny(why)
         command = call.arguments.get("command")
         if tool.name == COMMAND_TOOL and isinstance(command, str):
             # a turn nobody watches (a check-in) speaks first; it does not act: commands are asked, so refused
