@@ -320,7 +320,7 @@ class Assistant:
 
         settings, skills = self.settings, self.skills
         web = settings.web
-        policy = WebPolicy(allow_loopback=web.allow_loopback, max_chars=web.max_chars)
+        policy = WebPolicy(allow_loopback=web.allow_loopback, max_tokens=web.max_tokens)
         space = workspace_space(self.workspace, settings, sandbox=self.sandbox)
         instructions = [
             assistant_instructions(self.workspace),

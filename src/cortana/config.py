@@ -687,8 +687,8 @@ class WebSettings(_Section):
     """A SearXNG instance (``http://localhost:8888``) whose JSON API ``web_search`` queries; ``null``: no search."""
     allow_loopback: bool = False
     """Let ``web_fetch`` read pages served on this machine (127.0.0.1, ``localhost``)."""
-    max_chars: int = Field(6_000, ge=500, le=100_000)
-    """The most characters of a page one ``web_fetch`` returns (about 2,000 tokens); ``start`` reads on."""
+    max_tokens: int = Field(1_600, ge=200, le=50_000)
+    """The most tokens of a page one ``web_fetch`` returns (estimated, erring high); ``start`` reads on."""
 
     @field_validator("search_url")
     @classmethod
