@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         TextDelta,
         ThinkingDelta,
         ToolCallFinished,
+        ToolCallProgress,
         ToolCallStarted,
     )
     from cortana.agent.extensions import TurnExtension, TurnScope, current_turn
@@ -142,6 +143,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallFinished",
+    "ToolCallProgress",
     "ToolCallStarted",
     "ToolError",
     "ToolGroup",
@@ -226,6 +228,7 @@ _LAZY = {
     "Tool": "cortana.tools.base",
     "ToolCall": "cortana.messages",
     "ToolCallFinished": "cortana.agent.events",
+    "ToolCallProgress": "cortana.agent.events",
     "ToolCallStarted": "cortana.agent.events",
     "ToolError": "cortana.errors",
     "ToolGroup": "cortana.tools.groups",

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from cortana.tools import Tool
     from cortana.tools.builtin import EditorBuffers, Workspace
     from cortana.tools.builtin.commands import Finished
+    from cortana.tools.groups import ToolGroup
     from cortana.tools.hooks import CommandHooks, ToolRules
     from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
     from cortana.turn.events import TurnEvent
@@ -341,6 +342,7 @@ class Assistant:
                     write_log=self.checkpoints,
                 ),
                 *(web_tools(policy, web.search_url) if web.fetch else ()),
+                *([self._helpers()] if settings.agent.helpers else []),
                 *(skills.tools() if skills else ()),
                 *self.extra_tools,
                 *([self.fix_tool()] if self.offers_fix_tool and self.test_command is not None else []),
@@ -365,6 +367,16 @@ class Assistant:
                 temperature=settings.temperature, max_tokens=settings.max_tokens, seed=settings.seed
             ),
         )
+
+    def _helpers(self) -> ToolGroup:
+        """``delegate``, in a tool group loaded on demand; the helpers it starts end with the assistant."""
+        from cortana.agent.subagents import SubagentManager
+        from cortana.tools.groups import ToolGroup
+
+        manager = SubagentManager(max_concurrent=1, max_depth=1)
+        self._stack.push_async_callback(manager.aclose)
+        description = "a helper for side work in its own context: a search across the code, a file read for one fact"
+        return ToolGroup("helpers", description, [manager.delegate_tool()])
 
     def gate(self, space: Workspace | None = None) -> PermissionGate:
         """The permission gate: cortana.yml's ``permissions:``, ``allow_all``, and ``approve`` for the rest."""

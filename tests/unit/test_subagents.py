@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,3 +229,84 @@ async def test_a_subagent_waiting_for_all_does_not_wait_for_itself() -> None:
     result = await lead(Router(parent, child), manager).run("go")
     assert asyncio.get_running_loop().time() - started < 5
     assert results(result.new_messages)[-1] == "sub1 (done): nothing to wait for"
+
+
+async def test_delegate_runs_a_read_only_helper_and_returns_its_report_with_progress() -> None:
+    from cortana.agent.events import ToolCallProgress
+
+    manager = SubagentManager()
+    asked = tool_call_response(tool_call("delegate", task="What do the notes on rust say?"))
+    parent = ScriptedModel([asked, "Rust is fast, says a helper."])
+    child = ScriptedModel([tool_call_response(tool_call("read_notes", topic="rust")), "The notes say: notes on rust."])
+    agent = Agent(Router(parent, child), instructions="You are the lead.",
+                  tools=[read_notes, delete_file, manager.delegate_tool()])  # fmt: skip
+    async with agent.run_stream("Ask a helper about rust.") as stream:
+        events = [event async for event in stream]
+        result = stream.result
+    [report] = results(result.new_messages)
+    assert report == "The helper's report (1 tool call):\nThe notes say: notes on rust."
+    progress = [event.text for event in events if isinstance(event, ToolCallProgress)]
+    assert progress == ["helper helper1 started: What do the notes on rust say?", 'helper: read_notes(topic="rust")']
+    offered = {spec.name for spec in child.requests[0].tools}
+    assert offered == {"read_notes"}, "only read-only tools: no delete_file, no delegate"
+    assert child.requests[0].messages[0].content.startswith("You are a helper"), "its own, fresh context"
+    assert result.metrics.subagent_spawns == 1 and result.output == "Rust is fast, says a helper."
+
+
+async def test_a_helpers_long_report_is_bounded_and_a_failed_helper_is_a_tool_error() -> None:
+    manager = SubagentManager()
+    parent = ScriptedModel([tool_call_response(tool_call("delegate", task="Read everything.")), "ok"])
+    child = ScriptedModel(["x" * 5000])
+    agent = Agent(Router(parent, child), instructions="You are the lead.", tools=[read_notes, manager.delegate_tool()])
+    result = await agent.run("go")
+    [report] = results(result.new_messages)
+    assert len(report) < 2_200 and "3,000 more characters left out" in report
+    lonely = Agent(ScriptedModel([tool_call_response(tool_call("delegate", task="x")), "ok"]),
+                   tools=[delete_file, manager.delegate_tool()])  # fmt: skip
+    [refused] = results((await lonely.run("go")).new_messages)
+    assert "no read-only tools to give a helper" in refused
+
+
+def test_cortana_delegates_to_a_helper_whose_report_reaches_the_model(tmp_path: Path, scripted_engine: Any) -> None:
+    """Through the real ``cortana -p`` and a loopback llama.cpp wire server: the model calls ``delegate`` (its
+    group loads on the call), the helper reads notes.txt with read-only tools and reports, the model answers."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.integration.test_cli_terminal import text_reply, tool_reply
+
+    home, project = tmp_path / "home", tmp_path / "home" / "project"
+    project.mkdir(parents=True)
+    (project / "cortana.yml").write_text(
+        "memory:\n  recall: false\ngraphify:\n  enabled: false\nheartbeat:\n  enabled: false\n"
+        "learning:\n  enabled: false\nagent:\n  prompt_search: 0\n  named_files: 0\n  tool_judge: false\n"
+    )
+    (project / "notes.txt").write_text("The launch is on Friday.\n")
+    task = json.dumps({"task": "What does notes.txt say about the launch?"})
+    scripted_engine.routes[("POST", "/v1/chat/completions")] = [
+        tool_reply("delegate", task),
+        tool_reply("read_file", '{"path": "notes.txt"}'),
+        text_reply(["The notes say ", "the launch is on Friday (notes.txt:1)."]),
+        text_reply(["The launch is on Friday."]),
+    ]
+    ran = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", scripted_engine.url,
+         "-p", "--output-format", "stream-json", "When is the launch? Ask a helper."],
+        cwd=project, env={"PATH": os.environ["PATH"], "HOME": str(home), "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    lines = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    progress = [line["item"]["progress"] for line in lines if line["type"] == "item.updated"]
+    assert progress[-1] == 'helper: read_file(path="notes.txt")', progress
+    bodies = scripted_engine.bodies("/v1/chat/completions")
+    parent_first, helper_first, _, parent_last = bodies
+    helper_tools = {tool["function"]["name"] for tool in helper_first["tools"]}
+    assert helper_tools == {"read_file", "list_files", "grep_files"}, "read-only tools only"
+    assert "When is the launch" not in json.dumps(helper_first["messages"]), "the helper has its own context"
+    report = next(m for m in parent_last["messages"] if m["role"] == "tool")["content"]
+    assert "the launch is on Friday (notes.txt:1)" in report
+    assert "The launch is on Friday." in ran.stdout
+    assert "delegate" not in {tool["function"]["name"] for tool in parent_first.get("tools", [])}, "on demand"

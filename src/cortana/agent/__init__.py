@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         TextDelta,
         ThinkingDelta,
         ToolCallFinished,
+        ToolCallProgress,
         ToolCallStarted,
     )
 
@@ -34,6 +35,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallFinished",
+    "ToolCallProgress",
     "ToolCallStarted",
 ]
 
@@ -48,6 +50,7 @@ _LAZY = {
     "TextDelta": "cortana.agent.events",
     "ThinkingDelta": "cortana.agent.events",
     "ToolCallFinished": "cortana.agent.events",
+    "ToolCallProgress": "cortana.agent.events",
     "ToolCallStarted": "cortana.agent.events",
 }
 

@@ -520,6 +520,12 @@ class _Handle:
         gate = self.config.permissions
         return tuple(tool.name for tool in self.tools if gate is None or gate.static_action(tool) != "deny")
 
+    @property
+    def read_only_tool_names(self) -> tuple[str, ...]:
+        """Those of :attr:`tool_names` whose tools only read."""
+        grantable = set(self.tool_names)
+        return tuple(tool.name for tool in self.tools if tool.read_only and tool.name in grantable)
+
     def subagent(
         self,
         name: str,
@@ -528,9 +534,12 @@ class _Handle:
         tools: Sequence[str] | None,
         extra_tools: Sequence[Callable[..., Any]] = (),
         memory: object = None,
+        logger: object = None,
     ) -> Agent:
         if memory is not None and not isinstance(memory, MemoryProvider):
             raise TypeError(f"memory must be a MemoryProvider, got {type(memory).__name__}")
+        if logger is not None and not isinstance(logger, EventHandler):
+            raise TypeError(f"logger must have a handle(event) method, got {type(logger).__name__}")
         grantable = self.tool_names
         if tools is None:
             tools = grantable
@@ -551,6 +560,7 @@ class _Handle:
             settings=self.config.settings,
             max_tool_iterations=self.config.max_tool_iterations,
             instrument=self.config.instrument,  # a traced agent's subagents are traced too
+            logger=logger,
         )
 
 

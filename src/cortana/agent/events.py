@@ -7,7 +7,7 @@ Anything with a ``handle(event)`` method (an :class:`EventHandler`, such as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cortana.messages import Message, RunMetrics, RunResult, ToolCall
 from cortana.models.base import ModelResponse, TextDelta, ThinkingDelta
@@ -28,6 +28,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallFinished",
+    "ToolCallProgress",
     "ToolCallStarted",
 ]
 
@@ -76,6 +77,16 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallProgress:
+    """A running tool call says how it is getting on (``RunContext.report``): one short line, between its
+    :class:`ToolCallStarted` and :class:`ToolCallFinished` (a helper's own tool calls, say)."""
+
+    call: ToolCall
+    text: str
+    tool: Tool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallFinished:
     """A tool call ended; ``result`` is the tool message the model will read; ``tool`` as in
     :class:`ToolCallStarted`."""
@@ -109,6 +120,7 @@ RunEvent = (
     | ModelCallStarted
     | ModelCallFinished
     | ToolCallStarted
+    | ToolCallProgress
     | ToolCallFinished
     | PartialOutput
     | RunFinished
@@ -148,6 +160,7 @@ class TaskFinished:
 TaskEvent = TaskStarted | TaskFinished
 
 
+@runtime_checkable
 class EventHandler(Protocol):
     """Anything that watches run and task events, such as :class:`~cortana.agent.logger.AgentLogger`."""
 

@@ -26,6 +26,7 @@ from cortana.agent.events import (
     TaskStarted,
     TextDelta,
     ToolCallFinished,
+    ToolCallProgress,
     ToolCallStarted,
 )
 from cortana.display import printable
@@ -96,6 +97,11 @@ class AgentLogger:
         elif isinstance(event, ToolCallStarted):
             self._running[event.call.id] = (format_arguments(event.call), time.perf_counter())
             self._refresh()
+        elif isinstance(event, ToolCallProgress):
+            row = self._running.get(event.call.id)
+            if row is not None:  # the running row says what the call is doing now
+                self._running[event.call.id] = (f"{format_arguments(event.call)} · {printable(event.text)}", row[1])
+                self._refresh()
         elif isinstance(event, ToolCallFinished):
             self._running.pop(event.call.id, None)
             self._print(self._tool_row(event))

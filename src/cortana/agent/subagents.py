@@ -11,6 +11,12 @@ in its own thread with its own metrics; they cannot spawn deeper than
 ``max_depth``, and they inherit the parent's permission gate: a subagent never
 gets a tool the gate refuses, and its calls ask the same approver.
 
+``delegate_tool()`` is the one-call form an assistant offers (Claude Code's
+Task tool): ``delegate(task)`` runs a helper with the parent's read-only tools
+in a fresh context of its own, waits for it, and returns its report, bounded;
+each of the helper's tool calls is reported as the call's progress
+(``RunContext.report``), so the user sees one call and what it is doing.
+
 With llama.cpp, give the server a slot per concurrent run (``parallel=`` on
 the embedded engine), or a subagent's prompt evicts the parent's cache.
 """
@@ -32,7 +38,16 @@ from cortana.tools.context import SubagentRunner
 __all__ = ["Subagent", "SubagentManager"]
 
 State = Literal["running", "done", "failed", "cancelled"]
-TOOL_NAMES = ("spawn_subagent", "wait_subagents", "follow_up_subagent", "cancel_subagent", "list_subagents")
+TOOL_NAMES = (
+    "spawn_subagent",
+    "wait_subagents",
+    "follow_up_subagent",
+    "cancel_subagent",
+    "list_subagents",
+    "delegate",
+)
+REPORT_CHARS = 2_000
+"""The most characters of a helper's report that ``delegate`` returns."""
 
 
 @dataclass
@@ -145,7 +160,66 @@ class SubagentManager:
             Tool(list_subagents, read_only=True),
         ]
 
+    def delegate_tool(self, *, report_chars: int = REPORT_CHARS) -> Tool:
+        """``delegate(task)``: a helper with the caller's read-only tools does ``task`` in its own context; its
+        report (at most ``report_chars`` characters) is the result. See the module docstring."""
+        manager = self
+
+        async def delegate(ctx: RunContext, task: str) -> str:
+            """Hand a side task to a helper that works in a fresh context of its own, with read-only tools (read,
+            list, search files), and get back its short report: finding where something is used across the code,
+            reading a long file for one fact, a review. It cannot see this conversation: put every detail it needs
+            in the task. Keeps this conversation short.
+
+            Args:
+                task: what the helper must find or check, with the names and paths it needs.
+            """
+            return await manager.delegate(ctx, task, report_chars=report_chars)
+
+        return Tool(delegate, read_only=True, kind="search")
+
     # -- the Python API ---------------------------------------------------------------------
+
+    async def delegate(self, ctx: RunContext, task: str, *, report_chars: int = REPORT_CHARS) -> str:
+        """Run a read-only helper on ``task`` and wait for its report (``delegate_tool``'s work)."""
+        parent = ctx.agent
+        if parent is None:
+            raise ToolError("delegate runs only inside an agent's run; there is no agent to start a helper of.")
+        depth = self._depth_of.get(parent.name, 0) + 1
+        if depth > self.max_depth:
+            raise ToolError("A helper cannot start helpers of its own: do the task yourself.")
+        tools = [name for name in parent.read_only_tool_names if name not in TOOL_NAMES]
+        if not tools:
+            raise ToolError("There are no read-only tools to give a helper: do the task yourself.")
+        child = parent.subagent(
+            f"{parent.name}/helper{next(self._ids)}",
+            instructions=prompt_text("delegate"),
+            tools=tools,
+            logger=_Progress(ctx),
+        )
+        self._depth_of[child.name] = depth
+        sub_id = child.name.rsplit("/", 1)[1]
+        sub = Subagent(
+            id=sub_id,
+            task=task,
+            agent=child,
+            thread=ThreadRef(resource_id="subagents", thread_id=f"{parent.name}/{sub_id}"),
+            depth=depth,
+            parent_metrics=ctx.metrics,
+            spawned_by=parent.name,
+        )
+        self.subagents[sub.id] = sub
+        ctx.metrics.subagent_spawns += 1
+        ctx.report(f"helper {sub_id} started: {task}")
+        sub.job = asyncio.current_task()
+        await self._run(sub, task, previous=None)  # in this call: cancelling the turn cancels the helper
+        if sub.state != "done" or sub.result is None:
+            raise ToolError(f"The helper stopped without a report ({sub.report()}). Do the task yourself.")
+        report = str(sub.result.output).strip() or "(the helper found nothing to report)"
+        if len(report) > report_chars:
+            report = report[:report_chars] + f"\n[... {len(report) - report_chars:,} more characters left out]"
+        calls = sub.metrics.tool_calls
+        return f"The helper's report ({calls} tool call{'s' if calls != 1 else ''}):\n{report}"
 
     async def spawn(
         self, ctx: RunContext, task: str, *, instructions: str = "", tools: list[str] | None = None
@@ -273,3 +347,17 @@ class SubagentManager:
         sub.metrics = sub.metrics.merge(result.metrics)
         sub.parent_metrics.subagent_prompt_tokens += result.metrics.prompt_tokens
         sub.parent_metrics.subagent_completion_tokens += result.metrics.completion_tokens
+
+
+class _Progress:
+    """A helper's run events, told to the user as the ``delegate`` call's progress: each tool call it starts."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def handle(self, event: object) -> None:
+        from cortana.agent.events import ToolCallStarted
+        from cortana.agent.logger import format_arguments
+
+        if isinstance(event, ToolCallStarted):
+            self.ctx.report(f"helper: {format_arguments(event.call)}")

@@ -11,13 +11,14 @@ or unparseable arguments, an exception) becomes a tool message with
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fnmatch
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cortana.agent.events import RunEvent, ToolCallFinished, ToolCallStarted
+from cortana.agent.events import RunEvent, ToolCallFinished, ToolCallProgress, ToolCallStarted
 from cortana.agent.repeats import RepeatGuard
 from cortana.agent.run_config import RunConfig
 from cortana.agent.toolbox import Toolbox
@@ -146,28 +147,31 @@ class CallRunner:
         return _Prepared(index, call, tool, arguments)
 
     async def _run_all(self, runnable: list[_Prepared], slots: list[Message | None]) -> AsyncIterator[RunEvent]:
+        """Run the calls (at most ``max_parallel_tools`` at once, else one after another, in order), yielding each
+        one's started, progress and finished events as they happen."""
         limit = self.config.max_parallel_tools if self.config.parallel_tool_calls else 1
-        if limit == 1 or len(runnable) <= 1:
-            for item in runnable:
-                yield ToolCallStarted(item.call, item.tool)
-                result, duration = await self._invoke(item)
-                slots[item.index] = result
-                yield ToolCallFinished(item.call, result, duration, item.tool)
-            return
-        events: asyncio.Queue[RunEvent] = asyncio.Queue()
-        semaphore = asyncio.Semaphore(limit)
+        events: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        semaphore = asyncio.Semaphore(limit)  # waiters are served first come, first served: order is kept at 1
 
         async def run_one(item: _Prepared) -> None:
-            async with semaphore:
-                events.put_nowait(ToolCallStarted(item.call, item.tool))
-                result, duration = await self._invoke(item)
-                slots[item.index] = result
-                events.put_nowait(ToolCallFinished(item.call, result, duration, item.tool))
+            try:
+                async with semaphore:
+                    events.put_nowait(ToolCallStarted(item.call, item.tool))
+                    result, duration = await self._invoke(item, events)
+                    slots[item.index] = result
+                    events.put_nowait(ToolCallFinished(item.call, result, duration, item.tool))
+            finally:
+                events.put_nowait(None)  # this call is over, however it ended
 
         tasks = [asyncio.create_task(run_one(item)) for item in runnable]
         try:
-            for _ in range(2 * len(tasks)):
-                yield await events.get()
+            ended = 0
+            while ended < len(tasks):
+                event = await events.get()
+                if event is None:
+                    ended += 1
+                else:
+                    yield event
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
@@ -180,26 +184,32 @@ class CallRunner:
                 return seconds
         return tool.timeout if tool.timeout is not None else self.config.tool_timeout
 
-    async def _invoke(self, item: _Prepared) -> tuple[Message, float]:
-        """Run one validated call, bounded in time and output; an exception becomes an error result.
+    async def _invoke(self, item: _Prepared, events: asyncio.Queue[RunEvent | None]) -> tuple[Message, float]:
+        """Run one validated call, bounded in time and output; an exception becomes an error result. What it
+        reports (``RunContext.report``) goes to ``events`` as :class:`ToolCallProgress`.
 
         Traced, the call's ``execute_tool`` span is current while it runs, in whichever task runs it.
         """
+
+        def progress(text: str) -> None:
+            events.put_nowait(ToolCallProgress(item.call, text, item.tool))
+
+        context = dataclasses.replace(self.context, progress=progress)
         if self.tracer is None:
-            return await self._invoke_untraced(item)
+            return await self._invoke_untraced(item, context)
         with self.tracer.tool_call(item.call) as traced:
-            message, duration = await self._invoke_untraced(item)
+            message, duration = await self._invoke_untraced(item, context)
             traced(message)
         return message, duration
 
-    async def _invoke_untraced(self, item: _Prepared) -> tuple[Message, float]:
+    async def _invoke_untraced(self, item: _Prepared, context: RunContext) -> tuple[Message, float]:
         started = time.perf_counter()
         limit = self.config.max_tool_output
         timeout = self.timeout_for(item.tool)
         deadline = asyncio.timeout(timeout)
         try:
             async with deadline:
-                value = await item.tool.invoke(item.arguments, self.context)
+                value = await item.tool.invoke(item.arguments, context)
             message = Message.tool(item.call, bound_output(format_tool_result(value), limit))
         except TimeoutError as exc:
             if not deadline.expired():

@@ -171,7 +171,14 @@ class HeadlessOutput:
 
     def event(self, event: RunEvent) -> None:
         """One of the agent's run events."""
-        from cortana.agent.events import ModelCallFinished, RunFinished, TextDelta, ToolCallFinished, ToolCallStarted
+        from cortana.agent.events import (
+            ModelCallFinished,
+            RunFinished,
+            TextDelta,
+            ToolCallFinished,
+            ToolCallProgress,
+            ToolCallStarted,
+        )
 
         if isinstance(event, TextDelta) and event.text:
             self._turn.answer.append(event.text)
@@ -186,6 +193,9 @@ class HeadlessOutput:
             item = self._next_id()
             self._open_calls[event.call.id] = item
             self._emit({"type": "item.started", "item": self._call_item(item, event.call, "in_progress")})
+        elif isinstance(event, ToolCallProgress):
+            item = self._open_calls.get(event.call.id, "")
+            self._emit({"type": "item.updated", "item": {"id": item, "type": "tool_call", "progress": event.text}})
         elif isinstance(event, ToolCallFinished):
             item = self._open_calls.pop(event.call.id, "") or self._next_id()
             status = "failed" if event.result.is_error else "completed"

@@ -543,7 +543,7 @@ class CortanaAgent:
             raise
 
     async def _event(self, session: Session, event: RunEvent) -> None:
-        from cortana.agent.events import TextDelta, ThinkingDelta, ToolCallStarted
+        from cortana.agent.events import TextDelta, ThinkingDelta, ToolCallProgress, ToolCallStarted
 
         if isinstance(event, TextDelta) and event.text:
             await self._send(session, acp.update_agent_message_text(event.text))
@@ -551,6 +551,9 @@ class CortanaAgent:
             await self._send(session, acp.update_agent_thought_text(event.text))
         elif isinstance(event, ToolCallStarted):
             await self._send(session, self._call_started(event.call, event.tool, session, "in_progress"))
+        elif isinstance(event, ToolCallProgress):
+            shown = [acp.tool_content(acp.text_block(event.text))]
+            await self._send(session, acp.update_tool_call(event.call.id, status="in_progress", content=shown))
 
     def _call_started(
         self, call: ToolCall, tool: Tool | None, session: Session, status: schema.ToolCallStatus

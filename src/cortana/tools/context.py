@@ -48,6 +48,11 @@ class AgentHandle(Protocol):
         """The names of the agent's own tools (not those of its groups or extensions)."""
         ...
 
+    @property
+    def read_only_tool_names(self) -> tuple[str, ...]:
+        """The names of the agent's own tools that only read, which a helper for side work may get."""
+        ...
+
     def subagent(
         self,
         name: str,
@@ -56,6 +61,7 @@ class AgentHandle(Protocol):
         tools: Sequence[str] | None,
         extra_tools: Sequence[Callable[..., Any]] = (),
         memory: object = None,
+        logger: object = None,
     ) -> SubagentRunner:
         """A new agent like this one, named ``name``, with the named tools of this agent (``None``: all).
 
@@ -65,6 +71,7 @@ class AgentHandle(Protocol):
             tools: which of this agent's tools it gets (``None``: every one the permission gate does not refuse).
             extra_tools: tools it gets besides (the subagent tools of a manager that allows deeper nesting).
             memory: a ``MemoryProvider`` for its threads (``None``: it remembers nothing between runs).
+            logger: an ``EventHandler`` that sees each of its run events (what a helper is doing).
 
         Raises:
             ToolError: a named tool the gate refuses, or one this agent does not have.
@@ -88,6 +95,7 @@ class RunContext:
             permission gate would ask about are refused.
         agent: a narrow handle on the agent running the tool (its name, its tools' names, and
             subagents); ``None`` when a tool is called outside an agent's run.
+        progress: where :meth:`report` sends a line (set by the run for each call; ``None``: nowhere).
     """
 
     thread: ThreadRef
@@ -96,3 +104,9 @@ class RunContext:
     state: dict[str, Any] = dataclasses.field(default_factory=dict)
     unattended: bool = False
     agent: AgentHandle | None = None
+    progress: Callable[[str], None] | None = None
+
+    def report(self, text: str) -> None:
+        """Tell the user how this call is getting on: one short line, shown while it runs (``ToolCallProgress``)."""
+        if self.progress is not None:
+            self.progress(" ".join(text.split())[:200])
