@@ -2,8 +2,8 @@
 trusted, in its ``.cortana/commands``, expanded in one place (``Assistant.turn``) for every front end.
 
 The rules on real files (``$ARGUMENTS``, ``$1``…, the arguments appended, front matter, the errors that name the
-file); ``allowed-tools`` held by the turn's rules; the real ``cortana -p`` on a scripted engine, where what the
-model received is checked; a folder's command ignored until ``cortana trust``.
+file); ``allowed-tools`` held by the turn's rules; the real ``cortana -p`` and the real terminal in a pty on a
+scripted engine, where what the model received is checked; a folder's command ignored until ``cortana trust``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from cortana import Assistant, Settings
@@ -250,6 +251,17 @@ def cortana(home: Path, project: Path, url: str, *args: str) -> subprocess.Compl
     )  # fmt: skip
 
 
+def terminal(home: Path, project: Path, url: str) -> pexpect.spawn:
+    """The interactive ``cortana`` in a pty at its prompt, as test_cli_terminal.py's ``spawn_on`` starts it."""
+    child = pexpect.spawn(
+        sys.executable, ["-m", "cortana.cli.main", "--engine", "llamacpp", "--base-url", url],
+        cwd=str(project), env={**environment(home), "TERM": "xterm"}, encoding="utf-8", timeout=60,
+        dimensions=(40, 160),
+    )  # fmt: skip
+    child.expect("›")
+    return child
+
+
 def last_prompt(scripted_engine) -> str:  # type: ignore[no-untyped-def]
     return str(scripted_engine.bodies(CHAT)[-1]["messages"][-1]["content"])
 
@@ -281,3 +293,29 @@ def test_print_mode_names_a_bad_command_file_and_asks_nothing(scripted_engine, t
     assert f"cortana: {bad}: the front matter is not valid YAML at line 2" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert scripted_engine.bodies(CHAT) == [], "the model was asked nothing"
+
+
+def test_the_terminal_lists_completes_and_expands_the_users_commands(scripted_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    home, project = user_home(tmp_path)
+    write(project / ".cortana" / "commands", "deploy", "Deploy $1.\n")
+    scripted_engine.add("POST", CHAT, text_reply(["Reviewed."]))
+    child = terminal(home, project, scripted_engine.url)
+    child.sendline("/help")
+    child.expect("Your commands:")
+    child.expect(r"/review FILE \[FOCUS\] Review a file for bugs \(yours: ")
+    child.expect(r"compact\.md: not used: /compact is a built-in command")
+    child.expect(r"this folder's commands \(/deploy, /review, in \.cortana/commands\) are ignored: the folder is not")
+    child.expect("›")
+    child.sendline("/deploy prod")
+    child.expect(r"/deploy is this folder's command \(.*deploy\.md\), ignored: the folder is not trusted")
+    child.expect("›")
+    child.send("/rev")
+    child.send("\t")  # completed to /review: only the user's command starts so
+    child.sendline(" notes.txt the dates")
+    child.expect("Reviewed.")
+    child.expect("›")
+    child.sendline("/exit")
+    child.expect(pexpect.EOF, timeout=30)
+    bodies = scripted_engine.bodies(CHAT)
+    assert len(bodies) == 1, "only the command reached the model"
+    assert str(bodies[0]["messages"][-1]["content"]).endswith("Review notes.txt for bugs, on the.")
