@@ -23,6 +23,8 @@ from cortana.testing import ScriptedModel, tool_call, tool_call_response
 from cortana.turn import TurnFinished
 from cortana.turn.commands import BUILT_IN_COMMANDS, MAX_COMMAND_BYTES, UserCommands
 from tests.integration.test_cli_terminal import text_reply
+from tests.unit.test_acp import Editor, initialized, said
+from tests.unit.test_serve import serve
 
 CHAT = "/v1/chat/completions"
 QUIET = (
@@ -319,3 +321,31 @@ def test_the_terminal_lists_completes_and_expands_the_users_commands(scripted_en
     bodies = scripted_engine.bodies(CHAT)
     assert len(bodies) == 1, "only the command reached the model"
     assert str(bodies[0]["messages"][-1]["content"]).endswith("Review notes.txt for bugs, on the.")
+
+
+async def test_a_served_client_and_an_editor_get_the_command_expanded_too(  # type: ignore[no-untyped-def]
+    scripted_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cortana serve`` and ``cortana acp`` have no code of their own for it: the assistant's turn expands."""
+    import acp
+
+    home, project = user_home(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    model = ScriptedModel(["Served."])
+    async with serve(project, model) as served:
+        answer = await served.client().chat.completions.create(
+            model="cortana", messages=[{"role": "user", "content": "/review api.py speed"}]
+        )
+    assert answer.choices[0].message.content == "Served."
+    assert model.requests[0].messages[-1].content.endswith("Review api.py for bugs, on speed.")
+
+    scripted_engine.add("POST", CHAT, text_reply(["Edited."]))
+    editor = Editor()
+    command = ("-m", "cortana.cli.main", "acp", "--engine", "llamacpp", "--base-url", scripted_engine.url)
+    editor_side = acp.spawn_agent_process(editor, sys.executable, *command, cwd=project, env=environment(home))
+    async with editor_side as (conn, _process):
+        await initialized(conn)
+        session = await conn.new_session(cwd=str(project), mcp_servers=[])
+        done = await conn.prompt(session_id=session.session_id, prompt=said("/review ui.py layout"))
+    assert done.stop_reason == "end_turn" and "Edited." in editor.text()
+    assert last_prompt(scripted_engine).endswith("Review ui.py for bugs, on layout.")
