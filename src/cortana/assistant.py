@@ -644,8 +644,8 @@ class Assistant:
         """A user's turn, the one door every front end goes through; it yields the turn's events
         (``cortana.turn.events``) and ends with one :class:`~cortana.turn.TurnFinished`.
 
-        In order: a user command expanded (a prompt ``/NAME …`` of one of :attr:`commands` becomes its text; its
-        ``allowed-tools`` are the only tools the turn may call, and it goes to the agent), the ``session_start``
+        In order: a user command expanded (a prompt ``/NAME …`` of one of :attr:`commands` becomes its text; one
+        with ``allowed-tools`` goes to the agent, which may call only those), the ``session_start``
         hooks (``starting``; None: on the first turn of ``thread`` this assistant runs), the ``user_prompt`` hooks
         (one that exits 2 keeps the message from the model: :class:`TurnHeld`), the route (``fix``: True sends it
         through the fix workflow, False to the agent, None decides as :meth:`wants_fix` does), plan mode (``plan``:
