@@ -45,6 +45,7 @@ from cortana.messages import Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
 from cortana.sandbox.policy import Sandbox, too_wide
 from cortana.streams import closing
+from cortana.turn.commands import UserCommands
 from cortana.turn.events import fix_run_result
 from cortana.turnstate import TurnState, in_turn, turn_state
 
@@ -80,6 +81,7 @@ __all__ = [
     "Assistant",
     "assistant_instructions",
     "heartbeat_checklist",
+    "workspace_commands",
     "workspace_context",
     "workspace_experience",
     "workspace_graph",
@@ -198,6 +200,9 @@ class Assistant:
             self.skills: SkillRegistry | None = workspace_skills(self.workspace, settings)  # a bad SKILL.md: logged
             self.project_doc: ProjectDoc | None = workspace_project_doc(self.workspace, settings)
             """The project's AGENTS.md (or CLAUDE.md) as it joins the instructions; None without one."""
+            self.commands: UserCommands = workspace_commands(self.workspace, settings)
+            """The user's own slash commands (and the folder's, when trusted): :meth:`turn` expands a ``/NAME``
+            prompt of one; a front end lists them."""
             self.hooks: CommandHooks = workspace_hooks(self.workspace, settings, self.sandbox)
             """cortana.yml's ``hooks:`` (empty when there are none): the loop asks them around tool calls, and the
             front ends at a session's start, before a message, and after an answer."""
@@ -655,16 +660,18 @@ class Assistant:
         """A user's turn, the one door every front end goes through; it yields the turn's events
         (``cortana.turn.events``) and ends with one :class:`~cortana.turn.TurnFinished`.
 
-        In order: the ``session_start`` hooks (``starting``; None: on the first turn of ``thread`` this assistant
-        runs), the ``user_prompt`` hooks (one that exits 2 keeps the message from the model: :class:`TurnHeld`),
-        the route (``fix``: True sends it through the fix workflow, False to the agent, None decides as
-        :meth:`wants_fix` does), plan mode (``plan``: only reading tools run, and the agent is asked for a plan; a
-        fix only plans), the prompt fitted to the window, the turn's checkpoint, the run, and the ``stop`` hooks.
-        Everything the turn does runs in its own state (:class:`~cortana.turn.TurnState`), so two turns on two
-        threads at once never share a checkpoint, a plan mode or a hook's thread.
+        In order: a user command expanded (a prompt ``/NAME …`` of one of :attr:`commands` becomes its text; one
+        with ``allowed-tools`` goes to the agent, which may call only those), the ``session_start``
+        hooks (``starting``; None: on the first turn of ``thread`` this assistant runs), the ``user_prompt`` hooks
+        (one that exits 2 keeps the message from the model: :class:`TurnHeld`), the route (``fix``: True sends it
+        through the fix workflow, False to the agent, None decides as :meth:`wants_fix` does), plan mode (``plan``:
+        only reading tools run, and the agent is asked for a plan; a fix only plans), the prompt fitted to the
+        window, the turn's checkpoint, the run, and the ``stop`` hooks. Everything the turn does runs in its own
+        state (:class:`~cortana.turn.TurnState`), so two turns on two threads at once never share a checkpoint, a
+        plan mode, the tools a command allows or a hook's thread.
 
         Args:
-            prompt: the user's message.
+            prompt: the user's message (``/NAME …`` of a user command: that command's text, expanded).
             thread: the conversation (default: the assistant's).
             plan: plan mode for this turn.
             fix: the route (see above).
@@ -678,7 +685,15 @@ class Assistant:
         from cortana.turn.events import FixFinished, PromptCut, TurnFinished, TurnHeld, TurnResult
 
         thread = thread or self.thread
-        with in_turn(TurnState(thread, prompt, plan=plan)):
+        command = self.commands.expand(prompt)  # a bad command file: its error, before anything runs
+        tools: tuple[str, ...] | None = None
+        if command is not None:
+            prompt, tools = command.prompt, command.tools
+            if tools is not None:
+                fix = False  # the fix workflow's writes would pass by the tools the command allows
+                allowed = ToolRules.command_context(command.command.name, tools)
+                context = "\n\n".join(part for part in (allowed, context) if part)
+        with in_turn(TurnState(thread, prompt, plan=plan, tools=tools)):
             if starting is False:  # the front end ran them at its own start
                 self._started.add(thread.thread_id)
             await self.start_session(thread)
@@ -901,6 +916,12 @@ def workspace_hooks(workspace: Path, settings: Settings, sandbox: Sandbox) -> Co
         for event in EVENTS
     }
     return CommandHooks(workspace, hooks, sandbox)
+
+
+def workspace_commands(workspace: Path, settings: Settings) -> UserCommands:
+    """The user's own slash commands: the user's config folder's ``commands/``, and the workspace's
+    ``.cortana/commands`` when the user trusts the folder (a folder's command wins over the user's)."""
+    return UserCommands(user_config_path().parent / "commands", workspace, trusted=settings.trusted)
 
 
 def workspace_skills(workspace: Path, settings: Settings) -> SkillRegistry | None:

@@ -1,6 +1,6 @@
-"""What belongs to one turn alone: its thread, its checkpoint, plan mode. Kept in a context variable, so that two
-turns running at once (``cortana serve`` with ``parallel`` 2, two editor sessions in one folder, a fix inside a
-turn) never read each other's.
+"""What belongs to one turn alone: its thread, its checkpoint, plan mode, the tools it may call. Kept in a context
+variable, so that two turns running at once (``cortana serve`` with ``parallel`` 2, two editor sessions in one
+folder, a fix inside a turn) never read each other's.
 
 A turn's code and everything it starts (tool calls in their own tasks, hooks, the fix's writes) run in the turn's
 context, and read :func:`turn_state`; the shared objects (checkpoints, hooks, the tool rules) keep no turn's
@@ -14,6 +14,7 @@ turn's own state, for the whole turn, read by the parts that act for it.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -33,12 +34,18 @@ class TurnState:
         prompt: what the user asked.
         plan: plan mode: only reading tools run (a write, an edit or a command is refused with the reason).
         checkpoint: the checkpoint its writes are filed under (``Checkpoints.begin``), once begun.
+        tools: the tool-name globs it may call (a user command's ``allowed-tools``); None: every tool.
     """
 
     thread: ThreadRef
     prompt: str = ""
     plan: bool = False
     checkpoint: int | None = None
+    tools: tuple[str, ...] | None = None
+
+    def allows(self, tool: str) -> bool:
+        """Whether the turn may call ``tool``: any tool, unless :attr:`tools` narrows them (globs, case-sensitive)."""
+        return self.tools is None or any(fnmatch.fnmatchcase(tool, glob) for glob in self.tools)
 
 
 _CURRENT: ContextVar[TurnState | None] = ContextVar("cortana_turn", default=None)

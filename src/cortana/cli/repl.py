@@ -14,6 +14,8 @@
 - ``/voice on|off`` reads replies and check-ins aloud (espeak-ng); a new turn stops it.
 - ``/good``, ``/bad``, ``/learned``, ``/teach`` and ``/skills`` are the learning commands
   (``cli/learning.py``); while teaching, plain lines are notes and ``!`` commands are recorded.
+- ``/NAME`` of one of the user's own commands (``cortana.turn.commands``) is a turn like any message: the assistant
+  expands it; the session only lists them (``/help``, Tab) and says why one it cannot use did nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.cli.terminal import input_waiting, until_ctrl_c
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.display import printable
-from cortana.errors import UserError
+from cortana.errors import ConfigError, UserError
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.prompts import strip_turn_context
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from cortana.cli.approval import TerminalApprover
     from cortana.cli.fix import TerminalFixer
     from cortana.companion.heartbeat import Beat, Heartbeat
+    from cortana.turn.commands import UserCommands
     from cortana.turn.events import TurnResult
 
 __all__ = ["COMMANDS", "Repl"]
@@ -94,10 +97,11 @@ def _outcome(beat: Beat) -> str:
 
 
 class _Completer(Completer):
-    """Slash commands at the start of a line, file paths elsewhere."""
+    """Slash commands at the start of a line (the built-in ones, then the user's own), file paths elsewhere."""
 
-    def __init__(self) -> None:
+    def __init__(self, commands: UserCommands | None = None) -> None:
         self.paths = PathCompleter(expanduser=True)
+        self.commands = commands
 
     def get_completions(self, document: Document, event: CompleteEvent) -> Iterable[Completion]:
         text = document.text_before_cursor
@@ -105,6 +109,10 @@ class _Completer(Completer):
             for command in COMMANDS:
                 if command.startswith(text):
                     yield Completion(command, start_position=-len(text), display_meta=COMMANDS[command])
+            for own in self.commands.listing().commands if self.commands is not None else ():
+                if f"/{own.name}".startswith(text):
+                    meta = printable(" ".join(part for part in (own.argument_hint, own.description) if part))
+                    yield Completion(f"/{own.name}", start_position=-len(text), display_meta=meta or own.source)
             return
         word = text.split()[-1] if text.split() and not text.endswith(" ") else ""
         if word.lstrip("!").startswith(("/", ".", "~")) or "/" in word:
@@ -232,7 +240,10 @@ class Repl:
             event.current_buffer.insert_text("\n")
 
         session: PromptSession[str] = PromptSession(
-            history=FileHistory(str(history)), completer=_Completer(), key_bindings=bindings, multiline=False
+            history=FileHistory(str(history)),
+            completer=_Completer(self.assistant.commands),
+            key_bindings=bindings,
+            multiline=False,
         )
         self._session = session
         self.console.print("[dim]/help for commands · !cmd runs a shell command · Ctrl-C cancels · Ctrl-D leaves[/dim]")
@@ -341,7 +352,7 @@ class Repl:
         """The user comes first: a check-in under way and speech stop; a message resets the heartbeat's waits."""
         if self.heartbeat is not None:
             self.heartbeat.interrupt()
-            if not line.startswith("/"):
+            if not line.startswith("/") or self._own_command(line):
                 self.heartbeat.user_spoke()
         await self.voice.stop()
 
@@ -549,12 +560,38 @@ class Repl:
     async def _command(self, line: str) -> bool:
         name, _, argument = line.partition(" ")
         handler = self.handlers.get(name)
-        if handler is None:
-            close = difflib.get_close_matches(name, COMMANDS, n=1)
-            hint = f" Did you mean {close[0]}?" if close else " /help lists them."
-            self.console.print(Text(printable(f"Unknown command {name}.{hint}")))
+        if handler is not None:
+            return await handler(argument.strip())
+        try:
+            own = self._own_command(line, strict=True)
+        except ConfigError as error:  # its file cannot be used: which file, and why
+            self.console.print(Text(printable(str(error)), style="red"), soft_wrap=True)
             return True
-        return await handler(argument.strip())
+        if own:
+            await self._turn(line)  # the assistant's turn expands it: one place for every front end
+            return True
+        name = line.split(maxsplit=1)[0]
+        ignored = self.assistant.commands.ignored(name[1:])
+        if ignored is not None:
+            note = f"{name} is this folder's command ({ignored}), ignored: the folder is not trusted"
+            self.console.print(Text(printable(f"{note} (run `cortana trust` here to use it).")), soft_wrap=True)
+            return True
+        yours = [f"/{command.name}" for command in self.assistant.commands.listing().commands]
+        close = difflib.get_close_matches(name, [*COMMANDS, *yours], n=1)
+        hint = f" Did you mean {close[0]}?" if close else " /help lists them."
+        self.console.print(Text(printable(f"Unknown command {name}.{hint}")))
+        return True
+
+    def _own_command(self, line: str, *, strict: bool = False) -> bool:
+        """Whether ``line`` is ``/NAME …`` of one of the user's own commands (``strict``: a command file that cannot
+        be used raises its :class:`~cortana.errors.ConfigError`; else it counts as one)."""
+        name = line.split(maxsplit=1)[0][1:] if line.startswith("/") else ""
+        try:
+            return bool(name) and self.assistant.commands.find(name) is not None
+        except ConfigError:
+            if strict:
+                raise
+            return True
 
     async def _stats(self, _: str) -> bool:
         if self.last_stats is None:
@@ -568,6 +605,16 @@ class Repl:
         for command, meaning in COMMANDS.items():
             self.out.print(f"  {command:<10} {meaning}", highlight=False)
         self.out.print("  !command   run a shell command; its output joins the conversation", highlight=False)
+        listing = self.assistant.commands.listing()
+        if listing.commands:
+            self.out.print("Your commands:", highlight=False)
+        for own in listing.commands:
+            usage = " ".join(part for part in (f"/{own.name}", own.argument_hint) if part)
+            where = "yours" if own.source == "user" else "this folder's"
+            line = f"  {usage:<10} {own.description or '(no description)'} ({where}: {own.path})"
+            self.out.print(Text(printable(line)), highlight=False, soft_wrap=True)
+        for note in listing.notes():
+            self.console.print(Text(printable(note), style="yellow"), soft_wrap=True)
         return True
 
     async def _compact(self, focus: str) -> bool:

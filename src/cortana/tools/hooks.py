@@ -35,6 +35,7 @@ from cortana.turnstate import turn_state
 
 __all__ = [
     "BLOCK_STATUS",
+    "COMMAND_TOOLS_REFUSAL",
     "EVENTS",
     "PLAN_MODE_REFUSAL",
     "CommandHooks",
@@ -222,10 +223,19 @@ PLAN_MODE_REFUSAL = (
 """The reason the model reads for a call that would change something while the user asked for a plan first."""
 
 
+COMMAND_TOOLS_REFUSAL = (
+    "the user's command allows only these tools: {tools}. Do not call another: do what these can, or say what you "
+    "would need"
+)
+"""The reason the model reads for a call of a tool the user's command (its ``allowed-tools``) leaves out."""
+
+
 class ToolRules:
     """The assistant's rules around every tool call: plan mode (in a turn in plan mode, :attr:`TurnState.plan
     <cortana.turn.TurnState.plan>`, only read-only tools run: a write, an edit or a command is refused with
-    :data:`PLAN_MODE_REFUSAL`), then the user's hooks."""
+    :data:`PLAN_MODE_REFUSAL`), the tools a user command allows (:attr:`TurnState.tools
+    <cortana.turn.TurnState.tools>`: any other is refused with :data:`COMMAND_TOOLS_REFUSAL`), then the user's
+    hooks."""
 
     def __init__(self, hooks: CommandHooks | None = None) -> None:
         self.hooks = hooks if hooks else None
@@ -236,6 +246,11 @@ class ToolRules:
         return prompt_text("plan_mode")
 
     @staticmethod
+    def command_context(name: str, tools: tuple[str, ...]) -> str:
+        """What a turn of the user's command ``/name`` is told when the command allows only ``tools``."""
+        return prompt_text("command_tools").format(name=name, tools=", ".join(tools) or "none")
+
+    @staticmethod
     def plan_accepted() -> str:
         """The message that carries an accepted plan out (plan mode is off by then)."""
         return prompt_text("plan_accepted")
@@ -244,6 +259,8 @@ class ToolRules:
         turn = turn_state()
         if turn is not None and turn.plan and not tool.read_only:
             return PLAN_MODE_REFUSAL
+        if turn is not None and not turn.allows(tool.name):
+            return COMMAND_TOOLS_REFUSAL.format(tools=", ".join(turn.tools or ()) or "none")
         return await self.hooks.before_tool(call, tool) if self.hooks is not None else None
 
     async def after_tool(self, call: ToolCall, tool: Tool, result: Message) -> str | None:
