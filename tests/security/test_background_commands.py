@@ -339,6 +339,9 @@ async def test_an_editor_session_that_closes_ends_its_own_background_commands(
     )
     agent = CortanaAgent(model, lambda folder: QUIET, allow_all=True)
     try:
+        offered = (await agent.initialize(protocol_version=1)).agent_capabilities
+        assert offered is not None and offered.session_capabilities is not None
+        assert offered.session_capabilities.close is not None, "the editor is told it may close a session"
         first = (await agent.new_session(cwd=str(root))).session_id
         second = (await agent.new_session(cwd=str(root))).session_id
         for session in (first, second):

@@ -306,7 +306,9 @@ class CortanaAgent:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(image=False, audio=False, embedded_context=True),
-                session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities()),
+                session_capabilities=schema.SessionCapabilities(
+                    list=schema.SessionListCapabilities(), close=schema.SessionCloseCapabilities()
+                ),  # an editor that closes a session ends what it started in the background
             ),
             agent_info=schema.Implementation(name="cortana", title="Cortana", version=__version__),
             auth_methods=[],
