@@ -126,8 +126,8 @@ class Assistant:
         buffers: the user's editor, whose buffers the file tools read and write (``cortana acp``); None: the disk.
         client_label: the label of the threads this assistant starts (``cli``; ``serve``, ``mcp``, ``acp``).
         keep_background: a command the model starts in the background runs on after its turn, until it is stopped,
-            its conversation ends or the assistant closes; False: it ends with the turn that started it (a server's
-            answer: nobody can list or stop it over the API later), and the model is told so.
+            its conversation ends or the assistant closes; False: it ends with the :meth:`turn` that started it (a
+            server's answer: nobody can list or stop it over the API later), and the model is told so.
     """
 
     def __init__(

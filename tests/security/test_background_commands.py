@@ -254,6 +254,25 @@ async def test_a_command_that_ends_at_once_is_reported_and_forgotten(tmp_path: P
         await call(tools["run_command"], command="true", background=True)
 
 
+async def test_a_start_the_session_ends_under_does_not_run_on(
+    tmp_path: Path, token: str, leftovers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortana.tools.builtin import background as module
+
+    background = BackgroundCommands()
+    real = module.start_shell
+
+    async def ends_meanwhile(*args: Any, **options: Any) -> Any:
+        process = await real(*args, **options)
+        await background.aclose()  # the session ends after the process started, before it was kept
+        return process
+
+    monkeypatch.setattr(module, "start_shell", ends_meanwhile)
+    with pytest.raises(ToolError, match="session is ending"):
+        await call(tools_of(tmp_path, background)["run_command"], command=f"sleep {token}", background=True)
+    assert await gone(token) and background.commands == []
+
+
 @confining
 async def test_a_background_command_is_confined_as_any_other(tmp_path: Path, token: str, leftovers: None) -> None:
     root = tmp_path / "project"

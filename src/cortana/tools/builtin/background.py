@@ -200,6 +200,10 @@ class BackgroundCommands:
             entry = await self._launch(command, cwd, environment, confined, owner)
         finally:
             self._starting -= 1
+        if self._closed:  # the session ended while it started
+            await self._end(entry, stopping=True)
+            self._commands.pop(entry.id, None)
+            raise ToolError("The session is ending; no command can start in the background now.")
         try:
             await self._first_output(entry.process)
         except BaseException:  # the call was cancelled: nobody will know its id, so it does not run on
@@ -312,7 +316,8 @@ class BackgroundCommands:
             listed = ", ".join(f"{entry.id} ({_short(entry.command)}, {entry.state()})" for entry in mine)
             raise ToolError(f"No background command {id[:40]!r} here; there are: {listed}.")
         raise ToolError(
-            f"No background command {id[:40]!r}: none runs here (run_command with background=true starts one)."
+            f"No background command {id[:40]!r}: none runs here (one whose end was reported is forgotten; "
+            "run_command with background=true starts one)."
         )
 
     async def _end(self, entry: BackgroundCommand, *, stopping: bool = False) -> None:
