@@ -350,10 +350,10 @@ class BackgroundCommands:
         commands = self
 
         async def command_output(id: str, context: RunContext | None = None) -> str:
-            """Read what a background command printed since the last read, and whether it still runs.
+            """What a background command printed since the last read, and whether it still runs.
 
             Args:
-                id: its id from run_command (bg1).
+                id: its id (bg1).
             """
             return await commands.output(id, owner=_owner(context))
 
@@ -361,7 +361,7 @@ class BackgroundCommands:
             """Stop a background command and everything it started.
 
             Args:
-                id: its id from run_command (bg1).
+                id: its id (bg1).
             """
             return await commands.stop(id, owner=_owner(context))
 

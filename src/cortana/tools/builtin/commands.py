@@ -132,7 +132,7 @@ def command_tool(
             Args:
                 timeout: seconds before it is stopped.
                 sandbox: false to run it outside the sandbox (network, other folders, .git/); the user is asked.
-                background: true to start it and go on at once (a server, a watcher): it runs until stop_command.
+                background: true to start it and go on (a server, a watcher); it runs until stop_command.
             """
             if background:
                 return await start(command, sandbox is not False, context)
@@ -152,7 +152,7 @@ def command_tool(
 
             Args:
                 timeout: seconds before it is stopped.
-                background: true to start it and go on at once (a server, a watcher): it runs until stop_command.
+                background: true to start it and go on (a server, a watcher); it runs until stop_command.
             """
             if background:
                 return await start(command, confine_asked, context)
