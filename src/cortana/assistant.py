@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from cortana.repair.workflow import RepairWorkflow
     from cortana.tools import Tool
     from cortana.tools.builtin import EditorBuffers, Workspace
+    from cortana.tools.builtin.background import BackgroundCommands
     from cortana.tools.builtin.commands import Finished
     from cortana.tools.groups import ToolGroup
     from cortana.tools.hooks import CommandHooks, ToolRules
@@ -127,6 +128,9 @@ class Assistant:
         heartbeat: let the assistant check in (as cortana.yml's ``heartbeat:`` says); False: never.
         buffers: the user's editor, whose buffers the file tools read and write (``cortana acp``); None: the disk.
         client_label: the label of the threads this assistant starts (``cli``; ``serve``, ``mcp``, ``acp``).
+        keep_background: a command the model starts in the background runs on after its turn, until it is stopped,
+            its conversation ends or the assistant closes; False: it ends with the :meth:`turn` that started it (a
+            server's answer: nobody can list or stop it over the API later), and the model is told so.
     """
 
     def __init__(
@@ -147,6 +151,7 @@ class Assistant:
         heartbeat: bool = True,
         buffers: EditorBuffers | None = None,
         client_label: str = "cli",
+        keep_background: bool = True,
     ) -> None:
         from cortana.companion.companion import LocalTime
         from cortana.companion.voice import Voice
@@ -176,6 +181,8 @@ class Assistant:
         self._test_command: TestCommand | None = None
         self._looked_for_tests = False
         self._started: set[str] = set()  # the conversations whose session_start hooks ran
+        self._background: BackgroundCommands | None = None
+        self.keep_background = keep_background
         settings = self.settings
         self.sandbox: Sandbox = workspace_sandbox(self.workspace, settings)
         """What every process the assistant starts may touch (commands, tests, git, graphify, MCP servers)."""
@@ -260,8 +267,9 @@ class Assistant:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close everything: the heartbeat, the agent's work after its last reply (briefly), the graph, the MCP
-        servers, memory, experience, the voice, and the engine (cancelled while it still starts). Once."""
+        """Close everything: the heartbeat, the agent's work after its last reply (briefly), the background
+        commands, the graph, the MCP servers, memory, experience, the voice, and the engine (cancelled while it still
+        starts). Once."""
         if self._closed:
             return
         self._closed = True
@@ -314,6 +322,21 @@ class Assistant:
         return self._agent
 
     @property
+    def background(self) -> BackgroundCommands:
+        """The commands the model started with ``run_command(background=true)``, in every conversation of this
+        assistant: ``/ps`` lists them; each ends with its conversation (:meth:`BackgroundCommands.stop_thread`), or
+        its turn (``keep_background=False``), and all with :meth:`aclose`. Made on first use (the tools load after
+        the prompt)."""
+        if self._background is None:
+            from cortana.tools.builtin.background import UNTIL_THE_SESSION, UNTIL_THE_TURN, BackgroundCommands
+
+            self._background = BackgroundCommands(
+                ends_with=UNTIL_THE_SESSION if self.keep_background else UNTIL_THE_TURN
+            )
+            self._stack.push_async_callback(self._background.aclose)  # the last part made: the first one closed
+        return self._background
+
+    @property
     def ready_agent(self) -> Agent | None:
         """The agent if it is built already (None while the engine starts)."""
         return self._agent
@@ -345,6 +368,7 @@ class Assistant:
                     buffers=self.buffers,
                     lint=settings.lint,
                     write_log=self.checkpoints,
+                    background=self.background,
                 ),
                 *(web_tools(policy, web.search_url) if web.fetch else ()),
                 *([self._helpers()] if settings.agent.helpers else []),
@@ -666,7 +690,8 @@ class Assistant:
         (one that exits 2 keeps the message from the model: :class:`TurnHeld`), the route (``fix``: True sends it
         through the fix workflow, False to the agent, None decides as :meth:`wants_fix` does), plan mode (``plan``:
         only reading tools run, and the agent is asked for a plan; a fix only plans), the prompt fitted to the
-        window, the turn's checkpoint, the run, and the ``stop`` hooks. Everything the turn does runs in its own
+        window, the turn's checkpoint, the run, and the ``stop`` hooks; without ``keep_background``, what the turn
+        started in the background ends with it, however the turn ends. Everything the turn does runs in its own
         state (:class:`~cortana.turn.TurnState`), so two turns on two threads at once never share a checkpoint, a
         plan mode, the tools a command allows or a hook's thread.
 
@@ -679,12 +704,31 @@ class Assistant:
             settings: generation settings for this turn's model calls.
             starting: run the ``session_start`` hooks first (see above).
         """
+        thread = thread or self.thread
+        try:
+            async with closing(self._turn(prompt, thread, plan, fix, context, settings, starting)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            if not self.keep_background:  # nothing of a served turn runs on after it
+                await self.background.stop_thread(thread)
+
+    async def _turn(
+        self,
+        prompt: str,
+        thread: ThreadRef,
+        plan: bool,
+        fix: bool | None,
+        context: str | None,
+        settings: ModelSettings | None,
+        starting: bool | None,
+    ) -> AsyncIterator[TurnEvent]:
+        """:meth:`turn`'s events (see there)."""
         from cortana.agent.events import RunFinished
         from cortana.agent.fitting import fit_prompt
         from cortana.tools.hooks import ToolRules
         from cortana.turn.events import FixFinished, PromptCut, TurnFinished, TurnHeld, TurnResult
 
-        thread = thread or self.thread
         command = self.commands.expand(prompt)  # a bad command file: its error, before anything runs
         tools: tuple[str, ...] | None = None
         if command is not None:

@@ -5,7 +5,9 @@ guard remembers the calls of the run that got a result, and answers two
 questions the loop asks:
 
 - ``earlier_read(call)``: a read-only call identical to one answered since
-  the last write is not run again; the model is pointed at that result.
+  the last write is not run again; the model is pointed at that result. Not
+  for a tool whose result changes by itself (``Tool.live``: a background
+  command's output), which is neither remembered nor counted as answered.
 - ``all_repeated(calls)``: a reply made only of calls already answered is
   not run at all (re-running would repeat side effects, or the same error):
   the loop restates the question once, then asks for an answer without
@@ -62,6 +64,8 @@ class RepeatGuard:
             self._reads.clear()
         for call, tool, result in ran:
             if result.is_error:
+                continue
+            if tool.live:  # read again, it may say something new
                 continue
             if tool.read_only:
                 self._reads[call_key(call)] = call.id

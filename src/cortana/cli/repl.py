@@ -42,7 +42,7 @@ from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
 from cortana.cli.terminal import input_waiting, until_ctrl_c
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.display import printable
-from cortana.errors import ConfigError, UserError
+from cortana.errors import ConfigError, ToolError, UserError
 from cortana.memory.store import private_file, private_folder
 from cortana.messages import Message, ThreadRef, is_users_own
 from cortana.prompts import strip_turn_context
@@ -79,6 +79,7 @@ COMMANDS = {
     "/heartbeat": "show when the assistant checks in next, its active hours and unanswered check-ins",
     "/voice": "read replies aloud: /voice on, /voice off",
     "/stats": "where the last turn's time went: first token, prompt tokens read and cached, tokens/s",
+    "/ps": "the commands the assistant runs in the background; /ps stop ID stops one",
     **LEARNING_COMMANDS,
     "/exit": "leave (Ctrl-D works too)",
 }
@@ -189,6 +190,7 @@ class Repl:
             "/heartbeat": self._heartbeat,
             "/voice": self._voice,
             "/stats": self._stats,
+            "/ps": self._ps,
             "/exit": self._exit,
         }
         self.learning = LearningCommands(
@@ -694,6 +696,32 @@ class Repl:
                 listed = item.tools if isinstance(item, ToolGroup) else [item]
                 names = ", ".join(t.name for t in listed)
                 self.out.print(Text(printable(f"  {item.name + ':':<14} {names}")), highlight=False)
+        return True
+
+    async def _ps(self, argument: str) -> bool:
+        """``/ps``: the background commands (id, how long, state, command); ``/ps stop ID`` stops one."""
+        background = self.assistant.background
+        words = argument.split()
+        if words:
+            if len(words) != 2 or words[0] != "stop":
+                self.console.print("Usage: /ps, or /ps stop ID (from the list).")
+                return True
+            try:
+                said = await background.stop(words[1])
+            except ToolError as error:
+                self.console.print(Text(printable(str(error))))
+                return True
+            self.out.print(Text(printable(said.split("\n", 1)[0])), highlight=False)
+            return True
+        if not background.commands:
+            self.out.print("No command runs in the background (the assistant starts one with run_command).")
+            return True
+        for entry in background.commands:
+            command = " ".join(entry.command.split())
+            command = command if len(command) <= 70 else command[:69] + "…"
+            line = f"  {entry.id:<5} {entry.age():>8}  {entry.state()}\n        {command}"
+            self.out.print(Text(printable(line)), highlight=False)
+        self.out.print(Text("/ps stop ID stops one; all of them stop when you leave.", style="dim"))
         return True
 
     async def _permissions(self, argument: str) -> bool:

@@ -105,6 +105,7 @@ async def run_serve(args: argparse.Namespace) -> int:
         context_window=args.context_window,
         heartbeat=not args.no_heartbeat,
         client_label="serve",
+        keep_background=False,  # a served turn's background commands end with it: nobody could stop them later
     )
     service = ChatService(assistant)
     try:
@@ -180,7 +181,7 @@ async def run_mcp_serve(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("cortana mcp-serve needs the MCP SDK: pip install 'cortana[mcp]'") from None
     assistant = await workspace_assistant(
-        args, Console(stderr=True), approve=refuse_over_api, heartbeat=False, client_label="mcp"
+        args, Console(stderr=True), approve=refuse_over_api, heartbeat=False, client_label="mcp", keep_background=False
     )
     service = ChatService(assistant)
     try:

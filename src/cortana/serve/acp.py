@@ -12,7 +12,7 @@ stdout, through the ``agent-client-protocol`` package. What the editor sees:
 - the gate's questions as the editor's **permission requests**: allow once, always (for the scope Cortana would
   remember, named in the option), reject, reject always;
 - **cancel** stops the turn; files the turn wrote are put back as they were (the fix workflow writes only at its
-  end, from a scratch copy);
+  end, from a scratch copy); closing a session ends the commands it started in the background;
 - **files through the editor** when it offers that (``fs.readTextFile``/``writeTextFile``): the file tools read
   the editor's buffers, saved or not, and write through it, after the workspace's own checks of the path.
 
@@ -306,7 +306,9 @@ class CortanaAgent:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(image=False, audio=False, embedded_context=True),
-                session_capabilities=schema.SessionCapabilities(list=schema.SessionListCapabilities()),
+                session_capabilities=schema.SessionCapabilities(
+                    list=schema.SessionListCapabilities(), close=schema.SessionCloseCapabilities()
+                ),  # an editor that closes a session ends what it started in the background
             ),
             agent_info=schema.Implementation(name="cortana", title="Cortana", version=__version__),
             auth_methods=[],
@@ -439,8 +441,12 @@ class CortanaAgent:
 
     async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse | None:
         session = self._sessions.pop(session_id, None)
-        if session is not None and session.turn is not None and not session.turn.done():
+        if session is None:
+            return schema.CloseSessionResponse()
+        if session.turn is not None and not session.turn.done():
             session.turn.cancel()
+            await asyncio.gather(session.turn, return_exceptions=True)
+        await session.assistant.background.stop_thread(session.thread)  # what it started in the background ends
         return schema.CloseSessionResponse()
 
     async def fork_session(

@@ -11,7 +11,9 @@ Tools run on the server, inside the assistant's permission gate. Nobody can
 answer an approval over an API, so what the gate would ask is refused
 (:func:`refuse_over_api`), the model is told why, and the answer ends with a
 note of what was not done; cortana.yml's ``permissions.allow`` (the user's
-own, or a trusted folder's) is how to let a tool run.
+own, or a trusted folder's) is how to let a tool run. For the same reason a
+command the model starts in the background (``run_command(background=true)``)
+ends with the served turn that started it (``keep_background=False``).
 """
 
 from __future__ import annotations
@@ -199,8 +201,9 @@ class ChatService:
     """One assistant serving many clients.
 
     Args:
-        assistant: the assistant (built with ``approve=refuse_over_api``, so no call waits for an approval, and
-            ``client_label``: ``serve`` over HTTP, ``mcp`` for ``cortana mcp-serve``).
+        assistant: the assistant (built with ``approve=refuse_over_api``, so no call waits for an approval,
+            ``keep_background=False``, so nothing a turn starts in the background runs on where nobody could stop
+            it, and ``client_label``: ``serve`` over HTTP, ``mcp`` for ``cortana mcp-serve``).
         conversations: where histories map onto threads (default: the workspace's ``.cortana/serve.db``).
         queue: the turns waiting for the engine (default: the engine's parallel slots, cortana.yml's bound).
     """

@@ -64,6 +64,8 @@ class Tool:
         answer_after: bookkeeping the model does on the side (a note to itself): after a round
             made only of successful calls of such tools, the next model call offers no tools, so
             the model answers. Small models otherwise call it again and again.
+        live: what it reads changes by itself, with no call in between (a running process's output): an
+            identical call is run again, never answered with an earlier call's result.
     """
 
     __slots__ = (
@@ -76,6 +78,7 @@ class Tool:
         "description",
         "function",
         "kind",
+        "live",
         "name",
         "parameters",
         "read_only",
@@ -96,6 +99,7 @@ class Tool:
         answer_after: bool = False,
         kind: ToolKind | None = None,
         writes: str | None = None,
+        live: bool = False,
     ) -> None:
         if not callable(function):
             raise UserError(f"Tool() needs a callable, got {type(function).__name__}.")
@@ -107,6 +111,7 @@ class Tool:
         self.kind: ToolKind = kind or ("read" if read_only else "other")
         self.writes = writes
         self.answer_after = answer_after
+        self.live = live
         self.default_action = default_action
         if timeout is not None and not 0 < timeout < float("inf"):
             raise UserError(f"Tool {self.name!r}: timeout must be a positive number of seconds, got {timeout}.")

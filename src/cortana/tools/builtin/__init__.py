@@ -12,6 +12,8 @@ ask. Outputs are bounded, with a note saying how to see more.
     workspace.py   Workspace: resolving and opening paths inside the folder
     files.py       read_file, list_files, grep_files, write_file, edit_file
     commands.py    run_command
+    background.py  BackgroundCommands: run_command(background=true), command_output, stop_command
+    shellprocess.py    start_shell: the one way these tools start a process (under the keeper)
     gate.py        workspace_gate
     shell.py       reading a command as sh does: words, operators, redirections, expansions
     command_scope.py   what an "always" for a command covers (an argv prefix, plain commands only)
@@ -24,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cortana.tools import Tool
+from cortana.tools.builtin.background import BackgroundCommands
 from cortana.tools.builtin.commands import command_tool
 from cortana.tools.builtin.files import MAX_OUTPUT_CHARS, EditorBuffers, WriteLog, file_tools
 from cortana.tools.builtin.gate import workspace_gate
@@ -33,6 +36,7 @@ from cortana.tools.builtin.workspace import PROTECTED, Workspace
 __all__ = [
     "MAX_OUTPUT_CHARS",
     "PROTECTED",
+    "BackgroundCommands",
     "EditorBuffers",
     "Workspace",
     "WriteLog",
@@ -50,8 +54,9 @@ def builtin_tools(
     buffers: EditorBuffers | None = None,
     lint: Mapping[str, str] | None = None,
     write_log: WriteLog | None = None,
+    background: BackgroundCommands | None = None,
 ) -> list[Tool]:
-    """The six built-in tools, confined to ``workspace``.
+    """The six built-in tools, confined to ``workspace`` (eight with ``background``).
 
     Args:
         workspace: the folder.
@@ -63,10 +68,14 @@ def builtin_tools(
         lint: cortana.yml's ``lint:`` (file-name glob -> command); None: no check after a write beyond Python's
             syntax. ``{}``: the project's ruff for Python files (:mod:`cortana.tools.builtin.lint`).
         write_log: told of each write of the file tools just before it (the assistant's checkpoints).
+        background: where ``run_command(background=true)`` keeps the commands it starts, which its owner ends (the
+            assistant's, closed with it); with it come ``command_output`` and ``stop_command``. None: commands are
+            only waited for.
     """
     space = workspace if isinstance(workspace, Workspace) else Workspace(workspace, forbidden=forbidden)
     linter = Linter(space, lint, trusted=trusted_git) if lint is not None else None
     return [
         *file_tools(space, buffers, linter, write_log),
-        command_tool(space, command_timeout, trusted_git=trusted_git),
+        command_tool(space, command_timeout, trusted_git=trusted_git, background=background),
+        *(background.tools() if background is not None else ()),
     ]
