@@ -223,15 +223,15 @@ async def test_what_it_prints_is_bounded_between_reads_and_says_how_much_was_lef
 ) -> None:
     background = BackgroundCommands(first_wait=0.05, output_limit=1000)
     tools = tools_of(tmp_path, background)
-    flood = f"sleep 0.5; head -c 200000 /dev/zero | tr '\\0' x; echo; echo END; sleep {token}"
+    flood = f"sleep 0.5; head -c 200000 /dev/zero | tr '\\0' x; echo; echo END; touch flooded; sleep {token}"
     try:
         assert "(nothing yet)" in await call(tools["run_command"], command=flood, background=True)
-        read = ""
-        for _ in range(200):
-            read = await call(tools["command_output"], id="bg1")
-            if "END" in read:
+        for _ in range(400):  # one read once it has all been written: a read mid-flood would take a part of it
+            if (tmp_path / "flooded").exists():
                 break
             await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        read = await call(tools["command_output"], id="bg1")
         body = read.split("Since the last read:\n", 1)[1]
         assert "[... output cut at 1,000 of 200,00" in body and body.rstrip().endswith("END"), body[-300:]
         assert len(body) < 1300, "the head and tail of 200 KB, not all of it"

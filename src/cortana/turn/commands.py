@@ -54,7 +54,7 @@ BUILT_IN_COMMANDS = frozenset(
     {
         "help", "compact", "clear", "threads", "resume", "plan", "undo", "rewind", "model", "fix", "tools",
         "permissions", "memory", "context", "graph", "heartbeat", "voice", "stats", "good", "bad", "learned",
-        "teach", "skills", "exit",
+        "teach", "skills", "ps", "exit",
     }
 )  # fmt: skip
 """The terminal's own slash commands (``cli/repl.py``'s table, without the ``/``): no command file takes one of
