@@ -64,6 +64,9 @@ class Tool:
         answer_after: bookkeeping the model does on the side (a note to itself): after a round
             made only of successful calls of such tools, the next model call offers no tools, so
             the model answers. Small models otherwise call it again and again.
+        requires_approval: a person must allow each call: the permission gate asks about it whatever its
+            rules say (a rule may still refuse it), with no gate it is refused, and a run with
+            ``defer_approvals=True`` pauses at it (docs/approvals.md).
     """
 
     __slots__ = (
@@ -79,6 +82,7 @@ class Tool:
         "name",
         "parameters",
         "read_only",
+        "requires_approval",
         "timeout",
         "writes",
     )
@@ -96,6 +100,7 @@ class Tool:
         answer_after: bool = False,
         kind: ToolKind | None = None,
         writes: str | None = None,
+        requires_approval: bool = False,
     ) -> None:
         if not callable(function):
             raise UserError(f"Tool() needs a callable, got {type(function).__name__}.")
@@ -108,6 +113,7 @@ class Tool:
         self.writes = writes
         self.answer_after = answer_after
         self.default_action = default_action
+        self.requires_approval = requires_approval
         if timeout is not None and not 0 < timeout < float("inf"):
             raise UserError(f"Tool {self.name!r}: timeout must be a positive number of seconds, got {timeout}.")
         self.timeout = timeout
@@ -170,6 +176,7 @@ class SchemaTool(Tool):
         read_only: the tool only reads.
         default_action: the permission gate's action when no rule names it.
         timeout: the most seconds one call may run.
+        requires_approval: a person must allow each call (as ``Tool``'s).
     """
 
     __slots__ = ()
@@ -184,6 +191,7 @@ class SchemaTool(Tool):
         read_only: bool = False,
         default_action: Action | None = None,
         timeout: float | None = None,
+        requires_approval: bool = False,
     ) -> None:
         super().__init__(
             function,
@@ -193,6 +201,7 @@ class SchemaTool(Tool):
             read_only=read_only,
             default_action=default_action,
             timeout=timeout,
+            requires_approval=requires_approval,
         )
 
 
@@ -200,7 +209,7 @@ class SchemaTool(Tool):
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, read_only: bool = False
+    *, name: str | None = None, description: str | None = None, read_only: bool = False, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -209,12 +218,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Turn a function into a :class:`Tool`; use bare (``@tool``) or with options (``@tool(read_only=True)``)."""
+    """Turn a function into a :class:`Tool`; use bare (``@tool``) or with options (``@tool(read_only=True)``,
+    ``@tool(requires_approval=True)``: a person must allow each call)."""
     if function is not None:
         return Tool(function)
 
     def decorate(fn: Callable[..., Any]) -> Tool:
-        return Tool(fn, name=name, description=description, read_only=read_only)
+        return Tool(fn, name=name, description=description, read_only=read_only, requires_approval=requires_approval)
 
     return decorate
