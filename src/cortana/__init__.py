@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from cortana.learning.skills import Skill, SkillRegistry
     from cortana.learning.teach import TeachSession
     from cortana.memory.base import InMemoryHistory, MemoryProvider
-    from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
+    from cortana.messages import Message, PendingApproval, RunMetrics, RunResult, RunState, ThreadRef, ToolCall, Usage
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
     from cortana.models.factory import create_model_client
     from cortana.tools.base import SchemaTool, Tool, tool
@@ -115,6 +115,7 @@ __all__ = [
     "NamedFiles",
     "OutputValidationError",
     "PartialOutput",
+    "PendingApproval",
     "PermissionDecision",
     "PermissionDenied",
     "PermissionGate",
@@ -129,6 +130,7 @@ __all__ = [
     "RunFinished",
     "RunMetrics",
     "RunResult",
+    "RunState",
     "SchemaTool",
     "Settings",
     "Skill",
@@ -218,6 +220,8 @@ _LAZY = {
     "RunFinished": "cortana.agent.events",
     "RunMetrics": "cortana.messages",
     "RunResult": "cortana.messages",
+    "RunState": "cortana.messages",
+    "PendingApproval": "cortana.messages",
     "SchemaTool": "cortana.tools.base",
     "StreamInterrupted": "cortana.errors",
     "StreamedRun": "cortana.agent.streamed",

@@ -16,12 +16,16 @@ __all__ = [
     "CHECK_IN_NAME",
     "LOOP_NAME",
     "STAND_IN_NAMES",
+    "Approval",
     "Message",
     "OutputT",
+    "PendingApproval",
     "Refusal",
     "Role",
     "RunMetrics",
     "RunResult",
+    "RunState",
+    "RunStatus",
     "StopReason",
     "ThreadRef",
     "ToolCall",
@@ -48,6 +52,12 @@ OutputT = TypeVar("OutputT", default=Any)
 ``output_type``). At run time the result is never parametrized: pydantic keeps the value as the run made it."""
 StopReason = Literal["stop", "length"]
 """Why a run ended: ``stop`` the model finished its answer; ``length`` it hit the token limit."""
+RunStatus = Literal["done", "paused"]
+"""How a run ended: ``done`` with its answer; ``paused`` at tool calls a person must allow first
+(``defer_approvals=True``): ``RunResult.state`` goes on with it (``Agent.resume``)."""
+Approval = bool | str
+"""A person's answer to a pending call: ``True`` runs it; ``False`` refuses it; a string refuses it and tells the
+model why."""
 
 
 class ToolCall(BaseModel):
@@ -211,6 +221,74 @@ class ThreadRef(BaseModel):
     thread_id: str = "default"
 
 
+class PendingApproval(BaseModel):
+    """A tool call a paused run waits on: a person allows or refuses it (``Agent.resume(state, approvals)``).
+
+    Attributes:
+        call_id: the call's id: the key of its answer in ``approvals``.
+        tool: the tool's name.
+        arguments: the arguments, as the model wrote them.
+        reason: why it needs a person (the tool requires approval, a rule of the permission gate asks).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class RunState(BaseModel):
+    """A run paused for approvals: all it takes to go on with it, in this process or another.
+
+    ``state.model_dump_json()`` keeps it; ``RunState.model_validate_json(text)`` reads it back; then
+    ``agent.resume(state, approvals)`` on an agent built the same way (memory on the same store) finishes the turn.
+
+    Attributes:
+        version: the format's version (a state of another version is refused).
+        agent: the name of the agent that ran it; only an agent of that name resumes it.
+        tools: every tool the run offered: its name -> a hash of its parameters' schema. An agent whose tools
+            differ (one renamed, gone, added, or with other parameters) cannot resume it.
+        thread: the conversation.
+        prompt: the user's message as the caller gave it.
+        messages: what the model was shown, in order (system prompt, history, the turn's user message with its
+            context, the turn's rounds so far), ending with the assistant message whose calls wait. Nothing of
+            that round is in memory yet: it is stored whole, results in request order, when the run goes on.
+        turn_start: index in ``messages`` of the turn's first message still there (see ``summarized``).
+        summarized: the turn's first messages, when a compaction took them out of ``messages`` (usually none).
+        results: the results of the paused round's calls that did not wait (they ran, or were refused, before it
+            paused); they do not run again.
+        pending: the calls that wait for a person's answer.
+        iterations: rounds of tool calls spent; ``iteration_limit``: how many the run may spend.
+        metrics: what the run cost so far.
+        changed_by: the tools that ran and are not read-only, so far.
+        loaded_groups: the tool groups the run loaded (loaded again when it goes on).
+        settings: the turn's generation settings (``ModelSettings``' fields).
+        remember: whether the turn is stored in memory.
+        once: the loop's once-only steps already taken (``nudged``, ``asked_again``, ``retried``).
+    """
+
+    version: Literal[1] = 1
+    agent: str
+    tools: dict[str, str]
+    thread: ThreadRef
+    prompt: str
+    messages: list[Message]
+    turn_start: int
+    summarized: list[Message] = Field(default_factory=list)
+    results: list[Message] = Field(default_factory=list)
+    pending: list[PendingApproval]
+    iterations: int
+    iteration_limit: int
+    metrics: RunMetrics
+    changed_by: list[str] = Field(default_factory=list)
+    loaded_groups: list[str] = Field(default_factory=list)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    remember: bool = True
+    once: list[Literal["nudged", "asked_again", "retried"]] = Field(default_factory=list)
+
+
 class RunResult(BaseModel, Generic[OutputT]):
     """The outcome of one completed run; ``RunResult[T]``: one whose ``output`` is a ``T``.
 
@@ -224,6 +302,11 @@ class RunResult(BaseModel, Generic[OutputT]):
             edits, commands, outside servers' tools), in the order they ran: what may have
             changed the workspace. Empty when the turn only read.
         prompt: the user's message as the caller gave it (``new_messages[0]`` also holds the turn's context).
+        status: ``done``; or ``paused`` at calls a person must allow first (``defer_approvals=True``): then
+            ``output`` is what the model said with its calls (``None`` with an ``output_type``), ``new_messages``
+            end with the assistant message whose calls wait, and ``pending_approvals`` and ``state`` are set.
+        pending_approvals: the calls the paused run waits on (empty when it is done).
+        state: the paused run, to go on with (``Agent.resume``); ``None`` when it is done.
     """
 
     output: OutputT
@@ -233,6 +316,9 @@ class RunResult(BaseModel, Generic[OutputT]):
     stop_reason: StopReason = "stop"
     changed_by: list[str] = Field(default_factory=list)
     prompt: str = ""
+    status: RunStatus = "done"
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    state: RunState | None = None
 
 
 def is_users_own(message: Message) -> bool:

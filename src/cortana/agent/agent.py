@@ -22,7 +22,7 @@ from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_fo
 from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
-from cortana.messages import Message, RunResult, ThreadRef
+from cortana.messages import Approval, Message, RunResult, RunState, ThreadRef
 from cortana.models.base import CallJudge, ModelClient, ModelSettings
 from cortana.models.default import close_default_model_client, default_model_client
 from cortana.streams import closing
@@ -318,6 +318,7 @@ class Agent(Generic[OutputT]):
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
+        defer_approvals: bool = False,
     ) -> StreamedRun[OutputT]:
         """Run one turn, its events as they happen: ``async for event in agent.run_stream(...)``.
 
@@ -340,40 +341,43 @@ class Agent(Generic[OutputT]):
             extensions: this turn's extensions instead of the agent's (``()``: none), e.g. a
                 check-in that wants the local time but not a search of the workspace for its checklist.
             use_tools: offer the tools; ``False``: the model answers in text (a reminder needs no tools).
+            defer_approvals: a call a person must allow (a tool with ``requires_approval``, or one the permission
+                gate would ask about) ends the turn paused instead: ``result.status == "paused"``, its
+                ``pending_approvals`` and ``state`` for :meth:`resume` (docs/approvals.md).
         """
-        return self._started(
-            prompt, thread, context, history, settings, remember, unattended, extensions, use_tools, streamed=True
-        )
+        options = (context, history, settings or self.settings, remember, unattended, extensions, use_tools)
+        return self._stream(_request(prompt, thread, *options, defer_approvals, streamed=True))
 
-    def _started(
-        self,
-        prompt: str,
-        thread: ThreadRef | str | None,
-        context: str | None,
-        history: Sequence[Message] | None,
-        settings: ModelSettings | None,
-        remember: bool,
-        unattended: bool,
-        extensions: Sequence[TurnExtension] | None,
-        use_tools: bool,
-        *,
-        streamed: bool,
-    ) -> StreamedRun[OutputT]:
-        """The turn ``run_stream`` and ``run`` start: their arguments as a ``TurnRequest``, on a snapshot."""
-        request = TurnRequest(
-            prompt,
-            _thread_ref(thread),
-            context=context,
-            history=history or (),
-            settings=settings or self.settings or ModelSettings(),
-            remember=remember,
-            unattended=unattended,
-            extensions=extensions,
-            use_tools=use_tools,
-            streamed=streamed,
-        )
+    def _stream(self, request: TurnRequest) -> StreamedRun[OutputT]:
+        """The turn ``request`` asks for, on a snapshot of the agent's config."""
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
         return StreamedRun(self._events(config, request), typed=config.output_type is not None)
+
+    def resume_stream(self, state: RunState, approvals: Mapping[str, Approval]) -> StreamedRun[OutputT]:
+        """Go on with a turn that paused for approvals (``run(..., defer_approvals=True)``), its events as they
+        happen; it may pause again.
+
+        Args:
+            state: the paused run's ``result.state`` (or ``RunState.model_validate_json`` of its JSON, in any
+                process), resumed by an agent built as the one that paused it, with memory on the same store.
+            approvals: an answer for each pending call's id: ``True`` runs it, ``False`` refuses it, a string
+                refuses it and tells the model why.
+
+        Raises:
+            UserError: an answer missing or for a call that does not wait (naming them); an agent of another name
+                or other tools (naming what changed); a thread that moved on since (resumed already).
+        """
+        return self._stream(TurnRequest.resuming(state, approvals, streamed=True))
+
+    async def resume(self, state: RunState, approvals: Mapping[str, Approval]) -> RunResult[OutputT]:
+        """:meth:`resume_stream` to the end, as ``run`` is ``run_stream``: the turn's result, or paused again."""
+        streamed = self.config.logger is not None
+        return await self._stream(TurnRequest.resuming(state, approvals, streamed=streamed)).get_result()
+
+    def resume_sync(self, state: RunState, approvals: Mapping[str, Approval]) -> RunResult[OutputT]:
+        """:meth:`resume` for code that has no event loop of its own (``run_sync``'s rule on a running one)."""
+        _no_running_loop("resume_sync", "await agent.resume(state, approvals)")
+        return asyncio.run(self.resume(state, approvals))
 
     async def _events(self, config: RunConfig, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
         """The events of one turn, each handed to the logger first; in the caller's turn (its state: plan mode, its
@@ -446,6 +450,7 @@ class Agent(Generic[OutputT]):
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
+        defer_approvals: bool = False,
     ) -> RunResult[OutputT]:
         """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained).
 
@@ -453,9 +458,8 @@ class Agent(Generic[OutputT]):
         model answer is asked for whole where the engine allows (one reply to parse, not an event per token).
         """
         streamed = self.config.logger is not None
-        return await self._started(
-            prompt, thread, context, history, settings, remember, unattended, extensions, use_tools, streamed=streamed
-        ).get_result()
+        options = (context, history, settings or self.settings, remember, unattended, extensions, use_tools)
+        return await self._stream(_request(prompt, thread, *options, defer_approvals, streamed=streamed)).get_result()
 
     async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
         """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.
@@ -488,14 +492,8 @@ class Agent(Generic[OutputT]):
         Inside a running event loop (a Jupyter notebook, an ``async def``) it raises :class:`UserError` at once,
         before anything runs, naming ``await agent.run(...)``: the engine's connections belong to that loop.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run(prompt, **kwargs))
-        raise UserError(
-            "run_sync cannot run inside a running event loop (a notebook cell, an async function): "
-            f"use `await agent.run({prompt[:40]!r})` there instead"
-        )
+        _no_running_loop("run_sync", f"await agent.run({prompt[:40]!r})")
+        return asyncio.run(self.run(prompt, **kwargs))
 
     def __repr__(self) -> str:
         model = self._model.model if self._model is not None else "(the configured engine)"
@@ -562,6 +560,49 @@ class _Handle:
             instrument=self.config.instrument,  # a traced agent's subagents are traced too
             logger=logger,
         )
+
+
+def _request(
+    prompt: str,
+    thread: ThreadRef | str | None,
+    context: str | None,
+    history: Sequence[Message] | None,
+    settings: ModelSettings | None,
+    remember: bool,
+    unattended: bool,
+    extensions: Sequence[TurnExtension] | None,
+    use_tools: bool,
+    defer_approvals: bool,
+    *,
+    streamed: bool,
+) -> TurnRequest:
+    """The turn ``run_stream`` and ``run`` start: their arguments as a ``TurnRequest``."""
+    return TurnRequest(
+        prompt,
+        _thread_ref(thread),
+        context=context,
+        history=history or (),
+        settings=settings or ModelSettings(),
+        remember=remember,
+        unattended=unattended,
+        extensions=extensions,
+        use_tools=use_tools,
+        streamed=streamed,
+        defer_approvals=defer_approvals,
+    )
+
+
+def _no_running_loop(method: str, instead: str) -> None:
+    """Raise :class:`UserError` at once, before anything runs, when a sync door is used inside a running event loop
+    (a notebook cell, an async function): the engine's connections belong to that loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise UserError(
+        f"{method} cannot run inside a running event loop (a notebook cell, an async function): "
+        f"use `{instead}` there instead"
+    )
 
 
 def _thread_ref(thread: ThreadRef | str | None) -> ThreadRef:

@@ -16,8 +16,15 @@
                         tool calls               -> spend an iteration (or stop at the limit)
                                                  -> run_tools: authorize, validate, run with
                                                     bounded concurrency, results in request order
+                                                    (defer_approvals: calls a person must allow
+                                                    wait; the others run; the run pauses)
                                                  -> next model call
-      -> finish         RunResult; extensions' after_turn in the background
+      -> finish         RunResult (paused: its RunState); extensions' after_turn in the background
+
+    RunState + answers (Agent.resume)
+      -> Run.resume     the same agent and tools? (agent/approvals.py) the transcript, budget, metrics
+      -> resume_tools   the waiting calls run or are refused; the round is stored whole
+      -> fit_window ... as above (it may pause again)
 
 Every message is handed to memory as soon as it is final, so an engine that
 dies mid-turn loses nothing already said. The steps are methods of
@@ -37,9 +44,16 @@ __all__ = ["run_events"]
 
 
 async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
-    """Run one turn under ``config`` with ``deps`` and yield its events; the last is :class:`RunFinished`."""
-    run = await Run.start(config, deps, request)
-    while True:
+    """Run one turn under ``config`` with ``deps`` (or go on with the paused one ``request`` holds) and yield its
+    events; the last is :class:`RunFinished`."""
+    if request.paused is None:
+        run = await Run.start(config, deps, request)
+    else:
+        run = await Run.resume(config, deps, request)
+        async with closing(run.resume_tools()) as opened:
+            async for event in opened:
+                yield event
+    while not run.paused:
         await run.fit_window()
         async with closing(run.call_model()) as opened:
             async for event in opened:

@@ -12,10 +12,11 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from cortana.agent.approvals import check_agent, check_answers, check_thread, check_tools, fingerprint
 from cortana.agent.compaction import compact, estimate_tokens, measure
 from cortana.agent.events import ModelCallFinished, ModelCallStarted, PartialOutput, RunEvent, TextDelta
 from cortana.agent.extensions import (
@@ -38,7 +39,7 @@ from cortana.config import compaction_threshold, effective_context_window
 from cortana.display import valid_text
 from cortana.errors import MaxToolIterationsError, ModelError
 from cortana.memory.base import MemoryProvider, resolve_memory
-from cortana.messages import LOOP_NAME, Message, RunMetrics, RunResult, ThreadRef, ToolCall
+from cortana.messages import LOOP_NAME, Approval, Message, RunMetrics, RunResult, RunState, ThreadRef, ToolCall
 from cortana.models.base import CallJudge, ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
@@ -70,6 +71,10 @@ class TurnRequest:
         use_tools: offer tools to the model; ``False``: it answers in text.
         streamed: someone reads the answers as they arrive (``run_stream``); ``False`` (``run``): the engine
             may send each whole (:attr:`ModelRequest.streamed`).
+        defer_approvals: a call a person must allow ends the turn paused (``RunResult.state``), not asked now.
+        paused: go on with this paused run (``Agent.resume``) instead of starting a turn; ``prompt``, ``thread``
+            and ``remember`` are its own.
+        approvals: the answers for the paused run's waiting calls (call id -> ``True``, ``False`` or a reason).
     """
 
     prompt: str
@@ -82,6 +87,22 @@ class TurnRequest:
     extensions: Sequence[TurnExtension] | None = None
     use_tools: bool = True
     streamed: bool = True
+    defer_approvals: bool = False
+    paused: RunState | None = None
+    approvals: Mapping[str, Approval] = field(default_factory=dict)
+
+    @classmethod
+    def resuming(cls, state: RunState, approvals: Mapping[str, Approval], *, streamed: bool) -> TurnRequest:
+        """The request that goes on with ``state`` (it defers approvals again: it may pause again)."""
+        return cls(
+            state.prompt,
+            state.thread,
+            remember=state.remember,
+            streamed=streamed,
+            defer_approvals=True,
+            paused=state,
+            approvals=dict(approvals),
+        )
 
 
 class Verdict(enum.Enum):
@@ -181,6 +202,8 @@ class Run:
     """The turn's answer is in (stored, in ``new_messages``); what follows asks for it as the typed value, and is
     kept only in the transcript: memory holds the user's message and the answer, never the asking for JSON."""
     tracer: RunTracer | None = None
+    held: list[Message] = field(default_factory=list)
+    """The results of the paused round's calls that did not wait for a person (they ran, or were refused)."""
 
     # -- start ----------------------------------------------------------------------------
 
@@ -189,11 +212,7 @@ class Run:
         """Resolve memory, gather the turn's history, context and tools; store the user message."""
         started = time.perf_counter()
         client = deps.client
-        memory = await resolve_memory(deps.memory, request.thread)
-        extensions = deps.extensions if request.extensions is None else request.extensions
-        if memory is not None:
-            extensions = [MemoryTurn(memory), *extensions]
-        scope = TurnScope(request.thread, client, deps.handle, deps.busy)
+        memory, extensions, scope = await _open(deps, request)
         turn = await _gather_turn(memory, extensions, request, scope)
         tools, groups = as_tools(turn.tools)
         toolbox = Toolbox([*deps.tools, *tools], [*deps.tool_groups, *groups])
@@ -223,7 +242,7 @@ class Run:
             toolbox=toolbox,
             transcript=transcript,
             new_messages=[user],
-            calls=CallRunner(config, toolbox, context, deps.tracer),
+            calls=CallRunner(config, toolbox, context, deps.tracer, defer=request.defer_approvals),
             budget=IterationBudget(config.max_tool_iterations),
             window=window,
             threshold=compaction_threshold(config.compaction_threshold) if window else 1.0,
@@ -235,10 +254,59 @@ class Run:
             tracer=deps.tracer,
         )
 
+    @classmethod
+    async def resume(cls, config: RunConfig, deps: RunDeps, request: TurnRequest) -> Run:
+        """Go on with the run ``request.paused`` holds, on this agent's parts, once they pass the checks of
+        ``agent/approvals.py``: its transcript, budget, metrics and flags as they were; nothing stored again.
+
+        Raises:
+            UserError: an answer missing (naming the calls), another agent (naming what changed), or a thread
+                that moved on since the pause.
+        """
+        state = request.paused
+        assert state is not None, "a request to resume holds the paused run"
+        memory, extensions, scope, toolbox = await _checked_parts(config, deps, request, state)
+        transcript = list(state.messages)
+        metrics = state.metrics.model_copy()
+        window = effective_context_window(config.context_window, deps.client.context_window)
+        context = RunContext(request.thread, metrics, transcript, agent=deps.handle)
+        run = cls(
+            config=config,
+            client=deps.client,
+            request=request,
+            settings=ModelSettings(**state.settings),
+            memory=memory,
+            extensions=extensions,
+            scope=scope,
+            background=deps.background,
+            toolbox=toolbox,
+            transcript=transcript,
+            new_messages=[*state.summarized, *transcript[state.turn_start :]],
+            calls=CallRunner(config, toolbox, context, deps.tracer, defer=True),
+            budget=IterationBudget(state.iteration_limit, state.iterations),
+            window=window,
+            threshold=compaction_threshold(config.compaction_threshold) if window else 1.0,
+            turn_start=state.turn_start,
+            metrics=metrics,
+            started=time.perf_counter() - metrics.elapsed,
+            output=output_spec(config.output_type) if config.output_type is not None else None,
+            tracer=deps.tracer,
+            held=list(state.results),
+        )
+        run.nudged, run.asked_again, run.retried = (name in state.once for name in _ONCE)
+        run.calls.recall(run.new_messages)
+        run.calls.changed_by.extend(state.changed_by)
+        return run
+
     @property
     def thread(self) -> ThreadRef:
         """The conversation this turn belongs to."""
         return self.request.thread
+
+    @property
+    def paused(self) -> bool:
+        """Whether the last round's calls include some that wait for a person (the run ends paused)."""
+        return bool(self.calls.pending)
 
     # -- the steps ------------------------------------------------------------------------
 
@@ -477,13 +545,37 @@ class Run:
         self.budget.used += 1
 
     async def run_tools(self, reply: Message) -> AsyncIterator[RunEvent]:
-        """Run the reply's calls; their results join the transcript in request order."""
+        """Run the reply's calls; their results join the transcript in request order.
+
+        When some wait for a person (``defer_approvals``), the others' results are held and the run pauses:
+        nothing of the round joins the transcript or memory until it is whole (:meth:`resume_tools`).
+        """
         started = time.perf_counter()
         results: list[Message] = []
         async with closing(self.calls.run(reply.tool_calls, results)) as opened:
             async for event in opened:
                 yield event
         self.metrics.tool_time += time.perf_counter() - started
+        if self.paused:
+            self.held = results
+            return
+        await self._end_round(reply, results)
+
+    async def resume_tools(self) -> AsyncIterator[RunEvent]:
+        """Finish the round the run paused in, as the answers say (the waiting calls run or are refused; the others
+        keep their results); the whole round then joins the transcript and memory as any round does."""
+        reply = self.transcript[-1]
+        started = time.perf_counter()
+        results: list[Message] = []
+        async with closing(self.calls.resume(reply.tool_calls, self.held, self.request.approvals, results)) as opened:
+            async for event in opened:
+                yield event
+        self.metrics.tool_time += time.perf_counter() - started
+        self.held = []
+        await self._end_round(reply, results)
+
+    async def _end_round(self, reply: Message, results: list[Message]) -> None:
+        """A whole round's results join the transcript (and memory, with the reply that asked for them)."""
         self._append(*results)
         tools = [self.toolbox.resolve(call.name) for call in reply.tool_calls]
         if all(tool is not None and tool.answer_after for tool in tools) and not any(r.is_error for r in results):
@@ -496,9 +588,11 @@ class Run:
         await self._persist(reply, *results)
 
     def finish(self) -> RunResult:
-        """The run's result; the extensions' ``after_turn`` starts in the background."""
+        """The run's result; the extensions' ``after_turn`` starts in the background (once the turn is done, not
+        when it paused)."""
         assert self.response is not None
         self.metrics.elapsed = time.perf_counter() - self.started
+        state = self._paused_state() if self.paused else None
         result: RunResult[Any] = RunResult(
             output=self.new_messages[-1].content if self.output is None else self.output_value,
             new_messages=self.new_messages,
@@ -507,14 +601,42 @@ class Run:
             stop_reason=self.response.finish_reason,
             changed_by=self.calls.changed_by,
             prompt=self.request.prompt,
+            status="done" if state is None else "paused",
+            pending_approvals=[] if state is None else state.pending,
+            state=state,
         )
+        if self.tracer is not None:
+            self.tracer.finish(result)
+        if state is not None:
+            return result
         for extension in self.extensions:
             if getattr(type(extension), "after_turn", None) is TurnExtension.after_turn:
                 continue  # the do-nothing default (memory's part): no task to start
             self.background.start(extension.after_turn(result), name=f"{extension.name}.after_turn", scope=self.scope)
-        if self.tracer is not None:
-            self.tracer.finish(result)
         return result
+
+    def _paused_state(self) -> RunState:
+        """The paused run as a :class:`RunState` (its docstring says what each part is)."""
+        kept = len(self.transcript) - self.turn_start  # the turn's messages still in the transcript
+        return RunState(
+            agent=self.config.name,
+            tools=fingerprint(self.toolbox.active),
+            thread=self.thread,
+            prompt=self.request.prompt,
+            messages=list(self.transcript),
+            turn_start=self.turn_start,
+            summarized=self.new_messages[: len(self.new_messages) - kept],
+            results=list(self.held),
+            pending=self.calls.waiting,
+            iterations=self.budget.used,
+            iteration_limit=self.budget.limit,
+            metrics=self.metrics.model_copy(),
+            changed_by=list(self.calls.changed_by),
+            loaded_groups=self.toolbox.loaded,
+            settings=asdict(self.settings),
+            remember=self.request.remember,
+            once=[name for name in _ONCE if getattr(self, name)],
+        )
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -612,6 +734,37 @@ class Run:
     async def _persist(self, *messages: Message) -> None:
         if self.memory is not None and messages and self.request.remember and not self.answered:
             await self.memory.append_messages(self.thread, messages)
+
+
+_ONCE = ("nudged", "asked_again", "retried")
+"""The loop's once-only steps a paused run keeps (``RunState.once``), in the order ``Run.resume`` reads them."""
+
+
+async def _open(deps: RunDeps, request: TurnRequest) -> tuple[MemoryProvider | None, list[TurnExtension], TurnScope]:
+    """A turn's memory, its extensions (memory's part first) and the scope they are called in."""
+    memory = await resolve_memory(deps.memory, request.thread)
+    extensions = list(deps.extensions if request.extensions is None else request.extensions)
+    if memory is not None:
+        extensions = [MemoryTurn(memory), *extensions]
+    return memory, extensions, TurnScope(request.thread, deps.client, deps.handle, deps.busy)
+
+
+async def _checked_parts(
+    config: RunConfig, deps: RunDeps, request: TurnRequest, state: RunState
+) -> tuple[MemoryProvider | None, list[TurnExtension], TurnScope, Toolbox]:
+    """What a paused run goes on with, once the answers, this agent, its tools and the thread pass the checks of
+    ``agent/approvals.py``: memory, the extensions, their scope, and the toolbox as it was (its groups loaded)."""
+    check_answers(state, request.approvals)
+    check_agent(state, config.name)
+    memory, extensions, scope = await _open(deps, request)
+    tools, groups = as_tools(extension_tools(extensions, request.thread))
+    toolbox = Toolbox([*deps.tools, *tools], [*deps.tool_groups, *groups])
+    await toolbox.load_eager()
+    await toolbox.reload(state.loaded_groups)
+    check_tools(state, toolbox.active)
+    if memory is not None and state.remember:
+        await check_thread(memory, state)
+    return memory, extensions, scope, toolbox
 
 
 @dataclass(frozen=True)

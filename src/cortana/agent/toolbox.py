@@ -48,6 +48,17 @@ class Toolbox:
             tools.extend(t for t in self._groups[group].tools if t.name not in self._tools)
         return tools
 
+    @property
+    def loaded(self) -> list[str]:
+        """The groups loaded in this run, in the order they loaded."""
+        return list(self._loaded)
+
+    async def reload(self, groups: Sequence[str]) -> None:
+        """Load ``groups`` again (a paused run going on); a group this toolbox does not have is left out."""
+        for group in groups:
+            if group in self._groups:
+                await self.load(group)
+
     def specs(self) -> list[ToolSpec]:
         """The offered tools as the model sees them (cached until a group loads)."""
         if self._specs is None:

@@ -66,6 +66,9 @@ class Tool:
             the model answers. Small models otherwise call it again and again.
         live: what it reads changes by itself, with no call in between (a running process's output): an
             identical call is run again, never answered with an earlier call's result.
+        requires_approval: a person must allow each call: the permission gate asks about it whatever its
+            rules say (a rule may still refuse it), with no gate it is refused, and a run with
+            ``defer_approvals=True`` pauses at it (docs/approvals.md).
     """
 
     __slots__ = (
@@ -82,6 +85,7 @@ class Tool:
         "name",
         "parameters",
         "read_only",
+        "requires_approval",
         "timeout",
         "writes",
     )
@@ -100,6 +104,7 @@ class Tool:
         kind: ToolKind | None = None,
         writes: str | None = None,
         live: bool = False,
+        requires_approval: bool = False,
     ) -> None:
         if not callable(function):
             raise UserError(f"Tool() needs a callable, got {type(function).__name__}.")
@@ -113,6 +118,7 @@ class Tool:
         self.answer_after = answer_after
         self.live = live
         self.default_action = default_action
+        self.requires_approval = requires_approval
         if timeout is not None and not 0 < timeout < float("inf"):
             raise UserError(f"Tool {self.name!r}: timeout must be a positive number of seconds, got {timeout}.")
         self.timeout = timeout
@@ -175,6 +181,7 @@ class SchemaTool(Tool):
         read_only: the tool only reads.
         default_action: the permission gate's action when no rule names it.
         timeout: the most seconds one call may run.
+        requires_approval: a person must allow each call (as ``Tool``'s).
     """
 
     __slots__ = ()
@@ -189,6 +196,7 @@ class SchemaTool(Tool):
         read_only: bool = False,
         default_action: Action | None = None,
         timeout: float | None = None,
+        requires_approval: bool = False,
     ) -> None:
         super().__init__(
             function,
@@ -198,6 +206,7 @@ class SchemaTool(Tool):
             read_only=read_only,
             default_action=default_action,
             timeout=timeout,
+            requires_approval=requires_approval,
         )
 
 
@@ -205,7 +214,7 @@ class SchemaTool(Tool):
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, read_only: bool = False
+    *, name: str | None = None, description: str | None = None, read_only: bool = False, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     function: Callable[..., Any] | None = None,
@@ -214,12 +223,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Turn a function into a :class:`Tool`; use bare (``@tool``) or with options (``@tool(read_only=True)``)."""
+    """Turn a function into a :class:`Tool`; use bare (``@tool``) or with options (``@tool(read_only=True)``,
+    ``@tool(requires_approval=True)``: a person must allow each call)."""
     if function is not None:
         return Tool(function)
 
     def decorate(fn: Callable[..., Any]) -> Tool:
-        return Tool(fn, name=name, description=description, read_only=read_only)
+        return Tool(fn, name=name, description=description, read_only=read_only, requires_approval=requires_approval)
 
     return decorate

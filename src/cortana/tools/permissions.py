@@ -136,8 +136,11 @@ class PermissionGate:
     3. a remembered "deny always" for the call's scope;
     4. the check's own answer, else the rules', else the tool's ``default_action``
        (MCP tools: ``ask``), else ``read_only_default`` for read-only tools, else ``default``;
+       an ``allow`` for a tool marked ``requires_approval`` becomes ``ask`` (a person must allow it);
     5. for ``ask``: a remembered "always" for the call's scope, else ``approve(...)``; in an
-       unattended run (``RunContext.unattended``: nobody is there to answer) the call is refused.
+       unattended run (``RunContext.unattended``: nobody is there to answer) the call is refused;
+       asked with ``defer=True``, the decision stays ``ask`` (pending): the run pauses for a person
+       to answer later (``Agent.run(..., defer_approvals=True)``) and the approver is not called.
 
     Args:
         default: the action for tools no rule names.
@@ -177,9 +180,11 @@ class PermissionGate:
         return Scope(tool.name, None, f"every call of {tool.name}")
 
     async def decide(
-        self, call: ToolCall, tool: Tool, context: RunContext, asks: AskBudget | None = None
+        self, call: ToolCall, tool: Tool, context: RunContext, asks: AskBudget | None = None, *, defer: bool = False
     ) -> PermissionDecision:
-        """The final decision for ``call``: allow or deny (asking first if needed)."""
+        """The final decision for ``call``: allow or deny (asking first if needed); with ``defer``, an ask nothing
+        remembered answers is not put to the approver but returned as it is (``ask``, ``needed_approval``):
+        a person answers it later."""
         checked = await self._check(call, tool, context)
         if checked is not None and checked.action == "deny":
             return checked
@@ -191,6 +196,8 @@ class PermissionGate:
         if remembered is not None and remembered.action == "deny":
             return remembered
         decision = checked or ruled or self._default(tool)
+        if decision.action == "allow" and tool.requires_approval:
+            decision = PermissionDecision.ask(f"'{tool.name}' requires a person's approval")
         if decision.action == "allow":
             return decision
         every_time = decision.every_time
@@ -203,6 +210,8 @@ class PermissionGate:
                 "e.g. a scheduled check-in); do not do it now. If the user should know, say it in your message",
                 needed_approval=True,
             )
+        if defer:
+            return PermissionDecision("ask", decision.reason or "policy: ask", needed_approval=True)
         answer = await self._ask(call, tool, decision.reason, None if every_time else scope, asks)
         answer = dataclasses.replace(answer, needed_approval=True)
         if answer.remember and scope is not None and (answer.action == "deny" or not every_time):
@@ -215,8 +224,8 @@ class PermissionGate:
         Used to keep tools the gate would refuse away from subagents; the
         ``check`` callable and remembered answers are per call and not consulted.
         """
-        ruled = self._rule(tool)
-        return (ruled or self._default(tool)).action
+        action = (self._rule(tool) or self._default(tool)).action
+        return "ask" if action == "allow" and tool.requires_approval else action
 
     def remembered(self) -> list[tuple[Scope, PermissionDecision]]:
         """The answers remembered this session, oldest first: each with the scope it covers."""
@@ -328,10 +337,24 @@ def _as_decision(value: Any) -> PermissionDecision | None:
     )
 
 
+_NO_GATE = PermissionGate()
+"""What decides for a tool that ``requires_approval`` in a run with no gate: it asks, and it has nobody to ask (no
+approver, so it never remembers an answer either: one instance serves every run)."""
+
+
 async def authorize_call(
-    gate: PermissionGate | None, call: ToolCall, tool: Tool, context: RunContext, asks: AskBudget | None = None
+    gate: PermissionGate | None,
+    call: ToolCall,
+    tool: Tool,
+    context: RunContext,
+    asks: AskBudget | None = None,
+    *,
+    defer: bool = False,
 ) -> PermissionDecision:
-    """Ask ``gate`` about ``call``; no gate allows everything (the library's default)."""
+    """Ask ``gate`` about ``call`` (``defer``: see :meth:`PermissionGate.decide`); no gate allows everything (the
+    library's default) but a tool that ``requires_approval``: that call is refused, or with ``defer`` pending."""
     if gate is None:
-        return PermissionDecision.allow()
-    return await gate.decide(call, tool, context, asks)
+        if not tool.requires_approval:
+            return PermissionDecision.allow()
+        gate = _NO_GATE
+    return await gate.decide(call, tool, context, asks, defer=defer)
