@@ -520,9 +520,10 @@ class _Handle:
 
     @property
     def read_only_tool_names(self) -> tuple[str, ...]:
-        """Those of :attr:`tool_names` whose tools only read."""
+        """Those of :attr:`tool_names` whose tools only read, and not a live source (a running command's output,
+        which a helper's read would take from the caller's next one)."""
         grantable = set(self.tool_names)
-        return tuple(tool.name for tool in self.tools if tool.read_only and tool.name in grantable)
+        return tuple(t.name for t in self.tools if t.read_only and not t.live and t.name in grantable)
 
     def subagent(
         self,
