@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from cortana.learning.skills import Skill, SkillRegistry
     from cortana.learning.teach import TeachSession
     from cortana.memory.base import InMemoryHistory, MemoryProvider
-    from cortana.messages import Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
+    from cortana.messages import Image, ImageError, Message, RunMetrics, RunResult, ThreadRef, ToolCall, Usage
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
     from cortana.models.factory import create_model_client
     from cortana.tools.base import SchemaTool, Tool, tool
@@ -96,6 +96,8 @@ __all__ = [
     "EngineUnavailable",
     "Experience",
     "Heartbeat",
+    "Image",
+    "ImageError",
     "InMemoryHistory",
     "Instrumentation",
     "KnowledgeGraph",
@@ -197,6 +199,8 @@ _LAZY = {
     "MaxToolIterationsError": "cortana.errors",
     "MemoryUnavailable": "cortana.errors",
     "MemoryProvider": "cortana.memory.base",
+    "Image": "cortana.messages",
+    "ImageError": "cortana.messages",
     "Message": "cortana.messages",
     "ModelCallFinished": "cortana.agent.events",
     "ModelCallStarted": "cortana.agent.events",
