@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_fo
 from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
-from cortana.messages import Message, RunResult, ThreadRef
+from cortana.messages import Image, Message, RunResult, ThreadRef
 from cortana.models.base import CallJudge, ModelClient, ModelSettings
 from cortana.models.default import close_default_model_client, default_model_client
 from cortana.streams import closing
@@ -318,6 +319,7 @@ class Agent(Generic[OutputT]):
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
+        images: Sequence[Image] = (),
     ) -> StreamedRun[OutputT]:
         """Run one turn, its events as they happen: ``async for event in agent.run_stream(...)``.
 
@@ -340,38 +342,17 @@ class Agent(Generic[OutputT]):
             extensions: this turn's extensions instead of the agent's (``()``: none), e.g. a
                 check-in that wants the local time but not a search of the workspace for its checklist.
             use_tools: offer the tools; ``False``: the model answers in text (a reminder needs no tools).
+            images: images the message shows the model (``Image.from_path("shot.png")``), stored with it; a model that
+                cannot be shown them is an error before anything is sent or stored.
         """
         return self._started(
-            prompt, thread, context, history, settings, remember, unattended, extensions, use_tools, streamed=True
+            _request(
+                self, prompt, images, thread, context, history, settings, remember, unattended, extensions, use_tools
+            )
         )
 
-    def _started(
-        self,
-        prompt: str,
-        thread: ThreadRef | str | None,
-        context: str | None,
-        history: Sequence[Message] | None,
-        settings: ModelSettings | None,
-        remember: bool,
-        unattended: bool,
-        extensions: Sequence[TurnExtension] | None,
-        use_tools: bool,
-        *,
-        streamed: bool,
-    ) -> StreamedRun[OutputT]:
-        """The turn ``run_stream`` and ``run`` start: their arguments as a ``TurnRequest``, on a snapshot."""
-        request = TurnRequest(
-            prompt,
-            _thread_ref(thread),
-            context=context,
-            history=history or (),
-            settings=settings or self.settings or ModelSettings(),
-            remember=remember,
-            unattended=unattended,
-            extensions=extensions,
-            use_tools=use_tools,
-            streamed=streamed,
-        )
+    def _started(self, request: TurnRequest) -> StreamedRun[OutputT]:
+        """The turn ``run_stream`` and ``run`` start, on a snapshot of the agent's config."""
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
         return StreamedRun(self._events(config, request), typed=config.output_type is not None)
 
@@ -446,16 +427,18 @@ class Agent(Generic[OutputT]):
         unattended: bool = False,
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
+        images: Sequence[Image] = (),
     ) -> RunResult[OutputT]:
-        """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained).
+        """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained; the same arguments).
 
         Nobody reads the answer as it arrives, so unless the agent has a ``logger`` (which shows it live) each
         model answer is asked for whole where the engine allows (one reply to parse, not an event per token).
         """
         streamed = self.config.logger is not None
-        return await self._started(
-            prompt, thread, context, history, settings, remember, unattended, extensions, use_tools, streamed=streamed
-        ).get_result()
+        request = _request(
+            self, prompt, images, thread, context, history, settings, remember, unattended, extensions, use_tools
+        )
+        return await self._started(dataclasses.replace(request, streamed=streamed)).get_result()
 
     async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
         """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.
@@ -500,6 +483,34 @@ class Agent(Generic[OutputT]):
     def __repr__(self) -> str:
         model = self._model.model if self._model is not None else "(the configured engine)"
         return f"Agent(name={self.name!r}, model={model!r}, tools={[t.name for t in self.tools]})"
+
+
+def _request(
+    agent: Agent[Any],
+    prompt: str,
+    images: Sequence[Image],
+    thread: ThreadRef | str | None,
+    context: str | None,
+    history: Sequence[Message] | None,
+    settings: ModelSettings | None,
+    remember: bool,
+    unattended: bool,
+    extensions: Sequence[TurnExtension] | None,
+    use_tools: bool,
+) -> TurnRequest:
+    """``run_stream``'s arguments as a ``TurnRequest`` (streamed; without ``settings``, the agent's)."""
+    return TurnRequest(
+        prompt,
+        _thread_ref(thread),
+        context=context,
+        history=history or (),
+        settings=settings or agent.settings or ModelSettings(),
+        remember=remember,
+        unattended=unattended,
+        extensions=extensions,
+        use_tools=use_tools,
+        images=tuple(images),
+    )
 
 
 @dataclass(frozen=True, slots=True)
