@@ -204,9 +204,7 @@ class Image(BaseModel):
     @model_validator(mode="after")
     def _one_source(self) -> Image:
         if (self.data is None) == (self.url is None):
-            raise ImageError(
-                "an Image needs either its bytes (data=, or Image.from_path) or its URL (url=), one of them"
-            )
+            raise ImageError("an Image needs one source: its bytes (data=, or Image.from_path) or its URL (url=)")
         return self
 
     @classmethod
