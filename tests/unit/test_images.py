@@ -310,3 +310,21 @@ async def test_llamacpp_counts_the_text_with_its_tokenizer_and_each_image_as_the
     await client.aclose()
     assert counted == text + 2 * IMAGE_TOKENS
     assert wire.bodies("/apply-template")[1] == {"messages": [{"role": "user", "content": "What is this?"}]}
+
+
+def test_the_documented_examples_run_as_written(tmp_path: Path) -> None:
+    """docs/images.md's examples, run in a folder holding chart.png; each printed line is the one its comment says."""
+    import re
+    import subprocess
+    import sys
+
+    text = (Path(__file__).parents[2] / "docs" / "images.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 2
+    (tmp_path / "chart.png").write_bytes(PNG)
+    for block in blocks:
+        (tmp_path / "example.py").write_text(block)
+        done = subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        expected = re.findall(r"^print\(.*\)  # (.*)$", block, re.M)
+        assert done.stdout.splitlines() == expected
