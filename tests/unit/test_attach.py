@@ -22,12 +22,13 @@ import pytest
 
 from cortana import Assistant, Message, UserError
 from cortana.config import load_settings
+from cortana.messages import MAX_IMAGES
 from cortana.models.factory import create_model_client
 from cortana.serve import refuse_over_api
 from cortana.tools.builtin import Workspace
 from cortana.turn.attach import attach_images, image_mentions
 from tests.integration.test_cli_terminal import text_reply
-from tests.unit.test_images import PNG, llama_props
+from tests.unit.test_images import PNG, llama_props, png
 from tests.wire import FIXTURES, Reply, WireServer
 
 CHAT = "/v1/chat/completions"
@@ -209,3 +210,16 @@ async def test_the_fix_workflow_is_not_asked_to_read_an_image(home: Path, engine
         await assistant.aclose()
     assert type(events[-1]).__name__ == "TurnFinished" and events[-1].result.route == "agent"  # type: ignore[union-attr]
     assert engine.bodies(CHAT) and engine.bodies(CHAT)[0]["messages"][-1]["content"][1]["type"] == "image_url"
+
+
+def test_no_more_images_than_a_message_may_carry(space: Workspace, tmp_path: Path) -> None:
+    for number in range(MAX_IMAGES + 1):
+        (space.root / f"p{number}.png").write_bytes(png(number + 1, 1))
+    pasted = " ".join(str(space.root / f"p{number}.png") for number in range(MAX_IMAGES + 1))
+    found = attach_images(pasted, space, reads_images=True)
+    assert len(found.images) == MAX_IMAGES and found.left == (
+        f"{space.root / f'p{MAX_IMAGES}.png'} was not attached: at most {MAX_IMAGES} images go with one message",
+    )
+    typed = " ".join(f"@p{number}.png" for number in range(MAX_IMAGES + 1))
+    with pytest.raises(UserError, match=f"@p{MAX_IMAGES}.png: at most {MAX_IMAGES} images"):
+        attach_images(typed, space, reads_images=True)

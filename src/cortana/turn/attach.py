@@ -85,7 +85,8 @@ def attach_images(prompt: str, space: Workspace, *, reads_images: bool) -> Attac
 
     Raises:
         UserError: an ``@`` mention names no file, a file outside the workspace by a relative path, or no image Cortana
-            takes (too large, not PNG, JPEG, GIF or WebP); or the message names more than ``MAX_IMAGES``.
+            takes (too large, not PNG, JPEG, GIF or WebP), or one more than ``MAX_IMAGES`` (a pasted path past the
+            bound is left, with a note).
     """
     images: dict[Path, Image] = {}
     left: list[str] = []
@@ -99,10 +100,14 @@ def attach_images(prompt: str, space: Workspace, *, reads_images: bool) -> Attac
                 raise UserError(f"{mention.written}: {error}; nothing was sent") from None
             left.append(f"{mention.written} was not attached: {error}")
             continue
-        if found is not None:
-            images.setdefault(*found)
-    if len(images) > MAX_IMAGES:
-        raise UserError(f"the message names {len(images)} images; at most {MAX_IMAGES} go with one message")
+        if found is None or found[0] in images:
+            continue
+        if len(images) == MAX_IMAGES:
+            if mention.explicit:
+                raise UserError(f"{mention.written}: at most {MAX_IMAGES} images go with one message; nothing was sent")
+            left.append(f"{mention.written} was not attached: at most {MAX_IMAGES} images go with one message")
+            continue
+        images[found[0]] = found[1]
     return Attachments(tuple(images.values()), tuple(left))
 
 
