@@ -758,8 +758,10 @@ class Assistant:
         """The images ``prompt`` points at, read as :meth:`turn` reads them for a typed message
         (``cortana.turn.attach``): ``@`` mentions through the file tools' workspace resolver, pasted paths only for a
         model that can be shown images."""
-        from cortana.turn.attach import attach_images
+        from cortana.turn.attach import Attachments, attach_images, image_mentions
 
+        if not image_mentions(prompt):
+            return Attachments()  # most messages: no engine to ask, no folder to open
         engine = await self.client()
         space = workspace_space(self.workspace, self.settings, sandbox=self.sandbox)
         return await asyncio.to_thread(attach_images, prompt, space, reads_images=engine.supports_images)
