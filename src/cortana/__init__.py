@@ -71,7 +71,18 @@ if TYPE_CHECKING:
     from cortana.learning.skills import Skill, SkillRegistry
     from cortana.learning.teach import TeachSession
     from cortana.memory.base import InMemoryHistory, MemoryProvider
-    from cortana.messages import Message, PendingApproval, RunMetrics, RunResult, RunState, ThreadRef, ToolCall, Usage
+    from cortana.messages import (
+        Image,
+        ImageError,
+        Message,
+        PendingApproval,
+        RunMetrics,
+        RunResult,
+        RunState,
+        ThreadRef,
+        ToolCall,
+        Usage,
+    )
     from cortana.models.base import ModelClient, ModelRequest, ModelResponse, ModelSettings
     from cortana.models.factory import create_model_client
     from cortana.tools.base import SchemaTool, Tool, tool
@@ -96,6 +107,8 @@ __all__ = [
     "EngineUnavailable",
     "Experience",
     "Heartbeat",
+    "Image",
+    "ImageError",
     "InMemoryHistory",
     "Instrumentation",
     "KnowledgeGraph",
@@ -199,6 +212,8 @@ _LAZY = {
     "MaxToolIterationsError": "cortana.errors",
     "MemoryUnavailable": "cortana.errors",
     "MemoryProvider": "cortana.memory.base",
+    "Image": "cortana.messages",
+    "ImageError": "cortana.messages",
     "Message": "cortana.messages",
     "ModelCallFinished": "cortana.agent.events",
     "ModelCallStarted": "cortana.agent.events",

@@ -41,7 +41,7 @@ from cortana.config import (
     user_config_path,
 )
 from cortana.errors import ConfigError, UserError
-from cortana.messages import Message, RunResult, ThreadRef, ToolCall
+from cortana.messages import Image, Message, RunResult, ThreadRef, ToolCall
 from cortana.prompts import as_data, prompt_text
 from cortana.sandbox.policy import Sandbox, too_wide
 from cortana.streams import closing
@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from cortana.tools.groups import ToolGroup
     from cortana.tools.hooks import CommandHooks, ToolRules
     from cortana.tools.permissions import Approver, PermissionDecision, PermissionGate
+    from cortana.turn.attach import Attachments
     from cortana.turn.events import TurnEvent
 
 __all__ = [
@@ -680,6 +681,8 @@ class Assistant:
         context: str | None = None,
         settings: ModelSettings | None = None,
         starting: bool | None = None,
+        images: Sequence[Image] = (),
+        attach: bool = False,
     ) -> AsyncIterator[TurnEvent]:
         """A user's turn, the one door every front end goes through; it yields the turn's events
         (``cortana.turn.events``) and ends with one :class:`~cortana.turn.TurnFinished`.
@@ -687,13 +690,14 @@ class Assistant:
         In order: a user command expanded (a prompt ``/NAME …`` of one of :attr:`commands` becomes its text; one
         with ``allowed-tools`` goes to the agent, which may call only those), the ``session_start``
         hooks (``starting``; None: on the first turn of ``thread`` this assistant runs), the ``user_prompt`` hooks
-        (one that exits 2 keeps the message from the model: :class:`TurnHeld`), the route (``fix``: True sends it
-        through the fix workflow, False to the agent, None decides as :meth:`wants_fix` does), plan mode (``plan``:
-        only reading tools run, and the agent is asked for a plan; a fix only plans), the prompt fitted to the
-        window, the turn's checkpoint, the run, and the ``stop`` hooks; without ``keep_background``, what the turn
-        started in the background ends with it, however the turn ends. Everything the turn does runs in its own
-        state (:class:`~cortana.turn.TurnState`), so two turns on two threads at once never share a checkpoint, a
-        plan mode, the tools a command allows or a hook's thread.
+        (one that exits 2 keeps the message from the model: :class:`TurnHeld`), the images the typed message points
+        at (``attach``: :class:`~cortana.turn.ImagesAttached`), the route (``fix``: True sends it through the fix
+        workflow, False to the agent, None decides as :meth:`wants_fix` does; a message with images goes to the
+        agent), plan mode (``plan``: only reading tools run, and the agent is asked for a plan; a fix only plans),
+        the prompt fitted to the window, the turn's checkpoint, the run, and the ``stop`` hooks; without
+        ``keep_background``, what the turn started in the background ends with it, however the turn ends. Everything
+        the turn does runs in its own state (:class:`~cortana.turn.TurnState`), so two turns on two threads at once
+        never share a checkpoint, a plan mode, the tools a command allows or a hook's thread.
 
         Args:
             prompt: the user's message (``/NAME …`` of a user command: that command's text, expanded).
@@ -703,10 +707,15 @@ class Assistant:
             context: the caller's context for this turn (a client's instructions).
             settings: generation settings for this turn's model calls.
             starting: run the ``session_start`` hooks first (see above).
+            images: images the message shows the model (``cortana.Image``), stored with it.
+            attach: the prompt was typed by the user at this machine (the terminal, ``cortana -p``): the images
+                it points at (``@shot.png``, a pasted path to an image file) go with it (``cortana.turn.attach``).
+                A client of ``cortana serve`` or an editor's message is not read for paths.
         """
         thread = thread or self.thread
         try:
-            async with closing(self._turn(prompt, thread, plan, fix, context, settings, starting)) as events:
+            turn = self._turn(prompt, thread, plan, fix, context, settings, starting, images, attach)
+            async with closing(turn) as events:
                 async for event in events:
                     yield event
         finally:
@@ -722,12 +731,14 @@ class Assistant:
         context: str | None,
         settings: ModelSettings | None,
         starting: bool | None,
+        images: Sequence[Image],
+        attach: bool,
     ) -> AsyncIterator[TurnEvent]:
         """:meth:`turn`'s events (see there)."""
         from cortana.agent.events import RunFinished
         from cortana.agent.fitting import fit_prompt
         from cortana.tools.hooks import ToolRules
-        from cortana.turn.events import FixFinished, PromptCut, TurnFinished, TurnHeld, TurnResult
+        from cortana.turn.events import FixFinished, ImagesAttached, PromptCut, TurnFinished, TurnHeld, TurnResult
 
         command = self.commands.expand(prompt)  # a bad command file: its error, before anything runs
         tools: tuple[str, ...] | None = None
@@ -746,6 +757,15 @@ class Assistant:
                 yield TurnHeld(held)
                 yield TurnFinished(TurnResult(thread, "held", "", held=held))
                 return
+            if attach:
+                found = await self.attachments(prompt)
+                if found.images or found.left:
+                    yield ImagesAttached(found.images, found.left)
+                images = (*images, *found.images)
+            if images:
+                if fix:
+                    raise UserError("The fix workflow reads no images: ask without /fix (or --fix), or leave them out.")
+                fix = False
             if fix if fix is not None else self.wants_fix(prompt):
                 outcome: FixOutcome | None = None
                 started = time.perf_counter()
@@ -769,7 +789,8 @@ class Assistant:
                 if plan:
                     context = "\n\n".join(part for part in (ToolRules.plan_context(), context) if part)
                 run: RunResult | None = None
-                async with agent.run_stream(prompt, thread=thread, context=context, settings=settings) as stream:
+                run_stream = agent.run_stream(prompt, thread=thread, context=context, settings=settings, images=images)
+                async with run_stream as stream:
                     async for event in stream:
                         if isinstance(event, RunFinished):
                             run = event.result
@@ -779,6 +800,18 @@ class Assistant:
             if self.hooks:
                 await self.hooks.stop(result.answer)
             yield TurnFinished(result)
+
+    async def attachments(self, prompt: str) -> Attachments:
+        """The images ``prompt`` points at, read as :meth:`turn` reads them for a typed message
+        (``cortana.turn.attach``): ``@`` mentions through the file tools' workspace resolver, pasted paths only for a
+        model that can be shown images."""
+        from cortana.turn.attach import Attachments, attach_images, image_mentions
+
+        if not image_mentions(prompt):
+            return Attachments()  # most messages: no engine to ask, no folder to open
+        engine = await self.client()
+        space = workspace_space(self.workspace, self.settings, sandbox=self.sandbox)
+        return await asyncio.to_thread(attach_images, prompt, space, reads_images=engine.supports_images)
 
     async def start_session(self, thread: ThreadRef | None = None) -> None:
         """The ``session_start`` hooks, once per conversation (a front end that starts before its first turn calls

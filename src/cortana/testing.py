@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cortana.errors import ModelError
-from cortana.messages import Message, StopReason, ToolCall, Usage
+from cortana.messages import Message, StopReason, ToolCall, Usage, images_of
 from cortana.models.base import ModelClient, ModelEvent, ModelRequest, ModelResponse, TextDelta, ThinkingDelta
 
 __all__ = ["ScriptedModel", "ScriptedResponse", "tool_call", "tool_call_response"]
@@ -78,17 +78,35 @@ class ScriptedModel(ModelClient):
         script: the answers, in order. Running past the end raises ``ModelError``.
         model: the name to report.
         context_window: the window to report (``None``: unknown).
+        reads_images: whether it stands for a model that may be shown images (``False``: one without vision, whose
+            requests with images are refused before they are recorded, as an engine's adapter refuses them).
     """
 
     engine = "scripted model"
 
     def __init__(
-        self, script: Iterable[Step] = (), *, model: str = "scripted", context_window: int | None = None
+        self,
+        script: Iterable[Step] = (),
+        *,
+        model: str = "scripted",
+        context_window: int | None = None,
+        reads_images: bool = True,
     ) -> None:
         self.script: list[Step] = list(script)
         self.model = model
         self._context_window = context_window
+        self.reads_images = reads_images
         self.requests: list[ModelRequest] = []
+
+    @property
+    def supports_images(self) -> bool:
+        """As given (``reads_images``)."""
+        return self.reads_images
+
+    @property
+    def sends_image_urls(self) -> bool:
+        """``True``: a scripted model takes an image by URL as it is."""
+        return True
 
     @property
     def context_window(self) -> int | None:
@@ -106,6 +124,9 @@ class ScriptedModel(ModelClient):
         return len(self.script) - len(self.requests)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        refused = self.images_refused(images_of(request.messages))
+        if refused is not None:
+            raise refused
         index = len(self.requests)
         self.requests.append(request)
         if index >= len(self.script):

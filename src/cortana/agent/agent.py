@@ -22,7 +22,7 @@ from cortana.agent.tracing import Instrumentation, RunTracer, instrumentation_fo
 from cortana.config import effective_context_window
 from cortana.errors import ToolError, UserError
 from cortana.memory.base import MemoryProvider, MemoryResolver, resolve_memory
-from cortana.messages import Approval, Message, RunResult, RunState, ThreadRef
+from cortana.messages import Approval, Image, Message, RunResult, RunState, ThreadRef
 from cortana.models.base import CallJudge, ModelClient, ModelSettings
 from cortana.models.default import close_default_model_client, default_model_client
 from cortana.streams import closing
@@ -319,6 +319,7 @@ class Agent(Generic[OutputT]):
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
         defer_approvals: bool = False,
+        images: Sequence[Image] = (),
     ) -> StreamedRun[OutputT]:
         """Run one turn, its events as they happen: ``async for event in agent.run_stream(...)``.
 
@@ -344,9 +345,10 @@ class Agent(Generic[OutputT]):
             defer_approvals: a call a person must allow (a tool with ``requires_approval``, or one the permission
                 gate would ask about) ends the turn paused instead: ``result.status == "paused"``, its
                 ``pending_approvals`` and ``state`` for :meth:`resume` (docs/approvals.md).
+            images: what the message shows the model (``Image.from_path("shot.png")``), stored with it (docs/images.md).
         """
         options = (context, history, settings or self.settings, remember, unattended, extensions, use_tools)
-        return self._stream(_request(prompt, thread, *options, defer_approvals, streamed=True))
+        return self._stream(_request(prompt, thread, *options, defer_approvals, images, streamed=True))
 
     def _stream(self, request: TurnRequest) -> StreamedRun[OutputT]:
         """The turn ``request`` asks for, on a snapshot of the agent's config."""
@@ -451,15 +453,16 @@ class Agent(Generic[OutputT]):
         extensions: Sequence[TurnExtension] | None = None,
         use_tools: bool = True,
         defer_approvals: bool = False,
+        images: Sequence[Image] = (),
     ) -> RunResult[OutputT]:
-        """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained).
+        """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained; the same arguments).
 
         Nobody reads the answer as it arrives, so unless the agent has a ``logger`` (which shows it live) each
         model answer is asked for whole where the engine allows (one reply to parse, not an event per token).
         """
-        streamed = self.config.logger is not None
         options = (context, history, settings or self.settings, remember, unattended, extensions, use_tools)
-        return await self._stream(_request(prompt, thread, *options, defer_approvals, streamed=streamed)).get_result()
+        request = _request(prompt, thread, *options, defer_approvals, images, streamed=self.config.logger is not None)
+        return await self._stream(request).get_result()
 
     async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
         """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.
@@ -574,6 +577,7 @@ def _request(
     extensions: Sequence[TurnExtension] | None,
     use_tools: bool,
     defer_approvals: bool,
+    images: Sequence[Image],
     *,
     streamed: bool,
 ) -> TurnRequest:
@@ -590,6 +594,7 @@ def _request(
         use_tools=use_tools,
         streamed=streamed,
         defer_approvals=defer_approvals,
+        images=tuple(images),
     )
 
 

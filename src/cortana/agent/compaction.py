@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 
 from cortana.errors import CortanaError
-from cortana.messages import Message
+from cortana.messages import IMAGE_TOKENS, Message
 from cortana.models.base import ModelClient, ModelRequest, ModelSettings, ToolSpec, complete
 from cortana.prompts import prompt_text
 
@@ -35,10 +35,11 @@ fewer), for engines without a tokenizer endpoint; the engine's tokenizer has the
 
 
 def estimate_tokens(messages: list[Message], tools: list[ToolSpec]) -> int:
-    """A conservative token count for engines without a tokenizer endpoint."""
+    """A conservative token count for engines without a tokenizer endpoint; an image counts as ``IMAGE_TOKENS``."""
     text = "".join(m.content + (m.thinking or "") + json.dumps([c.arguments for c in m.tool_calls]) for m in messages)
     text += json.dumps([t.as_function() for t in tools])
-    return int(len(text) / CHARS_PER_TOKEN) + 4 * len(messages)
+    images = sum(len(m.images) for m in messages)
+    return int(len(text) / CHARS_PER_TOKEN) + 4 * len(messages) + IMAGE_TOKENS * images
 
 
 async def measure(client: ModelClient, messages: list[Message], tools: list[ToolSpec]) -> int:
@@ -96,7 +97,8 @@ def render_transcript(messages: list[Message]) -> str:
             calls = ", ".join(f"{c.name}({json.dumps(c.arguments, ensure_ascii=False)})" for c in message.tool_calls)
             lines.append(f"[assistant calls] {calls}" + (f"\n{message.content}" if message.content else ""))
         else:
-            lines.append(f"[{message.name or message.role}]\n{message.content}")
+            shown = "".join(f"\n[image: {image.label}]" for image in message.images)  # the summary names what was shown
+            lines.append(f"[{message.name or message.role}]\n{message.content}{shown}")
     return "\n\n".join(lines)
 
 

@@ -39,7 +39,7 @@ from cortana.config import compaction_threshold, effective_context_window
 from cortana.display import valid_text
 from cortana.errors import MaxToolIterationsError, ModelError
 from cortana.memory.base import MemoryProvider, resolve_memory
-from cortana.messages import LOOP_NAME, Approval, Message, RunMetrics, RunResult, RunState, ThreadRef, ToolCall
+from cortana.messages import LOOP_NAME, Approval, Image, Message, RunMetrics, RunResult, RunState, ThreadRef, ToolCall
 from cortana.models.base import CallJudge, ModelClient, ModelRequest, ModelResponse, ModelSettings, ToolSpec
 from cortana.models.toolparse import recover_tool_calls
 from cortana.prompts import as_data, prompt_text
@@ -75,6 +75,7 @@ class TurnRequest:
         paused: go on with this paused run (``Agent.resume``) instead of starting a turn; ``prompt``, ``thread``
             and ``remember`` are its own.
         approvals: the answers for the paused run's waiting calls (call id -> ``True``, ``False`` or a reason).
+        images: the images the user's message shows the model (stored with it).
     """
 
     prompt: str
@@ -90,6 +91,7 @@ class TurnRequest:
     defer_approvals: bool = False
     paused: RunState | None = None
     approvals: Mapping[str, Approval] = field(default_factory=dict)
+    images: Sequence[Image] = ()
 
     @classmethod
     def resuming(cls, state: RunState, approvals: Mapping[str, Approval], *, streamed: bool) -> TurnRequest:
@@ -150,6 +152,7 @@ class Turn:
     """What memory and the extensions bring to a turn before the first model call."""
 
     history: list[Message]
+    """The caller's history, then memory's, each as the engine's model can be shown it."""
     context: list[tuple[TurnExtension, str]]
     """Each context block with the extension that gave it, in the extensions' order."""
     tools: list[Tool | ToolGroup]
@@ -212,13 +215,14 @@ class Run:
         """Resolve memory, gather the turn's history, context and tools; store the user message."""
         started = time.perf_counter()
         client = deps.client
+        _refuse_images(client, request.images)  # before anything is stored
         memory, extensions, scope = await _open(deps, request)
         turn = await _gather_turn(memory, extensions, request, scope)
         tools, groups = as_tools(turn.tools)
         toolbox = Toolbox([*deps.tools, *tools], [*deps.tool_groups, *groups])
         await toolbox.load_eager()
         system_prompt = config.system_prompt(has_tools=bool(toolbox.specs()))
-        past = [*([Message.system(system_prompt)] if system_prompt else []), *request.history, *turn.history]
+        past = [*([Message.system(system_prompt)] if system_prompt else []), *turn.history]
         settings = turn_settings(extensions, request.thread, request.settings, scope)
         if settings.think is not None and not client.supports_thinking:
             settings = replace(settings, think=None)
@@ -812,7 +816,27 @@ def _user_message(request: TurnRequest, context: Sequence[tuple[TurnExtension, s
     pull the answer towards the files). What is not Unicode (a lone surrogate) is replaced: it is stored and sent
     whole."""
     blocks = [block for extension, block in context if not (general and looks_up_workspace(extension))]
-    return Message.user(valid_text(_with_context(request.prompt, [*blocks, *filter(None, [request.context])])))
+    text = valid_text(_with_context(request.prompt, [*blocks, *filter(None, [request.context])]))
+    return Message.user(text, images=request.images)
+
+
+def _refuse_images(client: ModelClient, images: Sequence[Image]) -> None:
+    """Raise the engine's error for images its model cannot be shown, before the message is stored: stored, it would
+    go with every later turn of the thread, and fail each."""
+    refused = client.images_refused(images)
+    if refused is not None:
+        raise refused
+
+
+def _shown_to(client: ModelClient, history: list[Message]) -> list[Message]:
+    """The earlier messages as ``client``'s model can be shown them: an earlier turn's images it cannot be shown (a
+    model without vision, switched to mid-thread; a URL to a local engine) become a line each naming them, so the
+    thread goes on instead of failing at every turn. Memory keeps them as they were."""
+    shown = []
+    for message in history:
+        refused = client.images_refused(message.images) if message.images else None
+        shown.append(message if refused is None else message.without_images("this model cannot be shown images"))
+    return shown
 
 
 async def _no_tool_is_for(
@@ -843,7 +867,8 @@ async def _no_tool_is_for(
 async def _gather_turn(
     memory: MemoryProvider | None, extensions: Sequence[TurnExtension], request: TurnRequest, scope: TurnScope
 ) -> Turn:
-    """History from memory; context blocks and tools from the extensions (memory's part first), gathered at once."""
+    """The caller's history then memory's, as the engine's model can be shown them (:func:`_shown_to`); context blocks
+    and tools from the extensions (memory's part first), gathered at once."""
     thread = request.thread
     loading = memory.load_history(thread) if memory is not None else None
     if loading is not None and extensions:
@@ -851,6 +876,7 @@ async def _gather_turn(
     else:
         history = await loading if loading is not None else []
         blocks = await gather_context_of(extensions, thread, request.prompt, scope)
+    history = _shown_to(scope.engine, [*request.history, *history])
     return Turn(history=history, context=blocks, tools=extension_tools(extensions, thread))
 
 

@@ -32,6 +32,7 @@ from cortana.turn.events import (
     FixFound,
     FixProgress,
     FixStarted,
+    ImagesAttached,
     PromptCut,
     TurnEvent,
     TurnFinished,
@@ -226,6 +227,8 @@ class HeadlessOutput:
         """One event of the turn, in the format (a cut prompt and a held message also on stderr)."""
         if isinstance(event, PromptCut):
             console.print(event.note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        elif isinstance(event, ImagesAttached):
+            console.print(event.note, style="dim", markup=False, highlight=False, soft_wrap=True)
         elif isinstance(event, TurnHeld):
             self.failed(event.message)
         elif isinstance(event, FixStarted):
@@ -344,7 +347,7 @@ async def run_print(args: argparse.Namespace, prompt: str, output: HeadlessOutpu
         plan = bool(getattr(args, "plan", False))
         output.started(thread, resumed=resumed)
         result: TurnResult | None = None
-        turn = assistant.turn(prompt, thread=thread, plan=plan, fix=True if fix else None, starting=True)
+        turn = assistant.turn(prompt, thread=thread, plan=plan, fix=True if fix else None, starting=True, attach=True)
         async with closing(turn) as events:
             async for event in events:
                 if isinstance(event, TurnFinished):

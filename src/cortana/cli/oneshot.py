@@ -107,19 +107,21 @@ async def _answer(
     """
     from cortana.agent.events import ModelCallFinished, RunEvent, TextDelta
     from cortana.streams import closing
-    from cortana.turn.events import PromptCut, TurnFinished, TurnHeld
+    from cortana.turn.events import ImagesAttached, PromptCut, TurnFinished, TurnHeld
 
     console = fixer.console
     last = "\n"
     shown = printable if sys.stdout.isatty() else str
     result: TurnResult | None = None
-    turn = assistant.turn(prompt, thread=thread, plan=plan, fix=fix, starting=starting)
+    turn = assistant.turn(prompt, thread=thread, plan=plan, fix=fix, starting=starting, attach=True)
     async with closing(turn) as events:
         async for event in events:
             if fixer.render(event):
                 continue
             if isinstance(event, PromptCut):
                 console.print(event.note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+            elif isinstance(event, ImagesAttached):
+                console.print(Text(printable(event.note), style="dim"), soft_wrap=True)
             elif isinstance(event, TurnHeld):
                 console.print(Text(printable(event.message), style="yellow"))
             elif isinstance(event, TurnFinished):

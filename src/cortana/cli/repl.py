@@ -497,12 +497,12 @@ class Repl:
         from cortana.agent.events import ModelCallFinished, RunEvent, RunFinished, TextDelta
         from cortana.cli.markdown import HonestMarkdown as Markdown
         from cortana.streams import closing
-        from cortana.turn.events import PromptCut, TurnFinished, TurnHeld
+        from cortana.turn.events import ImagesAttached, PromptCut, TurnFinished, TurnHeld
 
         text = ""
         live: Live | None = None
         result: TurnResult | None = None
-        turn = self.assistant.turn(prompt, thread=self.thread, plan=plan, fix=fix, starting=False)
+        turn = self.assistant.turn(prompt, thread=self.thread, plan=plan, fix=fix, starting=False, attach=True)
         try:
             async with closing(turn) as events:
                 async for event in events:
@@ -510,6 +510,8 @@ class Repl:
                         continue
                     if isinstance(event, PromptCut):
                         self.console.print(Text(event.note, style="yellow"), soft_wrap=True)
+                    elif isinstance(event, ImagesAttached):
+                        self.console.print(Text(printable(event.note), style="dim"), soft_wrap=True)
                     elif isinstance(event, TurnHeld):
                         self.console.print(Text(printable(event.message), style="yellow"))
                     elif isinstance(event, TurnFinished):

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, Self
 
-from cortana.errors import ModelError
-from cortana.messages import Message, StopReason, Usage
+from cortana.errors import ModelError, UserError
+from cortana.messages import Image, Message, StopReason, Usage
 from cortana.streams import closing
 
 __all__ = [
@@ -228,6 +228,39 @@ class ModelClient(Protocol):
     def supports_grammar(self) -> bool:
         """Whether :attr:`ModelSettings.grammar` constrains the answer (a text answer, no tools offered)."""
         return False
+
+    @property
+    def supports_images(self) -> bool:
+        """Whether the model may be shown images (``Message.images``): ``False`` when the engine says it cannot (a
+        request with one is refused before it is sent, see :meth:`images_refused`); ``True`` also where the engine
+        cannot tell (an OpenAI-compatible server: the request is sent, and the server says)."""
+        return False
+
+    @property
+    def sends_image_urls(self) -> bool:
+        """Whether an image given by its URL is sent as that URL (a server that fetches it); ``False``: only bytes."""
+        return False
+
+    def images_hint(self) -> str:
+        """What to do when this engine's model cannot be shown images."""
+        return "use a vision model, such as qwen2.5vl or gemma3"
+
+    def images_refused(self, images: Sequence[Image]) -> Exception | None:
+        """Why ``images`` cannot be sent to this model, as the error to raise before any request (``None``: they can).
+
+        A model without vision (:attr:`supports_images`) is a :class:`ModelError` naming it and what to do; an image
+        given by URL to an engine that takes only bytes (:attr:`sends_image_urls`) is a :class:`UserError`.
+        """
+        if not images:
+            return None
+        if not self.supports_images:
+            return ModelError(f"{self.engine} ({self.model}) cannot be shown images: {self.images_hint()}.")
+        if not self.sends_image_urls and (url := next((image.url for image in images if image.url), None)):
+            return UserError(
+                f"{self.engine} is sent images as bytes only (Cortana fetches nothing for a local engine), and "
+                f"{url[:200]} is a URL: download it and give the file (Image.from_path) or its bytes (Image(data=...))."
+            )
+        return None
 
     @property
     def guides_tool_calls(self) -> bool:

@@ -336,6 +336,14 @@ class EmbeddedClient(LlamaCppClient):
         """The cache file restored when the engine started: this client's own, or a seed (``seed_prompt_cache``)."""
         self._plain_slot_ready = False
 
+    def images_hint(self) -> str:
+        return (
+            "the embedded engine starts no image projector, so its models (the bundled Qwen2.5-Coder ones too) read "
+            "no images; use a vision model on "
+            "Ollama (`ollama pull qwen2.5vl`, or gemma3) or on llama-server (`llama-server -hf "
+            "ggml-org/gemma-3-4b-it-GGUF`), and pick it with --engine"
+        )
+
     @property
     def conversation_slot(self) -> int | None:
         """The slot every conversation request that offers tools goes to, guided ones too (0 when the engine

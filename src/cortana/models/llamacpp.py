@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from cortana.engines import engine_named
 from cortana.errors import ModelError
-from cortana.messages import Message, Usage
+from cortana.messages import IMAGE_TOKENS, Message, Usage, images_of
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import THINKING_BUDGETS, ModelEvent, ModelRequest, ModelResponse, ToolSpec
 from cortana.models.chunks import json_items, json_object
@@ -103,13 +103,38 @@ class LlamaCppClient(OpenAICompatClient):
         return self.guided_tool_calls and template_supports_guiding(str(self.props.get("chat_template") or ""))
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Guided when tools are offered and :attr:`guides_tool_calls`; else the OpenAI chat path."""
+        """Guided when tools are offered and :attr:`guides_tool_calls`; else the OpenAI chat path.
+
+        A conversation with images takes the chat path: the guided one renders the prompt as text
+        (``/apply-template``), and ``/completion`` would be given the images' markers without the images.
+        """
         settings = request.settings
         # /completion returns a thinking model's reasoning inside the text: guide only when it does not think.
         quiet = settings.think is False or (settings.think is None and not self.supports_thinking)
-        if request.tools and self.guides_tool_calls and settings.tool_choice != "none" and quiet:
+        guided = request.tools and self.guides_tool_calls and settings.tool_choice != "none" and quiet
+        if guided and not images_of(request.messages):
             return self.guided.stream(request, self.model)
         return super().stream(request)
+
+    @property
+    def supports_images(self) -> bool:
+        """Whether the server reads images: ``/props``' ``modalities.vision`` (a model started with its projector,
+        ``--mmproj``; read by :meth:`connect`)."""
+        modalities = self.props.get("modalities")
+        return isinstance(modalities, dict) and modalities.get("vision") is True
+
+    @property
+    def sends_image_urls(self) -> bool:
+        """``False``: images go as bytes. The server could download an http(s) image itself (when built with
+        libcurl, up to 10 MB in 10 s), but Cortana has a local engine fetch nothing the user did not hand it."""
+        return False
+
+    def images_hint(self) -> str:
+        return (
+            "start llama-server with a vision model and its projector, e.g. "
+            "`llama-server -hf ggml-org/gemma-3-4b-it-GGUF` (the projector comes with it) or `-m MODEL.gguf "
+            "--mmproj MMPROJ.gguf`; or use a vision model such as qwen2.5vl or gemma3 on Ollama"
+        )
 
     @property
     def parallel_samples(self) -> int:
@@ -121,6 +146,7 @@ class LlamaCppClient(OpenAICompatClient):
 
     async def complete_many(self, request: ModelRequest, count: int) -> list[ModelResponse]:
         """``count`` answers in requests of up to :attr:`parallel_samples` each (llama.cpp's ``n``)."""
+        self.refuse_images(request)
         per_request = min(self.parallel_samples, count)
         if per_request <= 1 or request.tools:
             return await super().complete_many(request, count)
@@ -181,13 +207,18 @@ class LlamaCppClient(OpenAICompatClient):
         return "enable_thinking" in str(self.props.get("chat_template") or "")
 
     async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int:
-        """Exact prompt tokens: the server's chat template (tools included), then its tokenizer."""
+        """Exact prompt tokens: the server's chat template (tools included), then its tokenizer; each image counts
+        as :data:`~cortana.messages.IMAGE_TOKENS` (the tokenizer sees text: an image's tokens depend on the model's
+        projector)."""
+        images = len(images_of(messages))
+        if images:
+            messages = [message.model_copy(update={"images": []}) for message in messages]
         body: dict[str, Any] = {"messages": to_openai_messages(messages)}
         if tools:
             body["tools"] = [tool.as_function() for tool in tools]
         rendered = await self.http.request_json("POST", "/apply-template", json_body=body)
         tokens = await self.http.request_json("POST", "/tokenize", json_body={"content": rendered["prompt"]})
-        return len(tokens["tokens"])
+        return len(tokens["tokens"]) + IMAGE_TOKENS * images
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The OpenAI body, with ``grammar`` as llama.cpp's own field and ``think`` as the template's

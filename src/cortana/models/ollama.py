@@ -18,8 +18,8 @@ from typing import Any
 
 from cortana.config import ollama_host, requested_context_window
 from cortana.engines import engine_named
-from cortana.errors import ContextOverflow, ModelError, ModelNotFound
-from cortana.messages import Message, StopReason, Usage
+from cortana.errors import ContextOverflow, ModelError, ModelNotFound, UserError
+from cortana.messages import IMAGE_TOKENS, Image, Message, StopReason, Usage, images_of
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelEvent, ModelRequest, ThinkLevel
@@ -56,11 +56,21 @@ def _modelfile_num_ctx(parameters: str) -> int | None:
     return None
 
 
+def _ollama_image(image: Image) -> str:
+    """One image as ``/api/chat`` takes it: its bytes in base64, no ``data:`` prefix (docs/api.md, "Chat request
+    (with images)"; api/types.go ``ImageData []byte``, which Go's JSON reads from standard base64)."""
+    if image.data is None:
+        raise UserError(f"Ollama is sent images as bytes only, and {image.label} is a URL: give the file instead.")
+    return image.base64()
+
+
 def to_ollama_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Our messages in Ollama's chat format (tool arguments as objects, results named by tool)."""
+    """Our messages in Ollama's chat format (tool arguments as objects, results named by tool, images in base64)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         item: dict[str, Any] = {"role": message.role, "content": message.content}
+        if message.images:
+            item["images"] = [_ollama_image(image) for image in message.images]
         if message.role == "assistant" and message.tool_calls:
             item["tool_calls"] = [
                 {"id": call.id, "function": {"index": index, "name": call.name, "arguments": call.arguments}}
@@ -143,6 +153,17 @@ class OllamaClient(HttpClient):
         """Whether ``/api/show`` listed the ``thinking`` capability."""
         return "thinking" in self.capabilities
 
+    @property
+    def supports_images(self) -> bool:
+        """Whether ``/api/show`` listed the ``vision`` capability (read by :meth:`connect`)."""
+        return "vision" in self.capabilities
+
+    def images_hint(self) -> str:
+        return (
+            "use a vision model, such as qwen2.5vl or gemma3 (`ollama pull qwen2.5vl`; `ollama show MODEL` lists "
+            "'vision' under Capabilities)"
+        )
+
     async def list_models(self) -> list[str]:
         """Names of the locally pulled models (``/api/tags``)."""
         data = await self.http.request_json("GET", "/api/tags")
@@ -194,10 +215,17 @@ class OllamaClient(HttpClient):
         return body
 
     def estimate_tokens(self, request: ModelRequest) -> int:
-        """A conservative estimate of the prompt's tokens (Ollama has no tokenizer endpoint)."""
-        body = self.request_body(request)
-        text = json.dumps(body["messages"], ensure_ascii=False) + json.dumps(body.get("tools", []))
-        return int(len(text) * self._tokens_per_char)
+        """A conservative estimate of the prompt's tokens (Ollama has no tokenizer endpoint); each image counts as
+        :data:`~cortana.messages.IMAGE_TOKENS`, never as the characters of its base64."""
+        return int(self._text_chars(request) * self._tokens_per_char) + IMAGE_TOKENS * len(images_of(request.messages))
+
+    def _text_chars(self, request: ModelRequest) -> int:
+        """The characters of the prompt's messages and tools as sent, images left out."""
+        messages = request.messages
+        if images_of(messages):
+            messages = [message.model_copy(update={"images": []}) for message in messages]
+        texts = to_ollama_messages(messages)
+        return len(json.dumps(texts, ensure_ascii=False)) + len(json.dumps([t.as_function() for t in request.tools]))
 
     def _check_fits(self, request: ModelRequest) -> None:
         """Ollama silently drops the start of a prompt longer than ``num_ctx``: refuse it instead."""
@@ -214,13 +242,20 @@ class OllamaClient(HttpClient):
             )
 
     def _calibrate(self, request: ModelRequest, prompt_tokens: int) -> None:
-        """Learn tokens per character from Ollama's own count; only ever upward, so estimates stay conservative."""
-        body = self.request_body(request)
-        chars = len(json.dumps(body["messages"], ensure_ascii=False)) + len(json.dumps(body.get("tools", [])))
+        """Learn tokens per character from Ollama's own count; only ever upward, so estimates stay conservative.
+
+        Not from a prompt with images: their tokens are in Ollama's count but have no characters to divide by.
+        """
+        if images_of(request.messages):
+            return
+        chars = self._text_chars(request)
         if chars and prompt_tokens / chars > self._tokens_per_char:
             self._tokens_per_char = prompt_tokens / chars
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        refused = self.images_refused(images_of(request.messages))
+        if refused is not None:
+            raise refused
         self._check_fits(request)
         answer = AnswerBuilder(request.tools, self.recover_text_tool_calls)
         final: dict[str, Any] | None = None

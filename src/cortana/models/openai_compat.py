@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from cortana.errors import ContextOverflow, ModelError, ModelNotFound, UserError
-from cortana.messages import Message, StopReason, ToolCall, Usage
+from cortana.messages import Image, Message, StopReason, ToolCall, Usage, images_of
 from cortana.models._http import HttpClient, HttpEngine, error_text
 from cortana.models.answer import AnswerBuilder
 from cortana.models.base import ModelEvent, ModelRequest, ModelResponse, TextDelta, ToolSpec
@@ -25,7 +25,7 @@ from cortana.models.chunks import call_index, json_items, json_object, json_text
 from cortana.streams import closing
 from cortana.trust import is_loopback_url
 
-__all__ = ["OpenAICompatClient", "to_openai_messages"]
+__all__ = ["OpenAICompatClient", "image_part", "to_openai_messages", "user_content"]
 
 WHOLE_ANSWER_TIMEOUT_S = 3600.0
 """How long an answer asked for whole may take: nothing arrives until it is done, so the client's timeout (for an
@@ -51,11 +51,27 @@ def _arguments_text(call: ToolCall) -> str:
     return json.dumps({"unparsed_arguments": call.raw_arguments}, ensure_ascii=False)
 
 
+def image_part(image: Image) -> dict[str, Any]:
+    """One image as an OpenAI content part: a ``data:`` URL of its bytes, or the URL it was given by."""
+    return {"type": "image_url", "image_url": {"url": image.data_url()}}
+
+
+def user_content(message: Message) -> str | list[dict[str, Any]]:
+    """A user message's ``content``: its text, or with images a list of parts, the text first, then each image
+    (the OpenAI chat API's shape, which llama.cpp's server reads too)."""
+    if not message.images:
+        return message.content
+    text = [{"type": "text", "text": message.content}] if message.content else []
+    return [*text, *(image_part(image) for image in message.images)]
+
+
 def to_openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Our messages in the OpenAI chat format."""
+    """Our messages in the OpenAI chat format (a user message with images: content parts)."""
     out: list[dict[str, Any]] = []
     for message in messages:
-        if message.role == "tool":
+        if message.images:
+            out.append({"role": message.role, "content": user_content(message)})
+        elif message.role == "tool":
             out.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
         elif message.role == "assistant" and message.tool_calls:
             out.append(
@@ -197,12 +213,31 @@ class OpenAICompatClient(HttpClient):
         body.update(settings.extra)
         return body
 
+    @property
+    def supports_images(self) -> bool:
+        """``True``: the API cannot say whether its model sees, so a request with images is sent and the server says
+        (llama.cpp's answer for a model without vision becomes a :class:`ModelError` naming what to do)."""
+        return True
+
+    @property
+    def sends_image_urls(self) -> bool:
+        """``True``: OpenAI's ``image_url`` part takes an ``http(s)`` URL, which the server fetches."""
+        return True
+
     schema_as_tool = False
     """The server refused ``response_format``: a JSON schema is asked for as a forced tool call instead."""
+
+    def refuse_images(self, request: ModelRequest) -> None:
+        """Raise, before anything is sent, when the request shows images this model cannot be shown
+        (:meth:`~cortana.models.base.ModelClient.images_refused`)."""
+        refused = self.images_refused(images_of(request.messages))
+        if refused is not None:
+            raise refused
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The answer's events; a JSON-schema answer goes by ``response_format``, or, on a server that refuses it
         (learned once per client), by a forced ``final_answer`` tool call whose arguments become the answer."""
+        self.refuse_images(request)
         if request.settings.json_schema is None or not self.schema_as_tool:
             started = False
             try:
@@ -410,6 +445,8 @@ class OpenAICompatClient(HttpClient):
                 prompt_tokens=error.get("n_prompt_tokens"),
                 context_window=error.get("n_ctx"),
             )
+        if "image input is not supported" in text:  # llama.cpp's server (and Docker Model Runner's) without vision
+            return ModelError(f"{self.engine} ({self.model}) cannot be shown images ({text}): {self.images_hint()}.")
         if status == 404 or ("not found" in text.lower() and "model" in text.lower()):
             return ModelNotFound(
                 f"{self.engine} has no model '{self.model}': {text}. {self.pull_hint()}", model=self.model

@@ -512,6 +512,7 @@ class CortanaAgent:
             FixFound,
             FixProgress,
             FixStarted,
+            ImagesAttached,
             PromptCut,
             TurnFinished,
             TurnHeld,
@@ -529,7 +530,7 @@ class CortanaAgent:
                         await self._tool_finished(session, event)
                     elif isinstance(event, RunFinished):
                         stop = "max_tokens" if event.result.stop_reason == "length" else "end_turn"
-                    elif isinstance(event, PromptCut):
+                    elif isinstance(event, PromptCut | ImagesAttached):
                         await self._send(session, acp.update_agent_thought_text(event.note))
                     elif isinstance(event, TurnHeld):
                         note = event.message

@@ -3,7 +3,8 @@
 A turn that goes to the agent yields the agent's own events (``cortana.agent.events``: text as it comes, tool calls
 and their results, each model call); one that goes to the fix workflow yields :class:`FixStarted`, its
 :class:`FixProgress` steps, :class:`FixFound` (before a found fix is written: the terminal shows its diff then) and
-:class:`FixFinished`. Either may start with :class:`PromptCut`; a turn a ``user_prompt`` hook keeps back yields
+:class:`FixFinished`. Either may start with :class:`ImagesAttached` and :class:`PromptCut`; a turn a ``user_prompt``
+hook keeps back yields
 :class:`TurnHeld`. Every turn ends with one :class:`TurnFinished`, whose :class:`TurnResult` is the same shape for
 both routes.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from cortana.agent.events import RunEvent
-from cortana.messages import Message, RunMetrics, RunResult, ThreadRef
+from cortana.messages import Image, Message, RunMetrics, RunResult, ThreadRef
 
 if TYPE_CHECKING:
     from cortana.repair.run import FixOutcome, Progress, RepairResult
@@ -25,6 +26,7 @@ __all__ = [
     "FixFound",
     "FixProgress",
     "FixStarted",
+    "ImagesAttached",
     "PromptCut",
     "TurnEvent",
     "TurnFinished",
@@ -41,6 +43,25 @@ class PromptCut:
     """The message was longer than the model's window allows: it was cut, and ``note`` says how (shown once)."""
 
     note: str
+
+
+@dataclass(frozen=True, slots=True)
+class ImagesAttached:
+    """Images the typed message pointed at (``@shot.png``, a pasted path) go with it (``cortana.turn.attach``).
+
+    Attributes:
+        images: the images attached.
+        left: pasted paths that were not, each with why.
+    """
+
+    images: tuple[Image, ...]
+    left: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str:
+        """What every front end tells the user (one wording)."""
+        lines = [f"attached {image.describe()}" for image in self.images]
+        return "\n".join([*lines, *self.left])
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +141,7 @@ class TurnFinished:
 
 
 TurnEvent: TypeAlias = (
-    RunEvent | PromptCut | TurnHeld | FixStarted | FixProgress | FixFound | FixFinished | TurnFinished
+    RunEvent | ImagesAttached | PromptCut | TurnHeld | FixStarted | FixProgress | FixFound | FixFinished | TurnFinished
 )
 """What :meth:`cortana.Assistant.turn` yields."""
 
