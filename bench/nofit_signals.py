@@ -42,51 +42,16 @@ import toolcall_eval as te
 from cortana.agent.grounding import conversation_evidence, is_fully_grounded
 from cortana.agent.judge import tool_text
 from cortana.messages import Message
+from cortana.models.guided import purpose_words
 from cortana.tools import SchemaTool
 from report import RESULTS, save, table
 
 SIGNALS = ("check", "judge pair", "judge question", "arguments grounded", "parameters named", "purpose words")
-COMMON = frozenset(
-    {
-        "what",
-        "when",
-        "where",
-        "which",
-        "with",
-        "from",
-        "that",
-        "this",
-        "have",
-        "your",
-        "into",
-        "about",
-        "give",
-        "show",
-        "find",
-        "make",
-        "there",
-        "their",
-        "them",
-        "they",
-        "will",
-        "would",
-        "could",
-        "should",
-        "please",
-        "current",
-        "given",
-        "using",
-        "value",
-        "values",
-        "number",
-        "numbers",
-    }
-)
 
 
 def _stems(text: str) -> set[str]:
     words = re.findall(r"[a-z]{4,}", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " "))
-    return {word[:5] for word in words if word not in COMMON}
+    return {word[:5] for word in words}
 
 
 def signals(answer: tj.Answer, tools: dict[str, dict[str, Any]], scores: tj.Scores) -> dict[str, float]:
@@ -103,7 +68,7 @@ def signals(answer: tj.Answer, tools: dict[str, dict[str, Any]], scores: tj.Scor
         "judge question": scores.question[case.prompt],
         "arguments grounded": float(is_fully_grounded(call, tool, evidence)),
         "parameters named": sum(bool(_stems(name) & asked) for name in named) / max(1, len(named)),
-        "purpose words": float(len(asked & _stems(call.name + " " + spec["description"]))),
+        "purpose words": float(purpose_words(case.prompt, call.name, spec["description"])),
     }
 
 

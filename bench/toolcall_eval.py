@@ -220,6 +220,7 @@ def guided_settings(
     offered: dict[str, SchemaTool],
     margin: float | None,
     plain_margin: float | None = None,
+    purpose: float = 0.0,
 ) -> dict[str, list[ToolCall]]:
     """The calls of the guided path (``cortana.models.guided``), from its recorded pieces.
 
@@ -227,10 +228,11 @@ def guided_settings(
     tool, the call is written under the grammar instead (``guided``), then checked; a free
     answer that starts as prose keeps the text recovery and its grounding check, as unguided.
     ``margin``: the check (as shipped: the calls with their tools' descriptions) rejects calls
-    whose log P(no) - log P(yes) reaches it; ``plain_margin``: the same for the check that showed
-    the calls alone (``None``: its greedy answer).
+    whose log P(no) - log P(yes) reaches it, raised by ``purpose`` for each word the question shares with the
+    called tool's name and description (``guided.purpose_words``); ``plain_margin``: the same for the check that
+    showed the calls alone (``None``: its greedy answer).
     """
-    from cortana.models.guided import CallOpening
+    from cortana.models.guided import CallOpening, purpose_words
 
     def calls(path: dict[str, Any] | None) -> list[ToolCall]:
         return [
@@ -248,7 +250,11 @@ def guided_settings(
         check = (path or {}).get("check_described")
         if not check:
             return False
-        return margin is None or check["margin"] < margin
+        if margin is None:
+            return True
+        first = ((path or {}).get("calls") or [{}])[0].get("name")
+        words = purpose_words(case.prompt, first, offered[first].description) if first in offered else 0
+        return bool(check["margin"] < margin + purpose * words)
 
     evidence = conversation_evidence([Message.user(case.prompt)])
 
@@ -304,6 +310,60 @@ def tune_margin(model: str, cases: list[Case], tools: dict[str, dict[str, Any]])
     return best[1]
 
 
+MARGIN_ONLY = {"qwen2.5-coder-1.5b": -1.839, "qwen2.5-coder-0.5b": -0.386}
+"""The check's thresholds before the purpose words (issue 44), chosen on the first 257 cases' development half."""
+
+
+def tune_rule(model: str, cases: list[Case], tools: dict[str, dict[str, Any]]) -> tuple[float | None, float]:
+    """The check's ``(margin, purpose)`` with the best balanced score of the shipped setting on the development
+    half (harmonic mean of right calls over single, choice and parallel questions and abstentions over every
+    no-fit kind), among those that keep as many right calls there as the margin alone did; ties go to the
+    smaller ``purpose``, then the margin nearest the one before. ``(None, 0)``: no threshold to start from."""
+    center = MARGIN_ONLY.get(model)
+    if center is None:
+        return None, 0.0
+    from cortana.models.guided import CallOpening, purpose_words
+
+    rows, guided_rows = _rows(OUTPUTS / f"{model}.jsonl"), _rows(OUTPUTS / f"{model}.guided.jsonl")
+    found = []  # per development case: its category, whether its calls are right, and the check's inputs
+    for case in (c for c in cases if c.split == "dev" and c.id in rows and c.id in guided_rows):
+        specs = [ToolSpec(name, tools[name]["description"], tools[name]["parameters"]) for name in case.tools]
+        offered = {s.name: SchemaTool(s.name, s.description, s.parameters, lambda **_: "ok") for s in specs}
+        calls = executed(guided_settings(case, rows[case.id], guided_rows[case.id], specs, offered, None)[SHIPPED],
+                         offered)  # fmt: skip
+        opening = CallOpening(case.tools)
+        opening.feed(rows[case.id].get("content") or "")
+        path = guided_rows[case.id]["paths"].get(opening.tool) if opening.tool else None
+        check = (path or {}).get("check_described")
+        first = calls[0].name if calls else None
+        words = purpose_words(case.prompt, first, tools[first]["description"]) if first else 0
+        ok = not calls if case.category in NO_FIT else right(calls, case.expected)
+        found.append((case.category, ok, bool(calls), check["margin"] if check and opening.tool else None, words))
+
+    def cells(margin: float, purpose: float) -> tuple[float, int]:
+        hits: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for category, ok, called, checked, words in found:
+            kept = checked is None or checked < margin + purpose * words
+            hit = (not called or not kept) if category in NO_FIT else (ok and kept)
+            hits[category][0] += hit
+            hits[category][1] += 1
+        right_calls = sum(hits[c][0] for c in ("single", "choice", "parallel"))
+        rate = right_calls / max(1, sum(hits[c][1] for c in ("single", "choice", "parallel")))
+        abstain = sum(hits[k][0] for k in NO_FIT) / max(1, sum(hits[k][1] for k in NO_FIT))
+        return (0.0 if rate + abstain == 0 else 2 * rate * abstain / (rate + abstain)), right_calls
+
+    _, today = cells(center, 0.0)
+    best: tuple[float, float, float, float] = (-1.0, 0.0, 0.0, center)
+    for step in range(0, 21):
+        purpose = step / 10
+        for offset in range(-20, 21):
+            margin = round(center + offset / 10, 3)
+            harmonic, kept_right = cells(margin, purpose)
+            if kept_right >= today and (harmonic, -purpose, -abs(margin - center)) > best[:3]:
+                best = (harmonic, -purpose, -abs(margin - center), margin)
+    return best[3], -best[1]
+
+
 def shipped_margin(model: str) -> float | None:
     """The check threshold the embedded engine uses for ``model`` (``BundledModel.check_margin``)."""
     from cortana.models.embedded import BUNDLED_MODELS
@@ -321,7 +381,11 @@ def _rows(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def score(
-    model: str, cases: list[Case], tools: dict[str, dict[str, Any]], margin: float | None = None
+    model: str,
+    cases: list[Case],
+    tools: dict[str, dict[str, Any]],
+    margin: float | None = None,
+    purpose: float = 0.0,
 ) -> dict[str, Any]:
     rows = _rows(OUTPUTS / f"{model}.jsonl")
     guided_rows = _rows(OUTPUTS / f"{model}.guided.jsonl")
@@ -338,7 +402,7 @@ def score(
         per_setting = settings(case, row, specs, offered)
         if case.id in guided_rows:
             plain = PLAIN_CHECK_MARGIN.get(model)
-            per_setting |= guided_settings(case, row, guided_rows[case.id], specs, offered, margin, plain)
+            per_setting |= guided_settings(case, row, guided_rows[case.id], specs, offered, margin, plain, purpose)
         for setting, calls in per_setting.items():
             run = executed(calls, offered)
             hit = bool(run) if case.category in NO_FIT else right(run, case.expected)

@@ -359,3 +359,32 @@ async def test_the_loop_never_starts_the_invented_call_and_asks_for_prose(wire: 
     assert "no tool named 'triangle_area'" in again["messages"][-1]["content"]
     assert result.output, "the prose answer is the turn's answer"
     await client.aclose()
+
+
+def test_purpose_words_count_what_the_question_shares_with_what_the_tool_is_for() -> None:
+    from cortana.models.guided import purpose_words
+
+    bmi = "Body mass index from weight and height."
+    assert purpose_words("Area of a triangle, base 10 and height 5?", "bmi", bmi) == 1  # "height" alone
+    assert purpose_words("What is my body mass index? 70 kg, 1.75 m", "bmi", bmi) == 3
+    assert purpose_words("What's the weather in Paris?", "get_weather", "Get the weather in a given city") == 1
+    assert purpose_words("what is that", "show_values", "Show the values") == 0, "common words say nothing"
+
+
+@pytest.mark.parametrize(("step", "kept"), [(0.0, False), (0.5, True)])
+async def test_the_checks_threshold_rises_with_the_words_the_question_shares_with_the_tool(
+    wire: WireServer, step: float, kept: bool
+) -> None:
+    client = await guided_client(
+        wire,
+        Reply.sse_file(LLAMA / "q05_completion_free_call.sse.txt"),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check.json").read_bytes()),
+        Reply.sse_file(LLAMA / "q05_completion_prose.sse.txt"),
+    )
+    # The capture's margin is -0.68; "weather" is the one word the question shares with get_weather's purpose.
+    client.guided.verify_margin, client.guided.purpose_step = -1.0, step
+    final = [event async for event in client.stream(weather_request())][-1]
+    assert isinstance(final, ModelResponse)
+    assert [call.name for call in final.message.tool_calls] == (["get_weather"] if kept else [])
+    await client.aclose()

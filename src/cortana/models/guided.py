@@ -71,6 +71,7 @@ __all__ = [
     "described",
     "named_tools",
     "parse_calls",
+    "purpose_words",
     "template_supports_guiding",
 ]
 
@@ -116,6 +117,33 @@ def described(request: ModelRequest, calls: list[ToolCall]) -> str:
     if len(calls) == 1:
         return one(calls[0])
     return "these tools:\n" + "\n".join("- " + one(call).replace("\n", "\n  ") for call in calls)
+
+
+_PURPOSE_WORD = re.compile(r"[a-z]{4,}")
+_COMMON_WORDS = frozenset(
+    {
+        "what", "when", "where", "which", "with", "from", "that", "this", "have", "your", "into", "about", "give",
+        "show", "find", "make", "there", "their", "them", "they", "will", "would", "could", "should", "please",
+        "current", "given", "using", "value", "values", "number", "numbers",
+    }
+)  # fmt: skip
+
+
+def purpose_words(question: str, tool: str, description: str) -> int:
+    """How many words the question shares with what a tool is for (its name and description): stems of four
+    letters or more (their first five), common words left out.
+
+    Beside the check's margin, the best of five signals that tell a right call from one where no offered tool
+    answers (``bench/nofit_signals.py``, development half, both bundled models): "area of a triangle" shares no
+    word with ``bmi(weight, height)``'s "body mass index from weight and height", though the question's numbers
+    fill its arguments.
+    """
+
+    def stems(text: str) -> set[str]:
+        spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " ")
+        return {word[:5] for word in _PURPOSE_WORD.findall(spaced) if word not in _COMMON_WORDS}
+
+    return len(stems(question) & stems(f"{tool} {description}"))
 
 
 def _shortened(value: Any) -> Any:
@@ -170,6 +198,8 @@ class GuidedCalls:
         engine: the engine's name, for errors.
         max_calls: the most calls one answer may hold.
         verify_margin: reject calls when log P(no) - log P(yes) reaches this; ``None``: the greedy answer.
+        purpose_step: how much ``verify_margin`` rises for each word the request shares with the called tool's
+            name and description (:func:`purpose_words`).
         on_error: maps an error answer to our errors (context overflow, missing model).
     """
 
@@ -180,12 +210,14 @@ class GuidedCalls:
         engine: str,
         max_calls: int = 4,
         verify_margin: float | None = None,
+        purpose_step: float = 0.0,
         on_error: Callable[[int, str], Exception | None] | None = None,
     ) -> None:
         self.http = http
         self.engine = engine
         self.max_calls = max(1, max_calls)
         self.verify_margin = verify_margin
+        self.purpose_step = purpose_step
         self.on_error = on_error
         self.slot: int | None = None
         """The server slot every request goes to (the conversation's, whose prompt cache is saved and restored
@@ -238,7 +270,7 @@ class GuidedCalls:
         answer, logprobs, timings = await self._ask(await self.render(request, [question]), ["yes", "no", "Yes", "No"])
         yes, no = _word_logprob(logprobs, "yes"), _word_logprob(logprobs, "no")
         margin = no - yes
-        ok = answer.lower() == "yes" if self.verify_margin is None else margin < self.verify_margin
+        ok = answer.lower() == "yes" if self.verify_margin is None else margin < self.threshold(request, calls[0])
         log.log(
             logging.DEBUG if ok else logging.INFO,
             "the check %s %s (margin %.3f)",
@@ -247,6 +279,17 @@ class GuidedCalls:
             margin,
         )
         return Verdict(ok, margin, logprobs, _usage({"timings": timings}))
+
+    def threshold(self, request: ModelRequest, call: ToolCall) -> float:
+        """The margin a call is turned away at: ``verify_margin``, raised by ``purpose_step`` for each word the
+        user's request shares with what the called tool is for (:func:`purpose_words`)."""
+        assert self.verify_margin is not None
+        if not self.purpose_step:
+            return self.verify_margin
+        asked = next((strip_turn_context(m.content) for m in reversed(request.messages) if m.role == "user"), "")
+        spec = next((tool for tool in request.tools if tool.name == call.name), None)
+        shared = purpose_words(asked, call.name, spec.description if spec else "")
+        return self.verify_margin + self.purpose_step * shared
 
     async def _ask(self, prompt: str, options: list[str]) -> tuple[str, tuple[tuple[str, float], ...], dict[str, Any]]:
         """One word among ``options`` (greedy, under a grammar), its first token's top log-probabilities, timings."""
@@ -283,8 +326,9 @@ class GuidedCalls:
         tool, that stream is dropped, the call is written under the grammar and checked
         (:meth:`verify`). Calls the check rejects become a prose answer instead. With
         ``request.judge`` (:class:`~cortana.models.base.CallJudge`), a user's message is also scored by
-        the judge while the engine reads the prompt: a call it vetoes becomes prose too, and a prose
-        answer that names a tool the judge says fits gets that call, written under the grammar.
+        the judge while the engine reads the prompt: a call it vetoes becomes prose too. A prose answer stays
+        prose, even one that names a tool ("I'll use list_files..."): making that call paid nothing on either
+        half of ``bench/toolcall_layers.py`` (issue 63).
         """
         names = [tool.name for tool in request.tools]
         choice = request.settings.tool_choice
@@ -305,7 +349,7 @@ class GuidedCalls:
     async def _free(
         self, request: ModelRequest, names: list[str], model: str, judging: _Judging
     ) -> AsyncIterator[ModelEvent]:
-        """The free start, then the call it opened (checked, and judged) or the prose (a described call made)."""
+        """The free start, then the call it opened (checked, and judged), or the prose."""
         prompt = await self.render(request)
         answer = AnswerBuilder(request.tools)
         outcome = _Outcome()
@@ -324,9 +368,7 @@ class GuidedCalls:
             if not isinstance(prose, ModelResponse):
                 raise ModelError(f"{self.engine} at {self.http.base_url}: the answer ended without a response")
             calls = prose.message.tool_calls  # written as text after some prose: the text recovery found them
-            if not calls:
-                yield await self._described_call(request, prompt, prose, model, judging) or prose
-            elif await judging.allows(calls[0].name):
+            if not calls or await judging.allows(calls[0].name):
                 yield prose
             elif prose.message.content.strip():  # the prose stands as the answer, without the calls
                 yield dataclasses.replace(prose, message=prose.message.model_copy(update={"tool_calls": []}))
@@ -363,30 +405,6 @@ class GuidedCalls:
         async with closing(self._prose(request, no_fit, model)) as opened:
             async for event in opened:
                 yield event
-
-    async def _described_call(
-        self, request: ModelRequest, prompt: str, prose: ModelResponse, model: str, judging: _Judging
-    ) -> ModelResponse | None:
-        """The call a prose answer described instead of making ("I'll use list_files..."), when the judge agrees.
-
-        The first offered tool the prose names that the judge says fits is written under the grammar
-        from the original prompt, then checked as any call; the prose stays the message's text.
-        """
-        if prose.finish_reason != "stop":
-            return None
-        named = named_tools(prose.message.content, [tool.name for tool in request.tools])
-        tool = await judging.described(named)
-        if tool is None:
-            return None
-        written = await self._written_calls(request, prompt, tool, model)
-        calls = written.message.tool_calls
-        verdict = await self.verify(request, calls) if calls else None
-        if verdict is None or not verdict.ok:
-            return None
-        log.info("made the %s call the answer described in prose", tool)
-        message = prose.message.model_copy(update={"tool_calls": calls})
-        usage = _together(prose.usage, verdict.usage, written.usage)
-        return ModelResponse(message=message, usage=usage, finish_reason=written.finish_reason, model=model)
 
     async def answer(self, request: ModelRequest, choice: str, model: str) -> AsyncIterator[ModelEvent]:
         """The answer once decided: prose for :data:`NO_TOOL`, else calls starting with ``choice``."""
@@ -627,11 +645,6 @@ class _Judging:
             return True
         log.info("the tool judge turned away %s (%s)", tool, fit.detail)
         return False
-
-    async def described(self, named: list[str]) -> str | None:
-        """The first of the tools a prose answer named that the judge says fits, if any."""
-        fit = await self.opinion() if named else None
-        return next((name for name in named if name in fit.fitting), None) if fit else None
 
     def cancel(self) -> None:
         """Stop the judge if the answer no longer needs it; an error it raised unasked is only logged."""

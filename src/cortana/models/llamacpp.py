@@ -40,6 +40,8 @@ class LlamaCppClient(OpenAICompatClient):
         check_margin: reject guided calls when the check's log P(no) - log P(yes)
             reaches this; ``None`` (the default): the model's own yes or no. The
             embedded engine sets the value measured for each bundled model.
+        check_purpose: with ``check_margin``, how much it rises for each word the question shares with the called
+            tool's name and description (``guided.purpose_words``).
         kwargs: as for :class:`OpenAICompatClient`.
     """
 
@@ -60,6 +62,7 @@ class LlamaCppClient(OpenAICompatClient):
         guided_tool_calls: bool = True,
         max_parallel_calls: int = 4,
         check_margin: float | None = None,
+        check_purpose: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, base_url=base_url, **kwargs)
@@ -70,6 +73,7 @@ class LlamaCppClient(OpenAICompatClient):
             engine=self.engine,
             max_calls=max_parallel_calls,
             verify_margin=check_margin,
+            purpose_step=check_purpose,
             on_error=self.error_for,
         )
 
