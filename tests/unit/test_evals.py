@@ -207,6 +207,10 @@ BAD_INPUT = {
         "cases:\n  - {name: a, input: hi, python: is_short}\n", "cases.yaml",
         ("'is_short' is not module:name", "checks:is_sorted"),
     ),
+    "python-no-such-name": (
+        "cases:\n  - {name: a, input: hi, python: 'json:nothing_here'}\n", "cases.yaml",
+        ("'json' has no 'nothing_here'; check the name after the colon",),
+    ),
     "fields-untyped": (
         "cases:\n  - {name: a, input: hi, fields: {age: 4}}\n", "cases.yaml",
         ("case 'a' checks fields, but there is no output_type",),

@@ -83,10 +83,11 @@ def _imported(reference: str, folder: Path | None) -> Any:
         except Exception as exc:  # the user's module raised while it loaded: say what, not where in our code
             raise ValueError(f"importing {module_name!r} raised {type(exc).__name__}: {exc}") from None
     value: Any = module
-    for part in attribute.split("."):
-        if not hasattr(value, part):
-            raise ValueError(f"{module_name!r} has no {attribute!r}; check the name after the colon")
-        value = getattr(value, part)
+    try:
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except AttributeError:
+        raise ValueError(f"{module_name!r} has no {attribute!r}; check the name after the colon") from None
     return value
 
 
