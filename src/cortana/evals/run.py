@@ -168,8 +168,10 @@ def _check_installed(spec: ModelSpec, settings: Settings) -> None:
     from cortana.models.embedded import installed_models, resolve_model_path
 
     name = spec.model or settings.model
-    if name not in installed_models():  # an installed bundled model is joined when its engine starts, not here
-        resolve_model_path(name)
+    installed = installed_models()
+    if name in installed or (name is None and installed):
+        return  # an installed bundled model is joined (a copy of its parts) when its engine starts, not here
+    resolve_model_path(name)
 
 
 class _Connector:
