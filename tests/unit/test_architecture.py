@@ -49,9 +49,10 @@ ALLOWED: dict[str, set[str]] = {
     "assistant": CORE
     | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair", "turn"},
     "serve": CORE | {"models", "tools", "memory", "agent", "repair", "assistant", "turn"},
+    "evals": CORE | {"models", "tools", "memory", "agent"},
     "cli": CORE
     | {"models", "tools", "memory", "agent", "mcp", "knowledge", "companion", "learning", "repair", "assistant"}
-    | {"serve", "turn"},
+    | {"serve", "turn", "evals"},
 }
 """Which parts of the package each part may import (the layers, lowest first)."""
 

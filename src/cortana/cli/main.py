@@ -11,6 +11,7 @@ cortana fix [what]           fix what the failing tests show (or `what`): patche
 cortana serve                the assistant over an OpenAI-compatible HTTP API (loopback, with a key)
 cortana mcp-serve            the assistant as an MCP server on stdio (tools: ask, search_memory)
 cortana acp                  the assistant as an editor's agent (Agent Client Protocol on stdio: Zed, Neovim)
+cortana eval CASES.yaml      run cases on one or several models: what passes, how fast, tokens (docs/evals.md)
 cortana -p "question" --output-format json|stream-json   one answer for a script (docs/headless.md)
 """
 
@@ -20,6 +21,7 @@ import argparse
 import sys
 import textwrap
 import traceback
+from collections.abc import Callable
 
 from cortana import __version__
 from cortana.display import valid_text
@@ -52,6 +54,7 @@ COMMANDS = {
     "serve": "the assistant over an OpenAI-compatible HTTP API (loopback, with a key)",
     "mcp-serve": "the assistant as an MCP server on stdio (tools: ask, search_memory)",
     "acp": "the assistant as an editor's agent over the Agent Client Protocol (Zed, Neovim)",
+    "eval": "run a cases file on one or several models: which answers pass, how fast, how many tokens",
 }
 """Words that, first on the command line, name a command rather than begin a question; with what each does."""
 
@@ -82,7 +85,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog=None if command else _commands_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("prompt", nargs="*", help="answer this once and exit (otherwise: interactive)")
+    if command == "eval":
+        from cortana.cli.evals import add_eval_arguments  # argparse alone: --help stays instant
+
+        add_eval_arguments(parser)
+    else:
+        parser.add_argument("prompt", nargs="*", help="answer this once and exit (otherwise: interactive)")
     if command in (None, "fix"):
         parser.add_argument(
             "-p",
@@ -119,22 +127,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--base-url", type=_address, help="the engine's address, if not the usual one")
     parser.add_argument("--context-window", type=int, help="context window in tokens")
     parser.add_argument("--threads", type=int, help="CPU threads for the embedded engine (default: half the cores)")
-    parser.add_argument(
-        "--yes",
-        "-y",
-        action="store_true",
-        help="allow writes, edits and commands without asking (never protected paths); with `trust`: trust at once",
-    )
-    parser.add_argument(
-        "--no-heartbeat", action="store_true", help="no check-ins in this session (cortana.yml: heartbeat.enabled)"
-    )
-    parser.add_argument("--voice", action="store_true", help="read replies aloud (espeak-ng; cortana.yml: voice)")
-    parser.add_argument(
-        "--verbose",
-        "-v",
-        action="store_true",
-        help="after each answer, where its time went: first token, prompt tokens read and cached, tokens/s",
-    )
+    if command != "eval":
+        _add_session_arguments(parser)
     parser.add_argument("--version", action="version", version=f"cortana {__version__}")
     if command == "models":
         parser.add_argument("--json", action="store_true", help="the list as JSON, for scripts")
@@ -152,6 +146,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a session of the assistant reads: approvals, check-ins, the voice, where a turn's time went."""
+    parser.add_argument(
+        "--yes",
+        "-y",
+        action="store_true",
+        help="allow writes, edits and commands without asking (never protected paths); with `trust`: trust at once",
+    )
+    parser.add_argument(
+        "--no-heartbeat", action="store_true", help="no check-ins in this session (cortana.yml: heartbeat.enabled)"
+    )
+    parser.add_argument("--voice", action="store_true", help="read replies aloud (espeak-ng; cortana.yml: voice)")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="after each answer, where its time went: first token, prompt tokens read and cached, tokens/s",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; returns the exit status (141, quietly, when what read the output went away)."""
     try:
@@ -167,6 +181,10 @@ def _main(argv: list[str] | None) -> int:
     _standard_streams()
     command = argv[0] if argv and argv[0] in COMMANDS else None
     args = build_parser(command).parse_args(argv[1:] if command else argv)
+    if command == "eval":
+        from cortana.cli.evals import run_eval_command
+
+        return _reported(lambda: run_eval_command(args))
     if command in ("serve", "mcp-serve", "acp", "init") and args.prompt:
         print(
             f"cortana {command}: takes no question (clients send them); got {' '.join(args.prompt)!r}", file=sys.stderr
@@ -179,14 +197,13 @@ def _main(argv: list[str] | None) -> int:
             prompt = f"{prompt}\n\n{piped}" if prompt else piped
     # Imported only past --help: asyncio alone doubles the 25 ms an argparse-only start takes
     # on a 2-core machine, and the session brings pydantic, rich and prompt_toolkit.
-    import asyncio
     import gc
 
     # What loads here lives as long as the process: the collector's passes over it while it loads are ~5% of
     # the time to the prompt (issue 16), so it runs after, and ignores these objects from then on.
     gc.disable()
     try:
-        from cortana.cli.session import run_session, trust_folder
+        import cortana.cli.session  # loaded here, under the rule above; used by _run_command
 
         if command is None and not prompt:
             import cortana.cli.repl  # noqa: F401  (the interactive session's prompt_toolkit, under the same rule)
@@ -194,34 +211,48 @@ def _main(argv: list[str] | None) -> int:
         gc.freeze()
         gc.enable()
 
+    return _reported(lambda: _run_command(command, args, prompt))
+
+
+def _run_command(command: str | None, args: argparse.Namespace, prompt: str) -> int:
+    """Run the command the arguments name (the session's modules are loaded already)."""
+    import asyncio
+
+    from cortana.cli.session import run_session, trust_folder
+
+    if command in (None, "fix") and (args.print or args.output_format):
+        from cortana.cli.headless import HeadlessOutput, run_print
+
+        output = HeadlessOutput(args.output_format or "text")
+        return asyncio.run(run_print(args, prompt, output, fix=command == "fix"))
+    if command == "trust":
+        return trust_folder(args)
+    if command == "init":
+        from cortana.cli.init import run_init
+
+        return asyncio.run(run_init(args))
+    if command == "fix":
+        return asyncio.run(run_session(args, prompt, fix=True))
+    if command == "models":
+        from cortana.cli.models import run_models
+
+        return asyncio.run(run_models(args))
+    if command in ("serve", "mcp-serve", "acp"):
+        from cortana.cli.serve import run_acp, run_mcp_serve, run_serve
+
+        runs = {"serve": run_serve, "mcp-serve": run_mcp_serve, "acp": run_acp}
+        return asyncio.run(runs[command](args))
+    if command is not None:
+        from cortana.cli.doctor import run_command
+
+        return asyncio.run(run_command(command, args))
+    return asyncio.run(run_session(args, prompt or None))
+
+
+def _reported(run: Callable[[], int]) -> int:
+    """``run()``'s status; an error it raises becomes one line on stderr and a status (a bug's traceback: a file)."""
     try:
-        if command in (None, "fix") and (args.print or args.output_format):
-            from cortana.cli.headless import HeadlessOutput, run_print
-
-            output = HeadlessOutput(args.output_format or "text")
-            return asyncio.run(run_print(args, prompt, output, fix=command == "fix"))
-        if command == "trust":
-            return trust_folder(args)
-        if command == "init":
-            from cortana.cli.init import run_init
-
-            return asyncio.run(run_init(args))
-        if command == "fix":
-            return asyncio.run(run_session(args, prompt, fix=True))
-        if command == "models":
-            from cortana.cli.models import run_models
-
-            return asyncio.run(run_models(args))
-        if command in ("serve", "mcp-serve", "acp"):
-            from cortana.cli.serve import run_acp, run_mcp_serve, run_serve
-
-            runs = {"serve": run_serve, "mcp-serve": run_mcp_serve, "acp": run_acp}
-            return asyncio.run(runs[command](args))
-        if command is not None:
-            from cortana.cli.doctor import run_command
-
-            return asyncio.run(run_command(command, args))
-        return asyncio.run(run_session(args, prompt or None))
+        return run()
     except CortanaError as exc:
         print(f"cortana: {exc}", file=sys.stderr)
         return 1
