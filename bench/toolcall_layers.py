@@ -18,7 +18,9 @@ round is scored as each layer would leave it, one layer added per row:
 6. **+ check**: the model's yes/no on the calls with their tools' descriptions,
    at the bundled model's threshold;
 7. **+ judge veto**: a first call whose tool the judge does not allow for the
-   question is dropped. This row is what ships.
+   question is dropped;
+8. **+ judge, prose to call**: a prose answer that names a tool the judge says
+   fits gets that tool's call, written and checked. This row is what ships.
 
 A second table takes the shipped rows apart (each without one part) and adds
 what was measured and not shipped:
@@ -29,8 +31,6 @@ what was measured and not shipped:
   below ``m0 + k * words``, ``m0`` and ``k`` chosen on the development half
   (``toolcall_eval.tune_rule``: the best balanced score that keeps every right
   call the margin alone kept there);
-- **prose to call**: a prose answer that names a tool the judge says fits gets
-  that tool's call, written and checked (shipped before issue 63, removed);
 - **pair veto, any question**: a first call whose tool the judge's pair head
   scores below a threshold is dropped, whatever the question head says (the
   veto above acts only on questions it takes for general ones); the threshold
@@ -81,6 +81,7 @@ LAYERS = (
     "+ grammar",
     "+ check",
     "+ judge veto",
+    "+ judge, prose to call",
 )
 MARGIN_ONLY = {"qwen2.5-coder-1.5b": -1.839, "qwen2.5-coder-0.5b": -0.386}
 """The check's thresholds before the purpose words (issue 44): the "+ check" row, and the centre of the search."""
@@ -193,17 +194,16 @@ def ablations(
     shipped: Rule, tuned: Rule, scores: tj.Scores, threshold: float
 ) -> dict[str, Callable[[Pieces], list[ToolCall]]]:
     """The shipped rows, each with one part taken out, and with what was measured and not shipped."""
-    prose = Rule(shipped.m0, shipped.k, shipped.judge, True)
     return {
-        "shipped: grammar, check, judge veto": shipped.calls,
+        "shipped: grammar, check, judge veto, prose to call": shipped.calls,
         "without grounding (prose answers' text calls)": lambda p: shipped.calls(
             p, p.unguarded if p.margin is None else None
         ),
         "without the grammar (text recovery and grounding only)": lambda p: shipped.calls(p, p.text_only, check=False),
         "without the check": lambda p: shipped.calls(p, p.precheck, check=False),
-        "without the judge veto": Rule(shipped.m0, shipped.k, False).calls,
+        "without the judge veto": Rule(shipped.m0, shipped.k, False, shipped.prose).calls,
+        "without prose to call": Rule(shipped.m0, shipped.k, shipped.judge, False).calls,
         f"with purpose words in the check (m0 {tuned.m0}, k {tuned.k}; not shipped)": tuned.calls,
-        "with prose to call (removed)": prose.calls,
         "with a pair veto on any question (not shipped)": lambda p: pair_vetoed(
             shipped.calls(p), p.case, scores, threshold
         ),
@@ -212,7 +212,7 @@ def ablations(
 
 def layer_calls(piece: Pieces, rule: Rule) -> dict[str, list[ToolCall]]:
     """The calls of each row for one case, one layer added per row."""
-    return {**piece.fixed, LAYERS[6]: rule.calls(piece)}
+    return {**piece.fixed, LAYERS[6]: Rule(rule.m0, rule.k, True, False).calls(piece), LAYERS[7]: rule.calls(piece)}
 
 
 def pair_vetoed(calls: list[ToolCall], case: te.Case, scores: tj.Scores, threshold: float) -> list[ToolCall]:
@@ -280,8 +280,8 @@ def measure(new_negatives: bool) -> dict[str, Any]:
             pieces_of(answer, rows[answer.case.id], guided_rows[answer.case.id], tools, (scores, weights), margin)
             for answer in tj.answers(model, cases, tools)
         ]
-        rule = Rule(te.shipped_margin(model), _shipped_purpose(model))
-        tuned = Rule(*te.tune_rule(model, cases, tools))
+        rule = Rule(te.shipped_margin(model), _shipped_purpose(model), judge=True, prose=True)
+        tuned = Rule(*te.tune_rule(model, cases, tools), judge=True, prose=True)
         threshold = choose_pair_threshold([(p.case, rule.calls(p)) for p in pieces], scores)
         ablated = {
             split: {

@@ -165,18 +165,36 @@ async def test_a_judge_that_fails_is_left_out_and_the_turn_goes_on(
     await client.aclose()
 
 
-# -- a call described in prose stays prose (issue 63: making it paid nothing on either half) ----------------
+# -- a call described in prose ------------------------------------------------------------------------------
+
+
+async def test_a_call_described_in_prose_is_made_when_the_judge_says_the_tool_fits(wire: WireServer) -> None:
+    described = "I'll use the `get_weather` function to look up the weather in Paris."
+    client = await guided_client(
+        wire,
+        prose_reply(described),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check.json").read_bytes()),
+    )
+    final, shown = await final_of(
+        client, request("What's the weather in Paris?", FixedJudge(allowed={"get_weather"}, fitting={"get_weather"}))
+    )
+    [call] = final.message.tool_calls
+    assert (call.name, call.arguments) == ("get_weather", {"city": "Paris"})
+    assert final.message.content == described and "".join(d.text for d in shown) == described
+    free, written, _ = wire.bodies("/completion")
+    assert written["prompt"] == free["prompt"] + '<tool_call>\n{"name": "get_weather", "arguments":'
+    await client.aclose()
 
 
 @pytest.mark.parametrize(
     ("text", "fitting"),
     [
         ("I'll use the `get_weather` function to look up the weather in Paris.", set()),  # the judge disagrees
-        ("I'll use the `get_weather` function to look up the weather in Paris.", {"get_weather"}),  # it agrees
         ("It is usually mild in Paris in spring.", {"get_weather"}),  # names no tool
     ],
 )
-async def test_prose_stays_prose_even_naming_a_tool_the_judge_says_fits(
+async def test_prose_stays_prose_unless_it_names_a_tool_the_judge_says_fits(
     wire: WireServer, text: str, fitting: set[str]
 ) -> None:
     client = await guided_client(wire, prose_reply(text))
@@ -184,6 +202,21 @@ async def test_prose_stays_prose_even_naming_a_tool_the_judge_says_fits(
     final, _ = await final_of(client, request("What's the weather in Paris?", judge))
     assert not final.message.tool_calls and final.message.content == text
     assert len(wire.bodies("/completion")) == 1
+    await client.aclose()
+
+
+async def test_a_described_call_the_check_rejects_stays_prose(wire: WireServer) -> None:
+    text = "You could call get_weather, but a triangle's area needs no weather."
+    client = await guided_client(
+        wire,
+        prose_reply(text),
+        Reply.sse_file(LLAMA / "q05_completion_call.sse.txt"),
+        Reply(body=(LLAMA / "q05_completion_check_nofit.json").read_bytes()),  # margin -0.14: rejected
+    )
+    final, _ = await final_of(
+        client, request("Area of a 3-4-5 triangle?", FixedJudge(allowed={"get_weather"}, fitting={"get_weather"}))
+    )
+    assert not final.message.tool_calls and final.message.content == text
     await client.aclose()
 
 

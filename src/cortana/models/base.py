@@ -102,7 +102,7 @@ class ToolFit:
 
     Attributes:
         allowed: the tools a call of which may run (a call of another is turned into prose).
-        fitting: the tools that clearly fit (a question no tool is for keeps its tools when one of them fits).
+        fitting: the tools that clearly fit: a call of one the model described in prose is made.
         detail: the scores behind it, for the log.
     """
 

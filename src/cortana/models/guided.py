@@ -326,9 +326,8 @@ class GuidedCalls:
         tool, that stream is dropped, the call is written under the grammar and checked
         (:meth:`verify`). Calls the check rejects become a prose answer instead. With
         ``request.judge`` (:class:`~cortana.models.base.CallJudge`), a user's message is also scored by
-        the judge while the engine reads the prompt: a call it vetoes becomes prose too. A prose answer stays
-        prose, even one that names a tool ("I'll use list_files..."): making that call paid nothing on either
-        half of ``bench/toolcall_layers.py`` (issue 63).
+        the judge while the engine reads the prompt: a call it vetoes becomes prose too, and a prose
+        answer that names a tool the judge says fits gets that call, written under the grammar.
         """
         names = [tool.name for tool in request.tools]
         choice = request.settings.tool_choice
@@ -349,7 +348,7 @@ class GuidedCalls:
     async def _free(
         self, request: ModelRequest, names: list[str], model: str, judging: _Judging
     ) -> AsyncIterator[ModelEvent]:
-        """The free start, then the call it opened (checked, and judged), or the prose."""
+        """The free start, then the call it opened (checked, and judged) or the prose (a described call made)."""
         prompt = await self.render(request)
         answer = AnswerBuilder(request.tools)
         outcome = _Outcome()
@@ -368,7 +367,9 @@ class GuidedCalls:
             if not isinstance(prose, ModelResponse):
                 raise ModelError(f"{self.engine} at {self.http.base_url}: the answer ended without a response")
             calls = prose.message.tool_calls  # written as text after some prose: the text recovery found them
-            if not calls or await judging.allows(calls[0].name):
+            if not calls:
+                yield await self._described_call(request, prompt, prose, model, judging) or prose
+            elif await judging.allows(calls[0].name):
                 yield prose
             elif prose.message.content.strip():  # the prose stands as the answer, without the calls
                 yield dataclasses.replace(prose, message=prose.message.model_copy(update={"tool_calls": []}))
@@ -405,6 +406,30 @@ class GuidedCalls:
         async with closing(self._prose(request, no_fit, model)) as opened:
             async for event in opened:
                 yield event
+
+    async def _described_call(
+        self, request: ModelRequest, prompt: str, prose: ModelResponse, model: str, judging: _Judging
+    ) -> ModelResponse | None:
+        """The call a prose answer described instead of making ("I'll use list_files..."), when the judge agrees.
+
+        The first offered tool the prose names that the judge says fits is written under the grammar
+        from the original prompt, then checked as any call; the prose stays the message's text.
+        """
+        if prose.finish_reason != "stop":
+            return None
+        named = named_tools(prose.message.content, [tool.name for tool in request.tools])
+        tool = await judging.described(named)
+        if tool is None:
+            return None
+        written = await self._written_calls(request, prompt, tool, model)
+        calls = written.message.tool_calls
+        verdict = await self.verify(request, calls) if calls else None
+        if verdict is None or not verdict.ok:
+            return None
+        log.info("made the %s call the answer described in prose", tool)
+        message = prose.message.model_copy(update={"tool_calls": calls})
+        usage = _together(prose.usage, verdict.usage, written.usage)
+        return ModelResponse(message=message, usage=usage, finish_reason=written.finish_reason, model=model)
 
     async def answer(self, request: ModelRequest, choice: str, model: str) -> AsyncIterator[ModelEvent]:
         """The answer once decided: prose for :data:`NO_TOOL`, else calls starting with ``choice``."""
@@ -645,6 +670,11 @@ class _Judging:
             return True
         log.info("the tool judge turned away %s (%s)", tool, fit.detail)
         return False
+
+    async def described(self, named: list[str]) -> str | None:
+        """The first of the tools a prose answer named that the judge says fits, if any."""
+        fit = await self.opinion() if named else None
+        return next((name for name in named if name in fit.fitting), None) if fit else None
 
     def cancel(self) -> None:
         """Stop the judge if the answer no longer needs it; an error it raised unasked is only logged."""
