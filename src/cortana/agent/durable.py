@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from cortana.agent.approvals import fingerprint
 from cortana.agent.run import TurnRequest
 from cortana.errors import ModelError, UserError
 from cortana.messages import Image, Message, RunResult, ThreadRef
@@ -86,6 +87,8 @@ class _Runs(Protocol):
     def memory(self) -> MemoryProvider | MemoryResolver | None: ...
     @property
     def extensions(self) -> tuple[TurnExtension, ...]: ...
+    @property
+    def tools(self) -> Sequence[Tool]: ...
     def stream_turn(self, request: TurnRequest) -> StreamedRun[Any]: ...
 
 
@@ -114,6 +117,8 @@ class _RunSpec(BaseModel):
     """A durable run's request, as the workflow's input: what a resume starts the run again from."""
 
     agent: str
+    tools: dict[str, str] = Field(default_factory=dict)
+    """The agent's own tools: name -> a hash of its parameters (``approvals.fingerprint``)."""
     prompt: str
     thread: ThreadRef
     context: str | None = None
@@ -128,10 +133,11 @@ class _RunSpec(BaseModel):
     """The names of the run's own extensions (``run(..., extensions=)``); ``None``: the agent's."""
 
     @classmethod
-    def of(cls, agent: str, request: TurnRequest) -> _RunSpec:
+    def of(cls, agent: _Runs, request: TurnRequest) -> _RunSpec:
         own = None if request.extensions is None else [extension.name for extension in request.extensions]
         return cls(
-            agent=agent,
+            agent=agent.config.name,
+            tools=fingerprint(agent.tools),
             prompt=request.prompt,
             thread=request.thread,
             context=request.context,
@@ -312,6 +318,8 @@ def shutdown() -> None:
         DBOS.delete_queue(_dbos.queue)
     DBOS.destroy()
     _dbos.url = None
+    with contextlib.suppress(RuntimeError):  # DBOS made its pool, now shut, this loop's default: a fresh one
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor())
 
 
 # -- the workflow -----------------------------------------------------------------------------------------------
@@ -391,7 +399,7 @@ async def run_durably(agent: _Runs, request: TurnRequest, run_id: str | None = N
             f"A durable run {run_id!r} exists already ({status.status.lower()}): "
             + ("give this run another run_id." if finished else f"agent.resume_run({run_id!r}) finishes it.")
         )
-    spec = _RunSpec.of(agent.config.name, request).model_dump_json()
+    spec = _RunSpec.of(agent, request).model_dump_json()
     live = _Live(agent, asyncio.get_running_loop(), request)
 
     async def start() -> Any:
@@ -475,11 +483,19 @@ def _running_pid(executor: str | None) -> int | None:
 
 
 def _check_agent(run_id: str, spec: _RunSpec, agent: _Runs, extensions: Sequence[TurnExtension] | None) -> None:
-    """Refuse an agent of another name, or other extensions than the run's own."""
+    """Refuse an agent of another name, other tools, or other extensions than the run's own."""
     if spec.agent != agent.config.name:
         raise UserError(
             f"Durable run {run_id!r} was started by agent {spec.agent!r}; agent {agent.config.name!r} cannot resume "
             "it. Resume it with an agent built as the one that started it."
+        )
+    now = fingerprint(agent.tools)
+    changed = sorted(name for name in spec.tools.keys() | now.keys() if spec.tools.get(name) != now.get(name))
+    if changed:
+        raise UserError(
+            f"Durable run {run_id!r} was started by an agent with other tools ({', '.join(changed)} differ: gone, new, "
+            "or with other parameters); a replay would ask for other steps than its record holds. Resume it with an "
+            "agent built as the one that started it."
         )
     given = None if extensions is None else [extension.name for extension in extensions]
     if given != spec.extensions:
