@@ -32,6 +32,7 @@ from cortana.errors import UserError
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import ThreadRef
 from cortana.testing import ScriptedModel, tool_call, tool_call_response
+from cortana.tools.permissions import PermissionGate
 
 ROOT = Path(__file__).resolve().parents[2]
 THREAD = ThreadRef(thread_id="t")
@@ -229,42 +230,54 @@ async def test_a_finished_run_is_neither_resumed_nor_run_again(tmp_path: Path) -
 
 
 async def test_a_cancelled_run_stays_unfinished_and_only_its_own_agent_resumes_it(tmp_path: Path) -> None:
+    """Two calls at once, each allowed by a person: cut off before the model's next answer, the run is resumed with
+    neither call run again nor the person asked again."""
     cortana.durable.configure(tmp_path / "durable.db")
     ran: list[str] = []
+    asked: list[str] = []
     blocked = asyncio.Event()
 
     @tool
-    def slow(text: str) -> str:
-        """A call that finishes, then one that hangs."""
+    async def slow(text: str) -> str:
+        """A call that takes a while."""
+        await asyncio.sleep(0.05 if text == "a" else 0.01)  # b finishes first: the record keeps request order
         ran.append(text)
         return f"done {text}"
+
+    def approve(call: Any, tool: Any, reason: str) -> bool:
+        asked.append(call.arguments["text"])
+        return True
 
     async def hang(request: Any) -> str:
         blocked.set()
         await asyncio.sleep(3600)
         return "never"
 
-    model = ScriptedModel([tool_call_response(tool_call("slow", text="a")), hang])
-    agent = Agent(model, name="worker", tools=[slow], memory=SQLiteMemory(tmp_path / "memory.db"))
-    running = asyncio.create_task(agent.run("Work", thread="t", run_id="work-1", durable=True))
+    def worker(model: ScriptedModel, name: str = "worker", tools: Any = (slow,)) -> Agent:
+        gate = PermissionGate(rules={"slow": "ask"}, approve=approve)
+        return Agent(model, name=name, tools=tools, permissions=gate, memory=SQLiteMemory(tmp_path / "memory.db"))
+
+    calls = tool_call_response(tool_call("slow", text="a"), tool_call("slow", text="b"))
+    running = asyncio.create_task(worker(ScriptedModel([calls, hang])).run("Work", thread="t", run_id="work-1"))
     await blocked.wait()
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
+    assert (sorted(ran), asked) == (["a", "b"], ["a", "b"])
 
     listed = await cortana.durable.unfinished_runs()
-    assert [(run.run_id, run.prompt, run.steps) for run in listed] == [("work-1", "Work", 6)]
-    stranger = Agent(ScriptedModel(["x"]), name="other", tools=[slow], memory=SQLiteMemory(tmp_path / "memory.db"))
+    assert [(run.run_id, run.prompt) for run in listed] == [("work-1", "Work")]
+    assert listed[0].steps == 9, "history, context, the message, the model, two decisions, two calls, the round"
     with pytest.raises(UserError, match="started by agent 'worker'; agent 'other' cannot resume it"):
-        await stranger.resume_run("work-1")
-    retooled = Agent(ScriptedModel(["x"]), name="worker", tools=[note], memory=SQLiteMemory(tmp_path / "memory.db"))
+        await worker(ScriptedModel(["x"]), name="other").resume_run("work-1")
     with pytest.raises(UserError, match=r"other tools \(note, slow differ"):
-        await retooled.resume_run("work-1")
+        await worker(ScriptedModel(["x"]), tools=[note]).resume_run("work-1")
 
     again = ScriptedModel(["Worked."])
-    same = Agent(again, name="worker", tools=[slow], memory=SQLiteMemory(tmp_path / "memory.db"))
-    result = await same.resume_run("work-1")
-    assert (result.output, ran, len(again.requests)) == ("Worked.", ["a"], 1)
+    result = await worker(again).resume_run("work-1")
+    assert (result.output, sorted(ran), asked, len(again.requests)) == ("Worked.", ["a", "b"], ["a", "b"], 1)
+    shown = [(m.role, m.content) for m in again.requests[0].messages]
+    assert shown == [("user", "Work"), ("assistant", ""), ("tool", "done a"), ("tool", "done b")]
     assert await cortana.durable.unfinished_runs() == []
 
 
@@ -272,15 +285,20 @@ async def test_a_durable_runner_gives_each_task_a_run_id(tmp_path: Path) -> None
     from dbos import DBOS
 
     cortana.durable.configure(tmp_path / "durable.db")
-    agent = Agent(ScriptedModel(["one", "two"]), name="batch")
-    async with AgentRunner(agent, durable=True, max_concurrency=1) as runner:
-        batch = await runner.run([AgentTask("first", run_id="task-a"), "second"])
+
+    async def echo(request: Any) -> str:
+        await asyncio.sleep(0.01)  # both runs under way at once
+        return request.messages[-1].content.upper()
+
+    agent = Agent(ScriptedModel([echo, echo]), name="batch")
+    async with AgentRunner(agent, durable=True, max_concurrency=2) as runner:
+        batch = await runner.run([AgentTask("one", run_id="task-a"), "two"])
     ids = [outcome.task.run_id for outcome in batch]
     assert ids[0] == "task-a" and ids[1] and ids[1] != "task-a"
     for run_id in ids:
         status = await DBOS.get_workflow_status_async(run_id or "")
         assert status is not None and status.status == "SUCCESS", run_id
-    assert [outcome.result.output for outcome in batch if outcome.result] == ["one", "two"]
+    assert [outcome.result.output for outcome in batch if outcome.result] == ["ONE", "TWO"]
     with pytest.raises(UserError, match="local backend only"):
         AgentRunner(lambda: agent, backend="ray", durable=True)
 

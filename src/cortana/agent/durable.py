@@ -30,6 +30,7 @@ import importlib.util
 import json
 import os
 import socket
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -264,6 +265,7 @@ class _Dbos:
 
 
 _dbos = _Dbos()
+_launching = threading.Lock()
 
 
 async def _launched(memory: object = None) -> str:
@@ -277,7 +279,7 @@ async def _launched(memory: object = None) -> str:
     url = database_url(memory)
     if _dbos.url is None:
         await asyncio.to_thread(_launch, url)
-    elif url != _dbos.url:
+    if url != _dbos.url:
         raise UserError(
             f"Durable runs of this process record in {_shown(_dbos.url)}; this one would record in {_shown(url)}. "
             "One process has one system database: cortana.durable.configure(...) it before the first durable run."
@@ -286,6 +288,12 @@ async def _launched(memory: object = None) -> str:
 
 
 def _launch(url: str) -> None:
+    with _launching:  # the first durable runs of a batch start together: one launches, the others wait for it
+        if _dbos.url is None:
+            _launch_dbos(url)
+
+
+def _launch_dbos(url: str) -> None:
     from dbos import DBOS
 
     _workflow()  # registered before the launch, as DBOS asks
