@@ -28,7 +28,7 @@ import cortana.durable
 from cortana import Agent, tool
 from cortana.agent.runner import AgentRunner, AgentTask
 from cortana.companion.companion import AgentCheckIn
-from cortana.errors import UserError
+from cortana.errors import ModelError, UserError
 from cortana.memory.sqlite import SQLiteMemory
 from cortana.messages import ThreadRef
 from cortana.testing import ScriptedModel, tool_call, tool_call_response
@@ -227,6 +227,17 @@ async def test_a_finished_run_is_neither_resumed_nor_run_again(tmp_path: Path) -
     with pytest.raises(UserError, match=r"'once' exists already \(success\): give this run another run_id"):
         await _agent(model, tmp_path).run("Hi", run_id="once")
     assert len(model.requests) == 1
+
+
+async def test_a_run_that_raises_gives_its_own_error_and_is_not_resumed(tmp_path: Path) -> None:
+    cortana.durable.configure(tmp_path / "durable.db")
+    with pytest.raises(ModelError, match="ScriptedModel has 0 scripted answers"):
+        await _agent(ScriptedModel(), tmp_path).run("Hi", run_id="broken", durable=True)
+    with pytest.raises(UserError, match="'broken' ended with an error and cannot be resumed"):
+        await _agent(ScriptedModel(["x"]), tmp_path).resume_run("broken")
+    assert await cortana.durable.unfinished_runs() == []
+    with pytest.raises(UserError, match=r"record in sqlite:///.*durable\.db already; shutdown\(\) first"):
+        cortana.durable.configure(tmp_path / "elsewhere.db")
 
 
 async def test_a_cancelled_run_stays_unfinished_and_only_its_own_agent_resumes_it(tmp_path: Path) -> None:

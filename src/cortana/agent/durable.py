@@ -28,6 +28,7 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import json
+import logging
 import os
 import socket
 import threading
@@ -279,9 +280,10 @@ async def _launched(memory: object = None) -> str:
     url = database_url(memory)
     if _dbos.url is None:
         await asyncio.to_thread(_launch, url)
-    if url != _dbos.url:
+    launched = _dbos.url or url
+    if url != launched:
         raise UserError(
-            f"Durable runs of this process record in {_shown(_dbos.url)}; this one would record in {_shown(url)}. "
+            f"Durable runs of this process record in {_shown(launched)}; this one would record in {_shown(url)}. "
             "One process has one system database: cortana.durable.configure(...) it before the first durable run."
         )
     return url
@@ -296,6 +298,7 @@ def _launch(url: str) -> None:
 def _launch_dbos(url: str) -> None:
     from dbos import DBOS
 
+    _quiet_dbos_log()
     _workflow()  # registered before the launch, as DBOS asks
     suffix = uuid.uuid4().hex[:8]
     _dbos.executor = f"cortana/{socket.gethostname()}/{os.getpid()}/{suffix}"
@@ -314,6 +317,24 @@ def _launch_dbos(url: str) -> None:
     DBOS.register_queue(_dbos.queue, polling_interval_sec=0.1)
     _dbos.url = url
     atexit.register(shutdown)
+
+
+def _quiet_dbos_log() -> None:
+    """DBOS's log goes where the application's logging sends it (not a console handler of its own, which would write
+    over the terminal), less its copy of a run's error: the caller gets that error itself."""
+    log = logging.getLogger("dbos")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())  # DBOS adds its console handler only to a logger without one
+        log.propagate = True
+    if not any(isinstance(f, _NoWorkflowErrors) for f in log.filters):
+        log.addFilter(_NoWorkflowErrors())
+
+
+class _NoWorkflowErrors(logging.Filter):
+    """Drops DBOS's record of an exception a workflow raised (the run's own error, which its caller gets)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Exception encountered in")
 
 
 def shutdown() -> None:
