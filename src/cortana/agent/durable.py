@@ -33,30 +33,27 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field
 
 from cortana.agent.approvals import fingerprint
+from cortana.agent.durable_steps import DbosRecorder
 from cortana.agent.run import TurnRequest
-from cortana.errors import ModelError, UserError
+from cortana.errors import UserError
 from cortana.messages import Image, Message, RunResult, ThreadRef
-from cortana.models.base import ModelResponse, ModelSettings, TextDelta, ThinkingDelta
-from cortana.streams import closing
+from cortana.models.base import ModelSettings
 
 if TYPE_CHECKING:
-    from cortana.agent.compaction import Compaction
     from cortana.agent.extensions import TurnExtension
     from cortana.agent.run_config import RunConfig
     from cortana.agent.streamed import StreamedRun
     from cortana.memory.base import MemoryProvider, MemoryResolver
-    from cortana.models.base import ModelClient, ModelEvent, ModelRequest
     from cortana.tools import Tool
-    from cortana.tools.permissions import PermissionDecision
 
 __all__ = [
     "WORKFLOW",
@@ -76,8 +73,6 @@ WORKFLOW = "cortana.run"
 APPLICATION_VERSION = "cortana-durable-1"
 """DBOS's application version for every Cortana process: a run recorded by one Cortana is resumed by another (DBOS
 would otherwise take a hash of the code, and a new release could resume nothing). Raised when the steps change."""
-
-_MESSAGES = TypeAdapter(list[Message])
 
 
 class _Runs(Protocol):
@@ -263,6 +258,8 @@ class _Dbos:
     executor: str = ""
     queue: str = ""
     live: dict[str, _Live] = field(default_factory=dict)
+    stops_at_exit: bool = False
+    """:func:`shutdown` runs at the process's exit (registered at the first launch)."""
 
 
 _dbos = _Dbos()
@@ -315,8 +312,10 @@ def _launch_dbos(url: str) -> None:
     DBOS.listen_queues([_dbos.queue])  # another process's queue is never dequeued here, nor this one's there
     DBOS.launch()
     DBOS.register_queue(_dbos.queue, polling_interval_sec=0.1)
+    if not _dbos.stops_at_exit:
+        atexit.register(shutdown)
+        _dbos.stops_at_exit = True
     _dbos.url = url
-    atexit.register(shutdown)
 
 
 def _quiet_dbos_log() -> None:
@@ -379,7 +378,7 @@ async def _run_workflow(spec: str) -> str:
     live = _dbos.live.get(run_id or "")
     if live is None:  # the queue is this process's own: only resume_run puts a run on it
         raise UserError(f"No agent in this process for durable run {run_id!r}: resume it with agent.resume_run.")
-    request = replace(live.request, recorder=_DbosRecorder())
+    request = replace(live.request, recorder=DbosRecorder())
     live.turn = asyncio.run_coroutine_threadsafe(live.agent.stream_turn(request).get_result(), live.loop)
     try:
         live.result = await asyncio.wrap_future(live.turn)
@@ -541,7 +540,8 @@ def _check_agent(run_id: str, spec: _RunSpec, agent: _Runs, extensions: Sequence
 
 async def unfinished_runs(memory: object = None) -> list[UnfinishedRun]:
     """:func:`unfinished`, for async code."""
-    await _launched(memory)
+    if memory is not None or _dbos.url is None:  # else: where this process records
+        await _launched(memory)
     from dbos import DBOS
 
     statuses = await DBOS.list_workflows_async(name=WORKFLOW, status=["PENDING", "ENQUEUED"], load_output=False)
@@ -566,157 +566,3 @@ def unfinished(memory: object = None) -> list[UnfinishedRun]:
     except RuntimeError:
         return asyncio.run(unfinished_runs(memory))
     raise UserError("unfinished() cannot run inside a running event loop: use `await unfinished_runs()`")
-
-
-# -- the recorder: each step a DBOS step ------------------------------------------------------------------------
-
-
-def _reserve(name: str) -> Callable[[Callable[[], Coroutine[Any, Any, str]]], Awaitable[str]]:
-    """Draw the workflow's next step ID now (in the order the run asks, whatever task runs it) for a step ``name``."""
-    from dbos import DBOS
-
-    reservation = DBOS.reserve_step()
-    return lambda work: reservation.run_async({"name": name}, work)
-
-
-class _DbosRecorder:
-    """``Recorder`` on DBOS (``agent/recorder.py``): each piece of work one step, its outcome kept as JSON."""
-
-    def model_call(self, client: ModelClient, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """The engine's events as they arrive (a step records the response); replayed, the recorded response."""
-        return self._model_call(client, request)
-
-    async def _model_call(self, client: ModelClient, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        run = _reserve("cortana.model_call")
-        events: asyncio.Queue[ModelEvent | None] = asyncio.Queue()
-        ran = False
-
-        async def call() -> str:
-            nonlocal ran
-            ran = True
-            response = None
-            async with closing(client.stream(request)) as stream:
-                async for event in stream:
-                    if isinstance(event, ModelResponse):
-                        response = event
-                    else:
-                        events.put_nowait(event)
-            if response is None:
-                raise ModelError("The engine's stream ended without an answer; retry the turn (nothing was lost).")
-            return _dump_response(response)
-
-        step = asyncio.ensure_future(run(call))
-        step.add_done_callback(lambda _: events.put_nowait(None))
-        try:
-            while (event := await events.get()) is not None:
-                yield event
-            response = _load_response(await step)
-        finally:
-            step.cancel()  # left early: nothing is recorded, so a resume asks again
-        if not ran:  # replayed: what the engine streamed then, at once
-            if response.message.thinking:
-                yield ThinkingDelta(response.message.thinking)
-            if response.message.content:
-                yield TextDelta(response.message.content)
-        yield response
-
-    async def tool_call(self, call: Any, run: Callable[[], Awaitable[tuple[Message, float]]]) -> tuple[Message, float]:
-        """One tool call's result; replayed, never run again."""
-
-        async def invoke() -> str:
-            message, seconds = await run()
-            return json.dumps({"message": message.model_dump(mode="json"), "seconds": seconds})
-
-        record = json.loads(await _reserve(f"cortana.tool:{call.name}")(invoke))
-        return Message.model_validate(record["message"]), float(record["seconds"])
-
-    async def decision(self, call: Any, decide: Callable[[], Awaitable[PermissionDecision]]) -> PermissionDecision:
-        """The gate's decision; replayed, nobody is asked again."""
-        from cortana.tools.permissions import PermissionDecision
-
-        async def ask() -> str:
-            return json.dumps(asdict(await decide()))
-
-        return PermissionDecision(**json.loads(await _reserve(f"cortana.decision:{call.name}")(ask)))
-
-    async def compaction(self, compact: Callable[[], Awaitable[Compaction]]) -> Compaction:
-        """A compaction; replayed, the recorded summary and transcript."""
-        from cortana.agent.compaction import Compaction
-
-        async def summarize() -> str:
-            done = await compact()
-            messages = _MESSAGES.dump_python(done.messages, mode="json")
-            summary = done.summary.model_dump(mode="json")
-            return json.dumps({"messages": messages, "summary": summary, "kept": done.kept, "fallback": done.fallback})
-
-        record = json.loads(await _reserve("cortana.compaction")(summarize))
-        messages = _MESSAGES.validate_python(record["messages"])
-        return Compaction(messages, Message.model_validate(record["summary"]), record["kept"], record["fallback"])
-
-    def memory(self, memory: MemoryProvider) -> MemoryProvider:
-        """``memory`` with its reads and writes recorded."""
-        return _RecordedMemory(memory)
-
-
-class _RecordedMemory:
-    """A run's memory whose history, context, appends and summaries are steps: replayed, the history is what the run
-    started with, and nothing stored before the crash is stored again."""
-
-    def __init__(self, memory: MemoryProvider) -> None:
-        self._memory = memory
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._memory, name)
-
-    async def load_history(self, thread: ThreadRef) -> list[Message]:
-        async def load() -> str:
-            return _MESSAGES.dump_json(await self._memory.load_history(thread)).decode()
-
-        return _MESSAGES.validate_json(await _reserve("cortana.memory.history")(load))
-
-    async def retrieve_context(self, thread: ThreadRef, prompt: str) -> str | None:
-        async def retrieve() -> str:
-            return json.dumps(await self._memory.retrieve_context(thread, prompt))
-
-        context: str | None = json.loads(await _reserve("cortana.memory.context")(retrieve))
-        return context
-
-    def tools(self, thread: ThreadRef) -> Sequence[Tool]:
-        return self._memory.tools(thread)
-
-    async def append_messages(self, thread: ThreadRef, messages: Sequence[Message]) -> None:
-        async def append() -> str:
-            await self._memory.append_messages(thread, messages)
-            return "stored"
-
-        await _reserve("cortana.memory.append")(append)
-
-    async def add_summary(self, thread: ThreadRef, summary: Message, *, kept: int) -> None:
-        async def add() -> str:
-            await self._memory.add_summary(thread, summary, kept=kept)
-            return "stored"
-
-        await _reserve("cortana.memory.summary")(add)
-
-
-def _dump_response(response: ModelResponse) -> str:
-    return json.dumps(
-        {
-            "message": response.message.model_dump(mode="json"),
-            "usage": response.usage.model_dump(mode="json"),
-            "finish_reason": response.finish_reason,
-            "model": response.model,
-        }
-    )
-
-
-def _load_response(text: str) -> ModelResponse:
-    from cortana.messages import Usage
-
-    record = json.loads(text)
-    return ModelResponse(
-        Message.model_validate(record["message"]),
-        Usage.model_validate(record["usage"]),
-        record["finish_reason"],
-        record["model"],
-    )
