@@ -876,7 +876,7 @@ class Assistant:
         current = thread or (lambda: self.thread)
         quiet = copy.copy(await self.agent())  # the same engine, tools, memory and gate, without the turn log
         quiet.logger = None
-        check_in = companion_check_in(quiet, self.memory, current)
+        check_in = companion_check_in(quiet, self.memory, current, durable=settings.durable)
         reflection = Reflection(quiet, self.memory, current) if settings.reflect_hours else None
         last_heard = await self.local_time.last_heard(current().resource_id) if self.local_time else None
         heartbeat = Heartbeat(

@@ -76,6 +76,8 @@ __all__ = [
     "cache_dir",
     "child_process_environment",
     "compaction_threshold",
+    "data_dir",
+    "durable_database",
     "editor_command",
     "effective_context_window",
     "engine_destination",
@@ -121,10 +123,15 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "CORTANA_MEMORY_DSN": "the PostgreSQL connection string of `memory: {backend: postgres}`, when cortana.yml has "
     "no memory.dsn",
     "CORTANA_CACHE_DIR": "where bundled models are joined (default $XDG_CACHE_HOME/cortana or ~/.cache/cortana)",
+    "CORTANA_DATA_DIR": "Cortana's data folder: durable runs' record (default $XDG_DATA_HOME/cortana or "
+    "~/.local/share/cortana)",
+    "CORTANA_DURABLE_DB": "the database of durable runs' record: a SQLAlchemy URL or a SQLite file (default: the "
+    "PostgreSQL memory's database, else durable.db in the data folder)",
     "CORTANA_PROMPTS_DIR": "a folder of prompt files overriding the shipped ones, one file at a time",
     "GRAPHIFY_OUT": "where graphify writes the code graph, relative to the workspace (default graphify-out)",
     "XDG_CONFIG_HOME": "where the user's cortana.yml is (default ~/.config)",
     "XDG_CACHE_HOME": "the cache root when CORTANA_CACHE_DIR is not set (default ~/.cache)",
+    "XDG_DATA_HOME": "the data root when CORTANA_DATA_DIR is not set (default ~/.local/share)",
 }
 """Every environment variable Cortana reads, and what it sets."""
 
@@ -274,6 +281,20 @@ def cache_dir(environ: Environ | None = None) -> Path:
         env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cortana"
     )
     return Path(root)
+
+
+def data_dir(environ: Environ | None = None) -> Path:
+    """Cortana's data folder (durable runs' record): ``CORTANA_DATA_DIR``, else the XDG data folder."""
+    env = _environ(environ)
+    root = env.get("CORTANA_DATA_DIR") or os.path.join(
+        env.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "cortana"
+    )
+    return Path(root)
+
+
+def durable_database(environ: Environ | None = None) -> str | None:
+    """``CORTANA_DURABLE_DB``: where durable runs are recorded (a SQLAlchemy URL or a SQLite file), when set."""
+    return _environ(environ).get("CORTANA_DURABLE_DB", "").strip() or None
 
 
 def child_process_environment(extra: Mapping[str, str]) -> dict[str, str]:
@@ -555,6 +576,8 @@ class HeartbeatSettings(_Section):
     """Stop speaking first after this many check-ins nobody answered, until the user speaks."""
     reflect_hours: float | None = Field(24, gt=0)
     """Review recent conversations into working memory this often; ``null``: never."""
+    durable: bool = False
+    """Run each check-in as a durable run (``cortana.durable``): its model and tool calls recorded as they finish."""
 
     @field_validator("active_hours")
     @classmethod

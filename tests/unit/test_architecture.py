@@ -44,6 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "companion": CORE | {"models", "tools", "memory", "agent"},
     "learning": CORE | {"models", "tools", "memory", "agent"},
     "testing": CORE | {"models"},
+    "durable": CORE | {"models", "tools", "memory", "agent"},
     "repair": CORE | {"models", "tools", "knowledge"},
     "turn": CORE | {"models", "tools", "memory", "agent", "repair"},
     "assistant": CORE

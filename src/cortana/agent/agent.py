@@ -348,10 +348,11 @@ class Agent(Generic[OutputT]):
             images: what the message shows the model (``Image.from_path("shot.png")``), stored with it (docs/images.md).
         """
         options = (context, history, settings or self.settings, remember, unattended, extensions, use_tools)
-        return self._stream(_request(prompt, thread, *options, defer_approvals, images, streamed=True))
+        return self.stream_turn(_request(prompt, thread, *options, defer_approvals, images, streamed=True))
 
-    def _stream(self, request: TurnRequest) -> StreamedRun[OutputT]:
-        """The turn ``request`` asks for, on a snapshot of the agent's config."""
+    def stream_turn(self, request: TurnRequest) -> StreamedRun[OutputT]:
+        """The turn ``request`` asks for, on a snapshot of the agent's config: the door ``run``, ``run_stream``, the
+        resumes and durable runs (``agent/durable.py``) all go through."""
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
         return StreamedRun(self._events(config, request), typed=config.output_type is not None)
 
@@ -369,12 +370,12 @@ class Agent(Generic[OutputT]):
             UserError: an answer missing or for a call that does not wait (naming them); an agent of another name
                 or other tools (naming what changed); a thread that moved on since (resumed already).
         """
-        return self._stream(TurnRequest.resuming(state, approvals, streamed=True))
+        return self.stream_turn(TurnRequest.resuming(state, approvals, streamed=True))
 
     async def resume(self, state: RunState, approvals: Mapping[str, Approval]) -> RunResult[OutputT]:
         """:meth:`resume_stream` to the end, as ``run`` is ``run_stream``: the turn's result, or paused again."""
         streamed = self.config.logger is not None
-        return await self._stream(TurnRequest.resuming(state, approvals, streamed=streamed)).get_result()
+        return await self.stream_turn(TurnRequest.resuming(state, approvals, streamed=streamed)).get_result()
 
     def resume_sync(self, state: RunState, approvals: Mapping[str, Approval]) -> RunResult[OutputT]:
         """:meth:`resume` for code that has no event loop of its own (``run_sync``'s rule on a running one)."""
@@ -397,7 +398,7 @@ class Agent(Generic[OutputT]):
             self._running -= 1
 
     async def _run_events(self, config: RunConfig, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
-        deps = await self._deps(config, request)
+        deps = await _deps(self, config, request)
         tracer = deps.tracer
         events = run_events(config, deps, request)
         try:
@@ -413,22 +414,6 @@ class Agent(Generic[OutputT]):
         finally:
             await events.aclose()
 
-    async def _deps(self, config: RunConfig, request: TurnRequest) -> RunDeps:
-        """What a run of this agent works with (the engine is resolved here, and the run's spans start)."""
-        client = await self.client()
-        tracing = instrumentation_for(config.instrument)
-        return RunDeps(
-            client=client,
-            memory=self.memory,
-            tools=self.tools,
-            tool_groups=self.tool_groups,
-            extensions=self.extensions,
-            background=self.background,
-            handle=self.handle(config),
-            busy=self._busy,
-            tracer=RunTracer(tracing, config.name, client, request) if tracing is not None else None,
-        )
-
     def handle(self, config: RunConfig | None = None) -> AgentHandle:
         """What the tools of this agent's runs see of it (``RunContext.agent``): a snapshot, not the agent.
 
@@ -436,9 +421,6 @@ class Agent(Generic[OutputT]):
         calling a tool yourself with ``RunContext(..., agent=agent.handle())``.
         """
         return _Handle(config or self.config, self._model, tuple(self.tools))
-
-    def _busy(self) -> bool:
-        return self._running > 0
 
     async def run(
         self,
@@ -454,15 +436,34 @@ class Agent(Generic[OutputT]):
         use_tools: bool = True,
         defer_approvals: bool = False,
         images: Sequence[Image] = (),
+        run_id: str | None = None,
+        durable: bool = False,
     ) -> RunResult[OutputT]:
         """Run one turn to completion and return its ``RunResult`` (``run_stream``, drained; the same arguments).
 
         Nobody reads the answer as it arrives, so unless the agent has a ``logger`` (which shows it live) each
         model answer is asked for whole where the engine allows (one reply to parse, not an event per token).
+        ``durable`` (or a ``run_id``, its id): a DBOS workflow whose model and tool calls are recorded as they finish,
+        which :meth:`resume_run` finishes if this process dies (``cortana.durable``, docs/durable.md).
         """
         options = (context, history, settings or self.settings, remember, unattended, extensions, use_tools)
         request = _request(prompt, thread, *options, defer_approvals, images, streamed=self.config.logger is not None)
-        return await self._stream(request).get_result()
+        if not durable and run_id is None:
+            return await self.stream_turn(request).get_result()
+        from cortana.agent.durable import run_durably  # DBOS loads for a durable run only
+
+        return await run_durably(self, request, run_id)
+
+    async def resume_run(self, run_id: str) -> RunResult[OutputT]:
+        """Finish the durable run ``run_id`` that a process which died left unfinished (``cortana.durable``)."""
+        from cortana.agent.durable import resume_run
+
+        return await resume_run(self, run_id)
+
+    def resume_run_sync(self, run_id: str) -> RunResult[OutputT]:
+        """:meth:`resume_run` for code that has no event loop of its own."""
+        _no_running_loop("resume_run_sync", f"await agent.resume_run({run_id!r})")
+        return asyncio.run(self.resume_run(run_id))
 
     async def compact(self, thread: ThreadRef | str, *, focus: str | None = None, keep_last: int = 2) -> Message:
         """Summarize the thread's history now (the CLI's ``/compact [focus]``) and return the summary.
@@ -472,19 +473,7 @@ class Agent(Generic[OutputT]):
             focus: what the summary should pay particular attention to.
             keep_last: how many of the newest messages stay as they are.
         """
-        ref = _thread_ref(thread)
-        memory = await resolve_memory(self.memory, ref)
-        if memory is None:
-            raise UserError(f"Agent '{self.name}' has no memory to compact; pass memory= (e.g. SQLiteMemory()).")
-        history = await memory.load_history(ref)
-        keep_from = max(len(history) - keep_last, 0)
-        if keep_from == 0:
-            raise UserError("There is nothing to compact yet: the thread is shorter than keep_last.")
-        client = await self.client()
-        window = effective_context_window(self.config.context_window, client.context_window) or MANUAL_COMPACTION_WINDOW
-        result = await compact(client, history, keep_from=keep_from, window=window, focus=focus)
-        await memory.add_summary(ref, result.summary, kept=result.kept)
-        return result.summary
+        return await _compact_thread(self, _thread_ref(thread), focus, keep_last)
 
     generate = run
     """``run`` under the name the original systems' docs use."""
@@ -564,6 +553,39 @@ class _Handle:
             instrument=self.config.instrument,  # a traced agent's subagents are traced too
             logger=logger,
         )
+
+
+async def _deps(agent: Agent[Any], config: RunConfig, request: TurnRequest) -> RunDeps:
+    """What a run of ``agent`` works with (the engine is resolved here, and the run's spans start)."""
+    client = await agent.client()
+    tracing = instrumentation_for(config.instrument)
+    return RunDeps(
+        client=client,
+        memory=agent.memory,
+        tools=agent.tools,
+        tool_groups=agent.tool_groups,
+        extensions=agent.extensions,
+        background=agent.background,
+        handle=agent.handle(config),
+        busy=lambda: agent.running_turns > 0,
+        tracer=RunTracer(tracing, config.name, client, request) if tracing is not None else None,
+    )
+
+
+async def _compact_thread(agent: Agent[Any], thread: ThreadRef, focus: str | None, keep_last: int) -> Message:
+    """``Agent.compact``: the thread's older messages summarized into its memory, all but ``keep_last``."""
+    memory = await resolve_memory(agent.memory, thread)
+    if memory is None:
+        raise UserError(f"Agent '{agent.name}' has no memory to compact; pass memory= (e.g. SQLiteMemory()).")
+    history = await memory.load_history(thread)
+    keep_from = max(len(history) - keep_last, 0)
+    if keep_from == 0:
+        raise UserError("There is nothing to compact yet: the thread is shorter than keep_last.")
+    client = await agent.client()
+    window = effective_context_window(agent.config.context_window, client.context_window) or MANUAL_COMPACTION_WINDOW
+    result = await compact(client, history, keep_from=keep_from, window=window, focus=focus)
+    await memory.add_summary(thread, result.summary, kept=result.kept)
+    return result.summary
 
 
 def _request(

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from cortana.agent.approvals import check_agent, check_answers, check_thread, check_tools, fingerprint
@@ -31,6 +32,7 @@ from cortana.agent.extensions import (
 )
 from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
 from cortana.agent.output import OutputSpec, OutputValidationError, output_spec
+from cortana.agent.recorder import Recorder
 from cortana.agent.run_config import RunConfig, RunDeps
 from cortana.agent.tool_calls import CallRunner
 from cortana.agent.toolbox import Toolbox
@@ -76,6 +78,8 @@ class TurnRequest:
             and ``remember`` are its own.
         approvals: the answers for the paused run's waiting calls (call id -> ``True``, ``False`` or a reason).
         images: the images the user's message shows the model (stored with it).
+        recorder: a durable run's (``cortana.durable``): the model calls, tool calls, the gate's decisions, compactions
+            and memory go through it, so a run whose process died is replayed from its record.
     """
 
     prompt: str
@@ -92,6 +96,7 @@ class TurnRequest:
     paused: RunState | None = None
     approvals: Mapping[str, Approval] = field(default_factory=dict)
     images: Sequence[Image] = ()
+    recorder: Recorder | None = None
 
     @classmethod
     def resuming(cls, state: RunState, approvals: Mapping[str, Approval], *, streamed: bool) -> TurnRequest:
@@ -246,7 +251,9 @@ class Run:
             toolbox=toolbox,
             transcript=transcript,
             new_messages=[user],
-            calls=CallRunner(config, toolbox, context, deps.tracer, defer=request.defer_approvals),
+            calls=CallRunner(
+                config, toolbox, context, deps.tracer, defer=request.defer_approvals, recorder=request.recorder
+            ),
             budget=IterationBudget(config.max_tool_iterations),
             window=window,
             threshold=compaction_threshold(config.compaction_threshold) if window else 1.0,
@@ -332,7 +339,9 @@ class Run:
         first = 1 if self.transcript and self.transcript[0].role == "system" else 0
         if keep_from <= first:
             return  # nothing older to summarize; the engine will say if it cannot fit
-        result = await compact(self.client, self.transcript, keep_from=keep_from, window=self.window)
+        summarize = partial(compact, self.client, self.transcript, keep_from=keep_from, window=self.window)
+        recorder = self.request.recorder
+        result = await (summarize() if recorder is None else recorder.compaction(summarize))
         self.transcript[:] = result.messages  # in place: tools see the same list through RunContext
         self.metrics.compactions += 1
         if self.memory is not None and self.request.remember:
@@ -379,7 +388,8 @@ class Run:
         )
         started = time.perf_counter()
         response: ModelResponse | None = None
-        stream = self.client.stream(request)
+        recorder = self.request.recorder
+        stream = self.client.stream(request) if recorder is None else recorder.model_call(self.client, request)
         if self.tracer is not None:
             stream = self.tracer.model_call(stream, for_output=typed is not None)
         written: list[str] = []
@@ -747,6 +757,8 @@ _ONCE = ("nudged", "asked_again", "retried")
 async def _open(deps: RunDeps, request: TurnRequest) -> tuple[MemoryProvider | None, list[TurnExtension], TurnScope]:
     """A turn's memory, its extensions (memory's part first) and the scope they are called in."""
     memory = await resolve_memory(deps.memory, request.thread)
+    if memory is not None and request.recorder is not None:
+        memory = request.recorder.memory(memory)
     extensions = list(deps.extensions if request.extensions is None else request.extensions)
     if memory is not None:
         extensions = [MemoryTurn(memory), *extensions]

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Self, TypeAlias, overload
 
 from cortana.agent.agent import Agent
@@ -51,6 +52,7 @@ class AgentTask:
         thread: its conversation (default: a new one).
         context: per-turn context for the run.
         name: a label for progress rows.
+        run_id: its durable run's id, in a runner with ``durable=True`` (default: a new one, on the outcome's task).
     """
 
     prompt: str
@@ -58,6 +60,7 @@ class AgentTask:
     thread: ThreadRef | str | None = None
     context: str | None = None
     name: str | None = None
+    run_id: str | None = None
 
 
 @dataclass
@@ -65,7 +68,7 @@ class AgentOutcome:
     """How one task ended.
 
     Attributes:
-        task: the task.
+        task: the task (in a durable batch, with its ``run_id``: what ``agent.resume_run`` takes).
         result: its ``RunResult``, when it completed.
         error: the exception it ended with, otherwise.
         metrics: what it cost (partial when it failed, where known).
@@ -137,6 +140,8 @@ class AgentRunner:
         logger: gets a ``TaskStarted`` and a ``TaskFinished`` per task (``AgentLogger`` shows one row each).
         ray_init: more keyword arguments for ``ray.init`` when the runner starts or joins Ray
             (``runtime_env=``, ``namespace=``, ``num_cpus=``...).
+        durable: run each task as a durable run (``cortana.durable``, local backend only), its id the task's
+            ``run_id`` or a new one: a batch cut off by a crash is finished task by task with ``agent.resume_run``.
     """
 
     def __init__(
@@ -150,7 +155,10 @@ class AgentRunner:
         timeout: float | None = None,
         logger: EventHandler | None = None,
         ray_init: Mapping[str, Any] | None = None,
+        durable: bool = False,
     ) -> None:
+        if durable and backend != "local":
+            raise UserError("durable=True runs tasks on the local backend only (a Ray worker's run has no record).")
         if max_concurrency < 1:
             raise UserError(f"max_concurrency must be at least 1, got {max_concurrency}.")
         if backend not in ("local", "ray"):
@@ -177,12 +185,15 @@ class AgentRunner:
         self.timeout = timeout
         self.logger = logger
         self.ray_init: Mapping[str, Any] = ray_init or {}
+        self.durable = durable
         self._built: dict[AgentFactory, asyncio.Future[Agent]] = {}
         self._ray_started = False
 
     async def run(self, tasks: Iterable[AgentTask | str]) -> BatchResult:
         """Run every task; returns their outcomes in input order."""
         items = [task if isinstance(task, AgentTask) else AgentTask(task) for task in tasks]
+        if self.durable:  # each task's run id, known before it starts (the outcome's task carries it)
+            items = [replace(task, run_id=task.run_id or uuid.uuid4().hex) for task in items]
         for index, task in enumerate(items):
             source = task.agent or self.agent
             if source is None:
@@ -270,7 +281,8 @@ class AgentRunner:
     async def _run_here(self, label: str, task: AgentTask, held: None) -> RunResult:
         source = self._source(task)
         agent = source if isinstance(source, Agent) else await self._built_from(source)
-        return await agent.run(task.prompt, thread=task.thread, context=task.context)
+        run_id = task.run_id if self.durable else None
+        return await agent.run(task.prompt, thread=task.thread, context=task.context, run_id=run_id)
 
     async def _built_from(self, factory: AgentFactory) -> Agent:
         """The factory's agent, built once for the runner's life (concurrent first tasks share one build)."""

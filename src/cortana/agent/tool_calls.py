@@ -22,10 +22,12 @@ import fnmatch
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from cortana.agent.approvals import refusal_reason
 from cortana.agent.events import RunEvent, ToolCallFinished, ToolCallProgress, ToolCallStarted
+from cortana.agent.recorder import Recorder
 from cortana.agent.repeats import RepeatGuard
 from cortana.agent.run_config import RunConfig
 from cortana.agent.toolbox import Toolbox
@@ -60,6 +62,7 @@ class CallRunner:
     """Runs the tool calls of one run's replies (see the module docstring).
 
     ``defer``: a call a person must allow waits (:attr:`pending`) instead of going to the gate's approver.
+    ``recorder``: a durable run's; the gate's decisions and the calls that run go through it (``agent/recorder.py``).
     """
 
     def __init__(
@@ -70,12 +73,14 @@ class CallRunner:
         tracer: RunTracer | None = None,
         *,
         defer: bool = False,
+        recorder: Recorder | None = None,
     ) -> None:
         self.config = config
         self.toolbox = toolbox
         self.context = context
         self.tracer = tracer
         self.defer = defer
+        self.recorder = recorder
         self.guard = RepeatGuard()
         self.changed_by: list[str] = []
         """Names of the tools that ran and are not read-only, in order (``RunResult.changed_by``)."""
@@ -215,7 +220,11 @@ class CallRunner:
         blocked = await hooks.before_tool(call, tool) if hooks is not None else None
         if blocked is not None:  # a rule of the user's said no, before anyone is asked: the model reads why
             return _refused(call, tool, blocked, "hook")
-        decision = await authorize_call(self.config.permissions, call, tool, self.context, asks, defer=self.defer)
+        decide = partial(authorize_call, self.config.permissions, call, tool, self.context, asks, defer=self.defer)
+        if self.recorder is not None and self.config.permissions is not None:  # no gate: nobody asked, nothing kept
+            decision = await self.recorder.decision(call, decide)
+        else:
+            decision = await decide()
         waits = (decision.reason or "policy: ask") if self.defer and decision.action == "ask" else None
         if decision.action != "allow" and waits is None:
             return _refused(call, tool, f"{decision.reason}.", "approval" if decision.needed_approval else "policy")
@@ -288,10 +297,11 @@ class CallRunner:
             events.put_nowait(ToolCallProgress(item.call, text, item.tool))
 
         context = dataclasses.replace(self.context, progress=progress)
+        run = partial(self._invoke_untraced, item, context)
         if self.tracer is None:
-            return await self._invoke_untraced(item, context)
+            return await (run() if self.recorder is None else self.recorder.tool_call(item.call, run))
         with self.tracer.tool_call(item.call) as traced:
-            message, duration = await self._invoke_untraced(item, context)
+            message, duration = await (run() if self.recorder is None else self.recorder.tool_call(item.call, run))
             traced(message)
         return message, duration
 

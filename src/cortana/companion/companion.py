@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -168,12 +169,17 @@ class CompanionMemory(LastHeard, DueMemory, Protocol):
 
 
 def companion_check_in(
-    agent: Agent, memory: CompanionMemory, thread: ThreadRef | Callable[[], ThreadRef], *, clock: Clock | None = None
+    agent: Agent,
+    memory: CompanionMemory,
+    thread: ThreadRef | Callable[[], ThreadRef],
+    *,
+    clock: Clock | None = None,
+    durable: bool = False,
 ) -> AgentCheckIn:
     """The check-in the ``cortana`` command runs: the local time and what is due soon join it, and
     something due turns the checklist into a reminder (see :class:`AgentCheckIn`)."""
     due = DueSoon(memory, clock=clock)
-    return AgentCheckIn(agent, thread, extensions=[LocalTime(memory, clock=clock), due], due=due)
+    return AgentCheckIn(agent, thread, extensions=[LocalTime(memory, clock=clock), due], due=due, durable=durable)
 
 
 class AgentCheckIn:
@@ -190,6 +196,10 @@ class AgentCheckIn:
             checklist: shown the list and told to answer ``HEARTBEAT_OK`` when nothing is due, the
             1.5B model answered ``HEARTBEAT_OK`` every time (0 of 10). Include it in ``extensions``
             too, so the model sees the list.
+        durable: run each check-in as a durable run (``cortana.durable``), its id ``check-in-`` and a random
+            part: one cut off is listed by ``cortana.durable.unfinished()`` and finished by
+            ``cortana.durable.resume_run(agent, run_id, extensions=check_in.extensions)``, no finished tool call
+            run again.
     """
 
     def __init__(
@@ -199,11 +209,13 @@ class AgentCheckIn:
         *,
         extensions: Sequence[TurnExtension] = (),
         due: DueSoon | None = None,
+        durable: bool = False,
     ) -> None:
         self.agent = agent
         self._thread = thread
         self.extensions = tuple(extensions)
         self.due = due
+        self.durable = durable
         self.last_result: RunResult | None = None
         """The latest check-in's run (its metrics, its tool calls)."""
 
@@ -223,8 +235,15 @@ class AgentCheckIn:
         if due:
             prompt = prompt_text("heartbeat_due")
         # A reminder needs no tools: offered them, the 1.5B model "wrote" reminders to files.
+        run_id = f"check-in-{uuid.uuid4().hex}" if self.durable else None
         result = await self.agent.run(
-            prompt, thread=thread, remember=False, unattended=True, extensions=self.extensions, use_tools=not due
+            prompt,
+            thread=thread,
+            remember=False,
+            unattended=True,
+            extensions=self.extensions,
+            use_tools=not due,
+            run_id=run_id,
         )
         self.last_result = result
         reply: str = result.output.strip()
