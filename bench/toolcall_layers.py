@@ -83,8 +83,6 @@ LAYERS = (
     "+ judge veto",
     "+ judge, prose to call",
 )
-MARGIN_ONLY = {"qwen2.5-coder-1.5b": -1.839, "qwen2.5-coder-0.5b": -0.386}
-"""The check's thresholds before the purpose words (issue 44): the "+ check" row, and the centre of the search."""
 RIGHT = ("single", "choice", "parallel", "multistep")
 BALANCED = ("single", "choice", "parallel")
 
@@ -270,7 +268,7 @@ def measure(new_negatives: bool) -> dict[str, Any]:
     for model in tj.MODELS:
         rows = te._rows(te.OUTPUTS / f"{model}.jsonl")
         guided_rows = te._rows(te.OUTPUTS / f"{model}.guided.jsonl")
-        margin = MARGIN_ONLY.get(model, te.shipped_margin(model))
+        margin = te.shipped_margin(model)
         cells: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
         changes: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # right +/-, false +/-
         unknown: dict[str, list[int]] = defaultdict(
