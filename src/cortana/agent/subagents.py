@@ -197,20 +197,8 @@ class SubagentManager:
             tools=tools,
             logger=_Progress(ctx),
         )
-        self._depth_of[child.name] = depth
-        sub_id = child.name.rsplit("/", 1)[1]
-        sub = Subagent(
-            id=sub_id,
-            task=task,
-            agent=child,
-            thread=ThreadRef(resource_id="subagents", thread_id=f"{parent.name}/{sub_id}"),
-            depth=depth,
-            parent_metrics=ctx.metrics,
-            spawned_by=parent.name,
-        )
-        self.subagents[sub.id] = sub
-        ctx.metrics.subagent_spawns += 1
-        ctx.report(f"helper {sub_id} started: {task}")
+        sub = self._register(ctx, child, task, depth, parent.name)
+        ctx.report(f"helper {sub.id} started: {task}")
         sub.job = asyncio.current_task()
         await self._run(sub, task, previous=None)  # in this call: cancelling the turn cancels the helper
         if sub.state != "done" or sub.result is None:
@@ -242,19 +230,7 @@ class SubagentManager:
             extra_tools=self.tools() if depth < self.max_depth else (),
             memory=self.history,
         )
-        self._depth_of[child.name] = depth
-        sub_id = child.name.rsplit("/", 1)[1]
-        sub = Subagent(
-            id=sub_id,
-            task=task,
-            agent=child,
-            thread=ThreadRef(resource_id="subagents", thread_id=f"{parent.name}/{sub_id}"),
-            depth=depth,
-            parent_metrics=ctx.metrics,
-            spawned_by=parent.name,
-        )
-        self.subagents[sub.id] = sub
-        ctx.metrics.subagent_spawns += 1
+        sub = self._register(ctx, child, task, depth, parent.name)
         sub.job = asyncio.create_task(self._run(sub, task, previous=None))
         return sub
 
@@ -324,6 +300,23 @@ class SubagentManager:
         """Cancel every running subagent."""
         for sub in list(self.subagents.values()):
             await self.cancel(sub.id)
+
+    def _register(self, ctx: RunContext, child: SubagentRunner, task: str, depth: int, parent: str) -> Subagent:
+        """A new subagent of ``parent``'s: its own thread, counted in the parent's run."""
+        self._depth_of[child.name] = depth
+        sub_id = child.name.rsplit("/", 1)[1]
+        sub = Subagent(
+            id=sub_id,
+            task=task,
+            agent=child,
+            thread=ThreadRef(resource_id="subagents", thread_id=f"{parent}/{sub_id}"),
+            depth=depth,
+            parent_metrics=ctx.metrics,
+            spawned_by=parent,
+        )
+        self.subagents[sub.id] = sub
+        ctx.metrics.subagent_spawns += 1
+        return sub
 
     def _get(self, sub_id: str) -> Subagent:
         if sub_id not in self.subagents:
