@@ -192,7 +192,8 @@ async def _get(client: httpx.AsyncClient, target: _Target, address: str, policy:
     """One GET of ``target`` from ``address``: the response and at most ``policy.max_bytes`` of its body."""
     host = f"[{address}]" if ":" in address else address
     default_port = 443 if target.scheme == "https" else 80
-    header_host = target.host if target.port == default_port else f"{target.host}:{target.port}"
+    name = f"[{target.host}]" if ":" in target.host else target.host  # an IPv6 literal is bracketed in Host too
+    header_host = name if target.port == default_port else f"{name}:{target.port}"
     client.cookies.clear()  # no cookie from one response is ever sent with the next
     request = client.build_request(
         "GET",
@@ -252,7 +253,8 @@ async def fetch_page(url: str, policy: WebPolicy) -> Page:
 def _url_of(target: _Target) -> str:
     default = 443 if target.scheme == "https" else 80
     port = "" if target.port == default else f":{target.port}"
-    return f"{target.scheme}://{target.host}{port}{target.path}"
+    name = f"[{target.host}]" if ":" in target.host else target.host
+    return f"{target.scheme}://{name}{port}{target.path}"
 
 
 def _decoded(body: bytes, response: Any) -> str:
