@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import re
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +41,11 @@ import toolcall_eval as te
 from cortana.agent.grounding import conversation_evidence, is_fully_grounded
 from cortana.agent.judge import tool_text
 from cortana.messages import Message
-from cortana.models.guided import purpose_words
+from cortana.models.guided import purpose_stems, purpose_words
 from cortana.tools import SchemaTool
 from report import RESULTS, save, table
 
 SIGNALS = ("check", "judge pair", "judge question", "arguments grounded", "parameters named", "purpose words")
-
-
-def _stems(text: str) -> set[str]:
-    words = re.findall(r"[a-z]{4,}", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " "))
-    return {word[:5] for word in words}
 
 
 def signals(answer: tj.Answer, tools: dict[str, dict[str, Any]], scores: tj.Scores) -> dict[str, float]:
@@ -60,14 +54,14 @@ def signals(answer: tj.Answer, tools: dict[str, dict[str, Any]], scores: tj.Scor
     spec = tools[call.name]
     tool = SchemaTool(call.name, spec["description"], spec["parameters"], lambda **_: "ok")
     evidence = conversation_evidence([Message.user(case.prompt)])
-    asked = _stems(case.prompt)
+    asked = purpose_stems(case.prompt)
     named = [name for name in call.arguments if name in spec["parameters"].get("properties", {})]
     return {
         "check": -float(answer.margin if answer.margin is not None else 0.0),
         "judge pair": scores.pair[(case.prompt, call.name)],
         "judge question": scores.question[case.prompt],
         "arguments grounded": float(is_fully_grounded(call, tool, evidence)),
-        "parameters named": sum(bool(_stems(name) & asked) for name in named) / max(1, len(named)),
+        "parameters named": sum(bool(purpose_stems(name) & asked) for name in named) / max(1, len(named)),
         "purpose words": float(purpose_words(case.prompt, call.name, spec["description"])),
     }
 

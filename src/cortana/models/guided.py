@@ -71,6 +71,7 @@ __all__ = [
     "described",
     "named_tools",
     "parse_calls",
+    "purpose_stems",
     "purpose_words",
     "template_supports_guiding",
 ]
@@ -138,12 +139,14 @@ def purpose_words(question: str, tool: str, description: str) -> int:
     word with ``bmi(weight, height)``'s "body mass index from weight and height", though the question's numbers
     fill its arguments.
     """
+    return len(purpose_stems(question) & purpose_stems(f"{tool} {description}"))
 
-    def stems(text: str) -> set[str]:
-        spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " ")
-        return {word[:5] for word in _PURPOSE_WORD.findall(spaced) if word not in _COMMON_WORDS}
 
-    return len(stems(question) & stems(f"{tool} {description}"))
+def purpose_stems(text: str) -> set[str]:
+    """The words :func:`purpose_words` compares: stems of four letters or more (their first five), names split at
+    ``_`` and camel case, common words left out."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower().replace("_", " ")
+    return {word[:5] for word in _PURPOSE_WORD.findall(spaced) if word not in _COMMON_WORDS}
 
 
 def _shortened(value: Any) -> Any:
