@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 
 from cortana.config import (
     Settings,
-    effective_context_window,
     load_settings,
     memory_dsn,
     user_config_path,
@@ -694,10 +693,10 @@ class Assistant:
         at (``attach``: :class:`~cortana.turn.ImagesAttached`), the route (``fix``: True sends it through the fix
         workflow, False to the agent, None decides as :meth:`wants_fix` does; a message with images goes to the
         agent), plan mode (``plan``: only reading tools run, and the agent is asked for a plan; a fix only plans),
-        the prompt fitted to the window, the turn's checkpoint, the run, and the ``stop`` hooks; without
-        ``keep_background``, what the turn started in the background ends with it, however the turn ends. Everything
-        the turn does runs in its own state (:class:`~cortana.turn.TurnState`), so two turns on two threads at once
-        never share a checkpoint, a plan mode, the tools a command allows or a hook's thread.
+        the turn's checkpoint, the run (which cuts a prompt too long for the window: ``PromptCut``), and the ``stop``
+        hooks; without ``keep_background``, what the turn started in the background ends with it, however the turn
+        ends. Everything the turn does runs in its own state (:class:`~cortana.turn.TurnState`), so two turns on two
+        threads at once never share a checkpoint, a plan mode, the tools a command allows or a hook's thread.
 
         Args:
             prompt: the user's message (``/NAME …`` of a user command: that command's text, expanded).
@@ -736,9 +735,8 @@ class Assistant:
     ) -> AsyncIterator[TurnEvent]:
         """:meth:`turn`'s events (see there)."""
         from cortana.agent.events import RunFinished
-        from cortana.agent.fitting import fit_prompt
         from cortana.tools.hooks import ToolRules
-        from cortana.turn.events import FixFinished, ImagesAttached, PromptCut, TurnFinished, TurnHeld, TurnResult
+        from cortana.turn.events import FixFinished, ImagesAttached, TurnFinished, TurnHeld, TurnResult
 
         command = self.commands.expand(prompt)  # a bad command file: its error, before anything runs
         tools: tuple[str, ...] | None = None
@@ -780,12 +778,6 @@ class Assistant:
                 )
             else:
                 agent = await self.agent()
-                engine = await self.client()
-                prompt, cut = await fit_prompt(
-                    prompt, engine, effective_context_window(agent.context_window, engine.context_window)
-                )
-                if cut is not None:
-                    yield PromptCut(cut)
                 if plan:
                     context = "\n\n".join(part for part in (ToolRules.plan_context(), context) if part)
                 run: RunResult | None = None

@@ -810,3 +810,26 @@ async def test_a_call_of_a_tool_nobody_offered_is_never_started_and_a_groups_too
     model = ScriptedModel([tool_call_response(tool_call("forecast", city="Rome")), "Sunny."])
     loaded = await Agent(model, tools=[group]).run("weather in Rome?")
     assert loaded.new_messages[2].content == "sun in Rome" and loaded.metrics.unknown_tool_calls == 0
+
+
+async def test_a_message_longer_than_the_window_is_cut_by_the_run_for_every_caller(tmp_path: Path) -> None:
+    """The run fits the user's message (not a front end): a library caller's run says so first with ``PromptCut``,
+    the engine and memory get the head and tail, and a message that fits is sent as it was."""
+    from cortana.agent.events import ModelCallStarted, PromptCut
+    from cortana.memory.sqlite import SQLiteMemory
+
+    model = ScriptedModel(["A log.", "Short."], context_window=2048)
+    agent = Agent(model, memory=SQLiteMemory(tmp_path / "m.db"))
+    thread = ThreadRef(thread_id="t", resource_id="me")
+    long = "what is this? " + "log line " * 5_000
+    async with agent.run_stream(long, thread=thread) as stream:
+        events = [event async for event in stream]
+    cut = [event for event in events if isinstance(event, PromptCut)]
+    assert len(cut) == 1 and "more than the model's window takes" in cut[0].note
+    assert events.index(cut[0]) < next(i for i, event in enumerate(events) if isinstance(event, ModelCallStarted))
+    sent = model.requests[0].messages[-1].content
+    assert "characters left out" in sent and sent.startswith("what is this?") and len(sent) < len(long) // 4
+    stored = await agent.memory.load_history(thread)  # type: ignore[union-attr]
+    assert stored[0].content == sent
+    result = await agent.run("a short one", thread=thread)
+    assert result.output == "Short." and model.requests[1].messages[-1].content.endswith("a short one")

@@ -388,31 +388,26 @@ class Agent(Generic[OutputT]):
         self._running += 1
         outer = turn_state()
         own = outer is None or outer.thread != request.thread
-        scope = in_turn(TurnState(request.thread, request.prompt)) if own else contextlib.nullcontext()
+        tracer = None
         try:
-            with scope:
-                async with closing(self._run_events(config, request)) as opened:
-                    async for event in opened:
-                        yield event
-        finally:
-            self._running -= 1
-
-    async def _run_events(self, config: RunConfig, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
-        deps = await _deps(self, config, request)
-        tracer = deps.tracer
-        events = run_events(config, deps, request)
-        try:
-            async with closing(events if tracer is None else tracer.within(events)) as opened:
-                async for event in opened:
-                    if config.logger is not None:
-                        config.logger.handle(event)
-                    yield event
+            with in_turn(TurnState(request.thread, request.prompt)) if own else contextlib.nullcontext():
+                deps = await _deps(self, config, request)
+                tracer = deps.tracer
+                events = run_events(config, deps, request)
+                try:
+                    async with closing(events if tracer is None else tracer.within(events)) as opened:
+                        async for event in opened:
+                            if config.logger is not None:
+                                config.logger.handle(event)
+                            yield event
+                finally:
+                    await events.aclose()
         except BaseException as error:
             if tracer is not None:
                 tracer.fail(error)
             raise
         finally:
-            await events.aclose()
+            self._running -= 1
 
     def handle(self, config: RunConfig | None = None) -> AgentHandle:
         """What the tools of this agent's runs see of it (``RunContext.agent``): a snapshot, not the agent.

@@ -20,6 +20,7 @@ __all__ = [
     "ModelCallFinished",
     "ModelCallStarted",
     "PartialOutput",
+    "PromptCut",
     "RunEvent",
     "RunFinished",
     "TaskEvent",
@@ -108,6 +109,15 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class PromptCut:
+    """The user's message was longer than the model's window allows: it was cut to its head and tail before the
+    run read it (``cortana.agent.fitting``), and ``note`` says how (shown once). It comes before the first model
+    call."""
+
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run is complete; the last event of every successful run."""
 
@@ -123,6 +133,7 @@ RunEvent = (
     | ToolCallProgress
     | ToolCallFinished
     | PartialOutput
+    | PromptCut
     | RunFinished
 )
 

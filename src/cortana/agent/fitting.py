@@ -1,11 +1,13 @@
 """One message cut to what the engine's window takes: its head and tail, with a line where the middle was.
 
-Front ends call :func:`fit_prompt` before a turn (the terminal, ``cortana -p``, ``cortana acp``): a message the
-engine cannot fit is refused after a long read, and on a small machine even one that fits takes minutes to read.
+Every run fits its user message at its start (``Run.start``; the run's stream says so with a ``PromptCut``): a
+message the engine cannot fit is refused after a long read, and on a small machine even one that fits takes minutes
+to read.
 """
 
 from __future__ import annotations
 
+from cortana.agent.compaction import CHARS_PER_TOKEN, measure
 from cortana.messages import Message
 from cortana.models.base import ModelClient
 
@@ -26,8 +28,6 @@ async def fit_prompt(prompt: str, client: ModelClient, window: int | None) -> tu
     A message the engine cannot fit is refused after a long read, and on a small machine even one that fits takes
     minutes to read (10 MB piped in gave no answer within 60 s); a pasted log is mostly read for its start and end.
     """
-    from cortana.agent.compaction import CHARS_PER_TOKEN, measure  # the loop's load after the prompt shows
-
     budget = int((window or DEFAULT_WINDOW) * PROMPT_SHARE)
     if len(prompt) * MOST_TOKENS_PER_CHAR <= budget:
         return prompt, None

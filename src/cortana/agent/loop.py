@@ -2,6 +2,7 @@
 
     prompt + thread
       -> Run.start      a snapshot: the agent's RunConfig and RunDeps (engine, memory, tools, extensions);
+                        the user's message cut to half the window if longer (PromptCut);
                         memory: history; extensions (memory's part first): context blocks
                         and tools, gathered at once;
                         messages = system + history + (<context> + user message)
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from cortana.agent.events import RunEvent, RunFinished, TextDelta
+from cortana.agent.events import PromptCut, RunEvent, RunFinished, TextDelta
 from cortana.agent.run import Run, TurnRequest, Verdict
 from cortana.agent.run_config import RunConfig, RunDeps
 from cortana.streams import closing
@@ -48,6 +49,8 @@ async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> 
     events; the last is :class:`RunFinished`."""
     if request.paused is None:
         run = await Run.start(config, deps, request)
+        if run.cut is not None:
+            yield PromptCut(run.cut)
     else:
         run = await Run.resume(config, deps, request)
         async with closing(run.resume_tools()) as opened:

@@ -30,6 +30,7 @@ from cortana.agent.extensions import (
     looks_up_workspace,
     turn_settings,
 )
+from cortana.agent.fitting import fit_prompt
 from cortana.agent.grounding import Evidence, conversation_evidence, is_grounded, is_grounded_addition
 from cortana.agent.output import OutputSpec, OutputValidationError, output_spec
 from cortana.agent.recorder import Recorder
@@ -212,6 +213,8 @@ class Run:
     tracer: RunTracer | None = None
     held: list[Message] = field(default_factory=list)
     """The results of the paused round's calls that did not wait for a person (they ran, or were refused)."""
+    cut: str | None = None
+    """How the user's message was cut to the window (:func:`~cortana.agent.fitting.fit_prompt`), if it was."""
 
     # -- start ----------------------------------------------------------------------------
 
@@ -221,6 +224,8 @@ class Run:
         started = time.perf_counter()
         client = deps.client
         _refuse_images(client, request.images)  # before anything is stored
+        window = effective_context_window(config.context_window, client.context_window)
+        request, cut = await _fitted(request, client, window)
         memory, extensions, scope = await _open(deps, request)
         turn = await _gather_turn(memory, extensions, request, scope)
         tools, groups = as_tools(turn.tools)
@@ -237,7 +242,6 @@ class Run:
             await memory.append_messages(request.thread, [user])
         transcript = [*past, user]
         metrics = RunMetrics()
-        window = effective_context_window(config.context_window, client.context_window)
         context = RunContext(request.thread, metrics, transcript, unattended=request.unattended, agent=deps.handle)
         return cls(
             config=config,
@@ -263,6 +267,7 @@ class Run:
             started=started,
             output=offer.spec,
             tracer=deps.tracer,
+            cut=cut,
         )
 
     @classmethod
@@ -830,6 +835,12 @@ def _user_message(request: TurnRequest, context: Sequence[tuple[TurnExtension, s
     blocks = [block for extension, block in context if not (general and looks_up_workspace(extension))]
     text = valid_text(_with_context(request.prompt, [*blocks, *filter(None, [request.context])]))
     return Message.user(text, images=request.images)
+
+
+async def _fitted(request: TurnRequest, client: ModelClient, window: int | None) -> tuple[TurnRequest, str | None]:
+    """``request`` with its message cut to what ``window`` takes (:func:`fit_prompt`), and how it was cut."""
+    prompt, cut = await fit_prompt(request.prompt, client, window)
+    return (request if cut is None else replace(request, prompt=prompt)), cut
 
 
 def _refuse_images(client: ModelClient, images: Sequence[Image]) -> None:

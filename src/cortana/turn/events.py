@@ -3,10 +3,10 @@
 A turn that goes to the agent yields the agent's own events (``cortana.agent.events``: text as it comes, tool calls
 and their results, each model call); one that goes to the fix workflow yields :class:`FixStarted`, its
 :class:`FixProgress` steps, :class:`FixFound` (before a found fix is written: the terminal shows its diff then) and
-:class:`FixFinished`. Either may start with :class:`ImagesAttached` and :class:`PromptCut`; a turn a ``user_prompt``
-hook keeps back yields
-:class:`TurnHeld`. Every turn ends with one :class:`TurnFinished`, whose :class:`TurnResult` is the same shape for
-both routes.
+:class:`FixFinished`. Either may start with :class:`ImagesAttached`; the agent's run starts with
+:class:`~cortana.agent.events.PromptCut` when the message was cut to the window. A turn a ``user_prompt`` hook keeps
+back yields :class:`TurnHeld`. Every turn ends with one :class:`TurnFinished`, whose :class:`TurnResult` is the same
+shape for both routes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from cortana.agent.events import RunEvent
+from cortana.agent.events import PromptCut, RunEvent
 from cortana.messages import Image, Message, RunMetrics, RunResult, ThreadRef
 
 if TYPE_CHECKING:
@@ -36,13 +36,6 @@ __all__ = [
 ]
 
 Route = Literal["agent", "fix", "held"]
-
-
-@dataclass(frozen=True, slots=True)
-class PromptCut:
-    """The message was longer than the model's window allows: it was cut, and ``note`` says how (shown once)."""
-
-    note: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +134,7 @@ class TurnFinished:
 
 
 TurnEvent: TypeAlias = (
-    RunEvent | ImagesAttached | PromptCut | TurnHeld | FixStarted | FixProgress | FixFound | FixFinished | TurnFinished
+    RunEvent | ImagesAttached | TurnHeld | FixStarted | FixProgress | FixFound | FixFinished | TurnFinished
 )
 """What :meth:`cortana.Assistant.turn` yields."""
 
