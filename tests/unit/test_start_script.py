@@ -49,7 +49,7 @@ if [ "$1 $2" = "-m pip" ] && [ "$3" = "install" ]; then  # pip's own words for a
   for argument in "$@"; do
     case "$argument" in
       *==*) echo "Collecting $argument"
-            echo "  Downloading ${{argument%%==*}}-${{argument##*==}}-py3-none-any.whl (82.0 MB)"
+            echo "  Downloading $(echo "${{argument%%==*}}" | tr - _)-${{argument##*==}}-py3-none-any.whl (82.0 MB)"
             echo "$argument" >> "{have}" ;;
     esac
   done
@@ -99,7 +99,7 @@ def test_a_first_start_says_each_step_and_what_it_downloads(tmp_path: Path) -> N
     )
     assert steps[1].startswith("cortana: [2/3] Cortana, its engine") and steps[2].startswith("cortana: [3/3]")
     for part in parts:  # not a terminal: one line per file, in pip's words, without the rest of pip's output
-        assert f"  downloading {part}-0.2.0-py3-none-any.whl (82.0 MB)" in shown
+        assert f"  downloading {part.replace('-', '_')} 0.2.0 (82.0 MB)" in shown
     assert "Collecting" not in shown and "Successfully" not in shown
     assert shown.startswith("cortana --help\n"), "stdout is the assistant's: the install speaks on stderr"
     assert shown.splitlines()[-1].startswith("cortana: installed in ")
