@@ -327,3 +327,27 @@ def test_the_2025_26_families_are_listed_with_their_sources_and_llama_3_2_is_gon
     row = models_cli._catalogue_row(CATALOGUE["gpt-oss-20b"], MachineMemory(32 * GIB, 30 * GIB), 8192, None)
     assert (row["parameters"], row["active_parameters"], row["license"]) == (20.9, 3.6, "Apache-2.0")
     assert models_cli._parameters(row) == "20.9B, 3.6B active"
+
+
+def test_a_downloaded_hybrid_or_sliding_window_file_is_read_for_the_layers_that_keep_a_cache(tmp_path: Path) -> None:
+    # Granite-4.0-H's header gives KV heads per layer (0 for a Mamba layer); gpt-oss's a sliding window whose pattern
+    # llama.cpp knows for the architecture (every other layer).
+    hybrid = {
+        "general.architecture": "granitehybrid", "granitehybrid.block_count": 40,
+        "granitehybrid.attention.head_count": 12, "granitehybrid.embedding_length": 1536,
+        "granitehybrid.attention.head_count_kv": [4 if layer % 10 == 5 else 0 for layer in range(40)],
+        "granitehybrid.attention.key_length": 128, "granitehybrid.attention.value_length": 128,
+    }  # fmt: skip
+    (tmp_path / "hybrid.gguf").write_bytes(gguf_bytes(hybrid))
+    granite = read_gguf(tmp_path / "hybrid.gguf")
+    assert (granite.kv_heads, granite.kv_layers) == (4, 4)
+    assert granite.kv_cache_bytes(8192) == CATALOGUE["granite-4.0-h-tiny"].kv_cache_bytes(8192)
+    oss = {
+        "general.architecture": "gpt-oss", "gpt-oss.block_count": 24, "gpt-oss.attention.head_count": 64,
+        "gpt-oss.attention.head_count_kv": 8, "gpt-oss.embedding_length": 2880, "gpt-oss.attention.key_length": 64,
+        "gpt-oss.attention.value_length": 64, "gpt-oss.attention.sliding_window": 128,
+    }  # fmt: skip
+    (tmp_path / "oss.gguf").write_bytes(gguf_bytes(oss))
+    windowed = read_gguf(tmp_path / "oss.gguf")
+    assert (windowed.sliding_window, windowed.sliding_layers) == (128, 12)
+    assert windowed.kv_cache_bytes(32768) == CATALOGUE["gpt-oss-20b"].kv_cache_bytes(32768)
