@@ -276,8 +276,9 @@ CATALOGUE: dict[str, CatalogueModel] = {
         CatalogueModel(
             # Qwen/Qwen3-Coder-30B-A3B-Instruct: qwen3moe, 48 layers, 32 Q / 4 KV heads, head 128, hidden 2048,
             # 128 experts of which 8 per token, 30.5B parameters of which 3.3B active, 262,144 tokens
-            # (https://apxml.com/models/qwen3-30b-a3b for the shared 30B-A3B shape; the coder's card for the
-            # window). Q4_K_M 18.6 GB as compared on https://huggingface.co/hyperspaceai/Qwen3-Coder-30B-A3B-asym-2bitexp-GGUF.
+            # (https://apxml.com/models/qwen3-30b-a3b for the shared 30B-A3B shape; the 262,144-token window as
+            # quantizers of the coder quote it, not its own card). Q4_K_M 18.6 GB as compared on
+            # https://huggingface.co/hyperspaceai/Qwen3-Coder-30B-A3B-asym-2bitexp-GGUF.
             "qwen3-coder-30b-a3b", "Qwen3-Coder-30B-A3B-Instruct Q4_K_M",
             "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF", "Qwen3-Coder-30B-A3B-Instruct-Q4_K_M.gguf",
             18_600_000_000, 48, 4, 128, 151_936, 262_144, "qwen3-coder", 2048,
