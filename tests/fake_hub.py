@@ -19,7 +19,8 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def gguf_bytes(metadata: dict[str, Any], *, size: int = 0, tensor_values: int = 256 * 16) -> bytes:
-    """A GGUF v3 file: ``metadata`` (str, int, or list of str), one Q4_K tensor description, zeros up to ``size``."""
+    """A GGUF v3 file: ``metadata`` (str, int, list of str or of int), one Q4_K tensor description, zeros up to
+    ``size``."""
 
     def text(value: str) -> bytes:
         data = value.encode()
@@ -30,6 +31,8 @@ def gguf_bytes(metadata: dict[str, Any], *, size: int = 0, tensor_values: int = 
         out += text(key)
         if isinstance(value, str):
             out += struct.pack("<I", 8) + text(value)
+        elif isinstance(value, list) and value and isinstance(value[0], int):  # int32 per layer
+            out += struct.pack("<IIQ", 9, 5, len(value)) + b"".join(struct.pack("<i", item) for item in value)
         elif isinstance(value, list):
             out += struct.pack("<IIQ", 9, 8, len(value)) + b"".join(text(item) for item in value)
         else:

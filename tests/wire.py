@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -32,6 +33,7 @@ class Reply:
     delay: float = 0.0  # seconds to wait before answering
     line_delay: float = 0.0  # seconds between streamed lines
     drop: bool = False  # close the connection without answering (a kept-alive connection the server dropped)
+    respond: Callable[[Any], Reply] | None = None  # the reply made from the request's JSON body (a template render)
 
     @classmethod
     def json(cls, data: Any, status: int = 200) -> Reply:
@@ -112,6 +114,8 @@ class WireServer:
                     self.wfile.write(b"404 page not found")
                     return
                 reply = replies.pop(0) if len(replies) > 1 else replies[0]
+                if reply.respond is not None:
+                    reply = reply.respond(body)
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.drop:

@@ -258,3 +258,30 @@ def test_recorded_success_rates_do_not_regress() -> None:
     assert small["right call: recovery"] >= 15 and large["right call: recovery"] == 24
     assert large["false call: recovery"] == 6
     assert large["false call: recovery + grounding"] <= 1 and large["right call: recovery + grounding"] == 24
+
+
+WRITE = ToolSpec(
+    "write_file",
+    "Write a file.",
+    {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "content": {"type": "string"}, "mode": {"type": "integer"}},
+        "required": ["path", "content"],
+    },
+)
+
+
+def test_qwen3_coders_parameter_elements_are_arguments_typed_by_the_schema() -> None:
+    # Qwen3-Coder's format (its chat template's own example): a string parameter's value is its text as written,
+    # even when it looks like JSON; any other is JSON.
+    text = (
+        "I will write it.\n<tool_call>\n<function=write_file>\n<parameter=path>\nconfig.json\n</parameter>\n"
+        '<parameter=content>\n{"debug": true}\nline two\n</parameter>\n<parameter=mode>\n644\n</parameter>\n'
+        "</function>\n</tool_call>"
+    )
+    remaining, [call] = recover_tool_calls(text, [WRITE])
+    assert remaining == "I will write it."
+    assert call.arguments == {"path": "config.json", "content": '{"debug": true}\nline two', "mode": 644}
+    # Without the <tool_call> around it, as some models write it.
+    _, [bare] = recover_tool_calls("<function=write_file>\n<parameter=path>\na.txt\n</parameter>\n</function>", [WRITE])
+    assert bare.arguments == {"path": "a.txt"}

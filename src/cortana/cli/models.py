@@ -301,7 +301,8 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
     )
     out.print(f"\nThis machine: {memory.total / GIB:.1f} GiB of memory, {memory.available / GIB:.1f} GiB free{gpu}.")
     catalogue_table = Table(title="Catalogue", title_justify="left", box=None, pad_edge=False)
-    for column in ("model", "download", f"needs at {window:,}", "fits", "tokens/s", "a fix", ""):
+    columns = ("model", "download", f"needs at {window:,}", "fits", "tokens/s", "a fix", "parameters", "")
+    for column in columns:
         catalogue_table.add_column(column, no_wrap=True, justify="right" if column in ("tokens/s", "a fix") else "left")
     for row in rows:
         fast = row["speed"]
@@ -309,15 +310,16 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
             row["name"], "bundled" if row["bundled"] else f"~{row['size'] / GIB:.1f} GiB",
             f"{row['needs'] / GIB:.1f} GiB", "yes" if row["fits"] else "no",
             f"{fast['generate_per_second']:.1f}" if fast else "?", _duration(row["fix_seconds"]),
-            "recommended" if row["name"] == choice.name else "",
+            _parameters(row), "recommended" if row["name"] == choice.name else "",
         )  # fmt: skip
     out.print(catalogue_table)
     if measured is not None:
         out.print(
             f"Speeds: {measured.model} measured here ({measured.prompt_per_second:.0f} tokens/s read, "
             f"{measured.generate_per_second:.1f} written, {measured.samples_per_second:.1f} over the fix's parallel "
-            "samples), the others predicted from it; a fix: a typical one's model time "
-            f"({speed.FIX_PROMPT:,} tokens read, {speed.FIX_SAMPLES} samples of {speed.FIX_SAMPLE_TOKENS}).",
+            "samples), the others predicted from it (a mixture of experts by its active parameters, its memory by all "
+            f"of them); a fix: a typical one's model time ({speed.FIX_PROMPT:,} tokens read, {speed.FIX_SAMPLES} "
+            f"samples of {speed.FIX_SAMPLE_TOKENS}).",
             style="dim",
         )
     out.print(Text(printable(f"\nRecommended: {choice.name}, {why}.")))
@@ -370,6 +372,14 @@ def _fix_time(speeds: dict[str, Speed]) -> Callable[[catalogue.CatalogueModel], 
     return seconds
 
 
+def _parameters(row: dict[str, Any]) -> str:
+    """``7B``, or for a mixture of experts ``30.5B, 3.3B active``."""
+    total, active = row["parameters"], row["active_parameters"]
+    if not total:
+        return "?"
+    return f"{total:g}B, {active:g}B active" if active != total else f"{total:g}B"
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "?"
@@ -390,5 +400,8 @@ def _catalogue_row(
         "needs": need,
         "fits": need <= memory.total * (1 - catalogue.HEADROOM),
         "family": model.family,
+        "parameters": model.total_billions,
+        "active_parameters": model.active_billions,
+        "license": model.license or None,
         "notes": model.notes,
     }

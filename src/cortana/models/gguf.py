@@ -25,6 +25,8 @@ MAX_STRING = 16 << 20
 MAX_KEPT_STRING = 64 << 10
 """Longer strings are skipped, not kept (token lists, merges)."""
 MAX_ARRAY = 50_000_000
+MAX_KEPT_ARRAY = 4096
+"""Arrays of numbers up to this long are kept (a hybrid's KV heads per layer); longer ones only counted."""
 
 FILE_TYPES: dict[int, str] = {
     0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
@@ -76,6 +78,10 @@ class GGUFInfo:
         vocabulary: tokens in the vocabulary.
         repacked: bytes of the tensors llama.cpp copies into its CPU layout on load (``REPACKED_TYPES``).
         metadata: every scalar and short string of the header, by key.
+        kv_layers: the layers that keep a KV cache (a hybrid's attention layers, where the header gives KV heads
+            per layer, 0 for its recurrent ones); ``None``: all of them.
+        sliding_window: a sliding-window layer's span in tokens; ``sliding_layers`` how many layers use it (from
+            the header's pattern, else llama.cpp's for the architecture: :data:`SLIDING_PATTERNS`).
     """
 
     path: Path
@@ -93,10 +99,21 @@ class GGUFInfo:
     vocabulary: int
     repacked: int = 0
     metadata: dict[str, Any] = field(default_factory=dict, repr=False)
+    kv_layers: int | None = None
+    sliding_window: int = 0
+    sliding_layers: int = 0
 
     def kv_cache_bytes(self, window: int, bytes_per_value: float = 2.0) -> int:
-        """The KV cache for ``window`` tokens: layers x window x KV heads x (key + value width) x bytes (f16: 2)."""
-        return int(self.layers * window * self.kv_heads * (self.key_size + self.value_size) * bytes_per_value)
+        """The KV cache for ``window`` tokens: layers x cells x KV heads x (key + value width) x bytes (f16: 2).
+
+        Only layers with KV heads count; a sliding-window layer holds its window plus a 512-token batch, padded to
+        256 cells, as llama.cpp sizes it. A hybrid's recurrent state (a few MiB a layer) is left to the margin.
+        """
+        layers = self.layers if self.kv_layers is None else self.kv_layers
+        cells = (layers - self.sliding_layers) * window
+        if self.sliding_layers:
+            cells += self.sliding_layers * min(window, -(-(self.sliding_window + 512) // 256) * 256)
+        return int(cells * self.kv_heads * (self.key_size + self.value_size) * bytes_per_value)
 
 
 class _Reader:
@@ -128,7 +145,8 @@ class _Reader:
         return self.take(size).decode("utf-8", "replace")
 
     def value(self, kind: int) -> Any:
-        """A value of type ``kind``: a scalar, a short string, or an array's element count (contents skipped)."""
+        """A value of type ``kind``: a scalar, a short string, a short array of numbers (a tuple), or a longer
+        array's element count (contents skipped)."""
         if kind in _SCALARS:
             return self.scalar(kind)
         if kind == _STRING:
@@ -136,6 +154,8 @@ class _Reader:
         if kind == _ARRAY:
             inner = int(self.scalar(4))
             count = self.length(MAX_ARRAY, "array length")
+            if inner in _SCALARS and count <= MAX_KEPT_ARRAY:
+                return tuple(self.scalar(inner) for _ in range(count))
             if inner in _SCALARS:
                 self.file.seek(count * _SCALARS[inner][1], 1)
             elif inner == _STRING:
@@ -201,9 +221,13 @@ def _info(path: Path, size: int, metadata: dict[str, Any], repacked: int = 0) ->
             raise GGUFError(f"{path}: the GGUF header has no {architecture}.{key}")
         return value
 
-    heads = number("attention.head_count")
+    heads_per_layer = _per_layer(metadata.get(f"{architecture}.attention.head_count"))
+    heads = max(heads_per_layer) if heads_per_layer else number("attention.head_count")
     embedding = number("embedding_length")
     head_size = embedding // heads if heads else 0
+    kv_per_layer = _per_layer(metadata.get(f"{architecture}.attention.head_count_kv"))
+    kv_heads = max(kv_per_layer) if kv_per_layer else number("attention.head_count_kv", heads)
+    sliding_window, sliding_layers = _sliding(metadata, architecture, number("block_count"))
     vocabulary = metadata.get("tokenizer.ggml.tokens")
     file_type = metadata.get("general.file_type")
     return GGUFInfo(
@@ -215,11 +239,44 @@ def _info(path: Path, size: int, metadata: dict[str, Any], repacked: int = 0) ->
         context_length=number("context_length", 0) or None,
         layers=number("block_count"),
         heads=heads,
-        kv_heads=number("attention.head_count_kv", heads),
+        kv_heads=kv_heads,
         embedding=embedding,
         key_size=number("attention.key_length", head_size),
         value_size=number("attention.value_length", head_size),
         vocabulary=vocabulary if isinstance(vocabulary, int) else number("vocab_size", 0),
         repacked=repacked,
         metadata={key: value for key, value in metadata.items() if value is not None},
+        kv_layers=sum(1 for count in kv_per_layer if count) if kv_per_layer else None,
+        sliding_window=sliding_window,
+        sliding_layers=sliding_layers,
     )
+
+
+SLIDING_PATTERNS = {"gpt-oss": 2}
+"""Architectures whose sliding-window layers the header does not list: one layer in N is a full-attention one, the
+rest slide (llama.cpp's ``load_swa_pattern(ml, 2)`` in ``src/models/openai-moe.cpp``: every other layer)."""
+
+
+def _per_layer(value: Any) -> list[int] | None:
+    """A per-layer array of counts from the header (a hybrid's KV heads, 0 for a recurrent layer), or None."""
+    if isinstance(value, tuple) and value and all(isinstance(item, int) for item in value):
+        return [max(int(item), 0) for item in value]
+    return None
+
+
+def _sliding(metadata: dict[str, Any], architecture: str, layers: int) -> tuple[int, int]:
+    """(window, layers that use it): from ``attention.sliding_window`` and its pattern (a flag per layer, or one
+    full layer in N), else :data:`SLIDING_PATTERNS`; a window whose pattern is unknown counts no layer (the
+    estimate is then an upper bound)."""
+    window = metadata.get(f"{architecture}.attention.sliding_window")
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        return 0, 0
+    pattern = metadata.get(f"{architecture}.attention.sliding_window_pattern")
+    if isinstance(pattern, tuple):
+        return window, sum(1 for flag in pattern[:layers] if flag)
+    every = (
+        pattern if isinstance(pattern, int) and not isinstance(pattern, bool) else SLIDING_PATTERNS.get(architecture)
+    )
+    if not every or every < 2:
+        return window, 0
+    return window, sum(1 for layer in range(layers) if layer % every < every - 1)

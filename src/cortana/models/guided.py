@@ -29,9 +29,10 @@ server's own chat template, through ``/apply-template``) and answers through
 picks a tool under a grammar of the offered names (:meth:`GuidedCalls.decide`).
 The calls come back as structured calls, so the loop runs them as any
 engine's. This needs a chat template that teaches the Hermes/Qwen
-``<tool_call>`` format and a model that is not thinking; other templates,
-thinking models and engines without grammars keep the chat API with text
-recovery (``cortana.models.toolparse``). Measured by
+``<tool_call>`` JSON format (:func:`tool_call_format`: Qwen2.5, Qwen3,
+Granite 4.0) and a model that is not thinking; other templates (Qwen3-Coder's
+XML, gpt-oss's harmony, Gemma's), thinking models and engines without
+grammars keep the chat API with text recovery (``cortana.models.toolparse``). Measured by
 ``bench/toolcall_eval.py`` (docs/engines.md).
 """
 
@@ -74,6 +75,7 @@ __all__ = [
     "purpose_stems",
     "purpose_words",
     "template_supports_guiding",
+    "tool_call_format",
 ]
 
 NO_TOOL = "none"
@@ -91,9 +93,28 @@ _PROSE_GRAMMAR = "root ::= [^{`<\\x00-\\x20] [^\\x00]*\n"
 _BLOCK = re.compile(r"<tool_call>\n(.*?)(?:\n</tool_call>|\Z)", re.S)
 
 
+def tool_call_format(chat_template: str) -> str:
+    """The tool-call format a chat template teaches, read from the template's own text.
+
+    ``"json"``: a JSON object in ``<tool_call>`` tags (Qwen2.5, Qwen3, Qwen3-2507, Granite 4.0, Hermes), the
+    format the grammar writes; ``"xml"``: ``<tool_call><function=NAME><parameter=KEY>`` (Qwen3-Coder);
+    ``"harmony"``: gpt-oss's channels (``<|channel|>commentary to=functions.NAME``); ``""``: none of these (a
+    template without tools, Gemma's, Llama's). Only ``"json"`` is guided; the others take the chat API, where
+    llama.cpp parses its format and the text recovery (:mod:`cortana.models.toolparse`) reads what it leaves.
+    """
+    if "<|channel|>" in chat_template:
+        return "harmony"
+    if "<tool_call>" not in chat_template or "tools" not in chat_template:
+        return ""
+    if "<function=" in chat_template or "<parameter=" in chat_template:
+        return "xml"
+    return "json"
+
+
 def template_supports_guiding(chat_template: str) -> bool:
-    """Whether a chat template teaches the ``<tool_call>`` JSON format the grammar writes."""
-    return "<tool_call>" in chat_template and "tools" in chat_template
+    """Whether a chat template teaches the ``<tool_call>`` JSON format the grammar writes (:func:`tool_call_format`);
+    Qwen3-Coder's template has ``<tool_call>`` too, around XML the grammar does not write."""
+    return tool_call_format(chat_template) == "json"
 
 
 def described(request: ModelRequest, calls: list[ToolCall]) -> str:

@@ -207,8 +207,10 @@ class LlamaCppClient(OpenAICompatClient):
 
     @property
     def supports_thinking(self) -> bool:
-        """The served chat template has Qwen3's ``enable_thinking`` switch (read from ``/props``)."""
-        return "enable_thinking" in str(self.props.get("chat_template") or "")
+        """The served chat template has Qwen3's ``enable_thinking`` switch, or gpt-oss's ``reasoning_effort`` (read
+        from ``/props``)."""
+        template = str(self.props.get("chat_template") or "")
+        return "enable_thinking" in template or "reasoning_effort" in template
 
     async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int:
         """Exact prompt tokens: the server's chat template (tools included), then its tokenizer; each image counts
@@ -226,7 +228,7 @@ class LlamaCppClient(OpenAICompatClient):
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The OpenAI body, with ``grammar`` as llama.cpp's own field and ``think`` as the template's
-        ``enable_thinking`` switch.
+        ``enable_thinking`` switch (and, for gpt-oss's template, its ``reasoning_effort``: ``False`` is ``low``).
 
         A level keeps thinking on and caps it with ``thinking_budget_tokens`` (:data:`THINKING_BUDGETS`);
         llama.cpp has no levels of its own.
@@ -242,6 +244,10 @@ class LlamaCppClient(OpenAICompatClient):
             body.pop("reasoning_effort", None)  # the OpenAI field; llama.cpp's own control is the budget
             kwargs = dict(body.get("chat_template_kwargs") or {})
             kwargs.setdefault("enable_thinking", think is not False)
+            if "reasoning_effort" in str(self.props.get("chat_template") or ""):
+                # gpt-oss always reasons; its template writes "Reasoning: low|medium|high" into the system message.
+                effort = think if isinstance(think, str) else "low" if think is False else "medium"
+                kwargs.setdefault("reasoning_effort", effort)
             body["chat_template_kwargs"] = kwargs
             if isinstance(think, str) and THINKING_BUDGETS[think] >= 0:
                 body.setdefault("thinking_budget_tokens", THINKING_BUDGETS[think])

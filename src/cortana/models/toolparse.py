@@ -3,7 +3,8 @@
 Measured on llama.cpp with ``--jinja``: Qwen2.5-Coder 0.5B/1.5B answer a tool
 request with a ```json fenced block or bare JSON in the message content, and
 the server returns no ``tool_calls``. Other models write ``<tool_call>`` tags,
-several calls in one block, ``<function=name>{...}</function>``, a
+several calls in one block, ``<function=name>{...}</function>`` (or, as Qwen3-Coder does, with
+``<parameter=key>value</parameter>`` elements for arguments), a
 ``<function name="..." arguments='{...}'/>`` element (the 1.5B, wrapped in
 ``<tools>`` like the tool list it was shown) or ``name(arg=value)``. Every adapter passes its answer through
 :func:`recover_tool_calls` (and, while streaming, :class:`TextToolCallFilter`),
@@ -58,6 +59,8 @@ _FUNCTION_ELEMENT = re.compile(
     r"""\s*(?:/>|>\s*(.*?)\s*</function>)""",
     re.S,
 )
+# Qwen3-Coder writes each argument as <parameter=KEY>\nvalue\n</parameter> inside <function=NAME> ... </function>.
+_PARAMETER = re.compile(r"<parameter=([\w.\-]+)>\n?(.*?)\n?</parameter>", re.S)
 _FENCE = re.compile(r"```[ \t]*([\w\-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
 # Not "python": a python block with a call in it is more often an example than a call.
 _FENCE_LANGUAGES = {"", "json", "json5", "jsonc", "tool_call", "tool_code", "tool"}
@@ -136,6 +139,9 @@ def _parse_block(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolC
     found, consumed = _parse_leading(body, names)
     if found and not body[consumed:].strip():
         return found
+    tag = _FUNCTION_TAG.fullmatch(body.strip())
+    if tag is not None:  # Qwen3-Coder: <tool_call><function=name><parameter=...>...</function></tool_call>
+        return _parse_function_tag(tag, names)
     elements = list(_FUNCTION_ELEMENT.finditer(body))
     if not elements or _FUNCTION_ELEMENT.sub("", body).strip():
         return []  # prose, or something besides calls, in the block
@@ -144,12 +150,38 @@ def _parse_block(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolC
 
 
 def _parse_function_tag(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
-    """Llama 3.1 style ``<function=name>{"arg": ...}</function>``."""
+    """Llama 3.1 style ``<function=name>{"arg": ...}</function>``, or Qwen3-Coder's, whose arguments are
+    ``<parameter=KEY>`` elements."""
     spec = names.get(loose_name(match.group(1)))
     if spec is None:
         return []
-    arguments = load_json(match.group(2)) if match.group(2).strip() else {}
-    return [_make_call(spec, arguments, match.group(2))]
+    body = match.group(2)
+    parameters = _xml_parameters(body, spec) if "<parameter=" in body else None
+    if parameters is not None:
+        return [_make_call(spec, parameters, body)]
+    arguments = load_json(body) if body.strip() else {}
+    return [_make_call(spec, arguments, body)]
+
+
+def _xml_parameters(body: str, spec: ToolSpec) -> dict[str, Any] | None:
+    """Qwen3-Coder's ``<parameter=KEY>\nvalue\n</parameter>`` elements as arguments (``None`` when the body holds
+    anything else): a string parameter's value is its text as written, any other's is JSON where it parses (a number,
+    a list), as llama.cpp's own parser of the format reads them."""
+    elements = list(_PARAMETER.finditer(body))
+    if not elements or _PARAMETER.sub("", body).strip():
+        return None
+    properties = spec.parameters.get("properties") if isinstance(spec.parameters, dict) else None
+    properties = properties if isinstance(properties, dict) else {}
+    arguments: dict[str, Any] = {}
+    for element in elements:
+        key, text = element.group(1), element.group(2)
+        schema = properties.get(key)
+        if isinstance(schema, dict) and schema.get("type") == "string":
+            arguments[key] = text
+            continue
+        value = load_json(text)
+        arguments[key] = text if value is _INVALID else value
+    return arguments
 
 
 def _parse_function_element(match: re.Match[str], names: dict[str, ToolSpec]) -> list[ToolCall]:
