@@ -4,11 +4,10 @@ A model's size in memory is not what decides whether it is usable here; its spee
 memory bandwidth, so a model's tokens per second scale with the inverse of the weights each token reads (the file;
 for a mixture of experts, only its active share of it); reading a prompt is bound by arithmetic, so it scales with
 the inverse of the parameters each token runs through (a mixture of experts' active ones). One measurement of a
-bundled model (a
-prompt read and an answer written, on the embedded engine, by llama.cpp's own timings) is enough to predict every
-model of the catalogue, and with it the time of a typical fix: ``FIX_PROMPT`` tokens read and ``FIX_SAMPLES``
-samples of ``FIX_SAMPLE_TOKENS`` written. The measurement is kept in the cache folder, keyed by the machine's
-processor, its cores and the engine's build, and taken again when any of them changes.
+bundled model (a prompt read and an answer written, on the embedded engine, by llama.cpp's own timings) is enough
+to predict every model of the catalogue, and with it the time of a typical fix: ``FIX_PROMPT`` tokens read and
+``FIX_SAMPLES`` samples of ``FIX_SAMPLE_TOKENS`` written. The measurement is kept in the cache folder, keyed by the
+machine's processor, its cores and the engine's build, and taken again when any of them changes.
 """
 
 from __future__ import annotations
