@@ -201,7 +201,7 @@ def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub
     seen = io.StringIO()
     child.logfile_read = seen
     child.expect("Installed")
-    child.expect(r"qwen2\.5-coder-0\.5b\s+(in use\s+)?469 MiB\s+Q4_K_M\s+32,768\s+0\.8 GiB")
+    child.expect(r"qwen2\.5-coder-0\.5b\s+(in use\s+)?bundled\s+469 MiB\s+Q4_K_M\s+32,768\s+0\.8 GiB\s+yes")
     child.expect(r"This machine: [\d.]+ GiB of memory, [\d.]+ GiB free")
     child.expect("Catalogue")
     child.expect(r"qwen2\.5-coder-7b\s+~4\.4 GiB\s+[\d.]+ GiB\s+(yes|no)\s+[\d.]+\s+\d+ min")
