@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from cortana.models.stores import find_in_store, lmstudio_folder, parse_ollama_n
 from tests.fake_hub import COMMIT, gguf_bytes, tiny_model
 
 MODEL = "application/vnd.ollama.image.model"
+SOURCE = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+"""Where this run imports Cortana from, for the commands it starts (a checkout run with PYTHONPATH=src)."""
 
 
 @dataclass
@@ -164,6 +168,27 @@ def test_an_ollama_store_is_listed_and_run_from_its_own_blob(disk: Disk) -> None
         catalogue.pull("ollama:tiny", window=4096)
     with pytest.raises(catalogue.DownloadError, match="never deletes another tool's models"):
         catalogue.remove("ollama:tiny")
+
+
+def test_models_use_takes_a_name_on_this_disk(disk: Disk) -> None:
+    """`cortana models use ollama:NAME` checks the file as the engine would, and writes the name to cortana.yml."""
+    ollama_model(disk.ollama, library("tiny"), tiny_model())
+    ollama_model(disk.ollama, library("embed"), tiny_model(**{"qwen2.pooling_type": 1}))
+    env = {**SOURCE, "PATH": "/usr/bin:/bin", "HOME": str(disk.home), "OLLAMA_MODELS": str(disk.ollama)}
+
+    def use(name: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cortana.cli.main", "models", "use", name],
+            cwd=disk.home, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    used = use("ollama:tiny")
+    assert used.returncode == 0, used.stderr
+    config = (disk.home / ".config" / "cortana" / "cortana.yml").read_text()
+    assert 'model: "ollama:tiny"' in config and 'engine: "embedded"' in config
+    refused = use("ollama:embed")
+    assert refused.returncode == 1 and "an embedding model" in refused.stderr
+    assert 'model: "ollama:tiny"' in (disk.home / ".config" / "cortana" / "cortana.yml").read_text()
 
 
 def test_a_broken_ollama_store_says_what_is_wrong_and_how_to_fix_it(disk: Disk) -> None:
