@@ -116,8 +116,9 @@ async def test_a_model_file_on_this_disk_goes_to_the_embedded_engine_unprobed(
         with pytest.raises(ModelNotFound, match="No GGUF file at"):
             await create_model_client(model=str(tmp_path / "absent.gguf"))
         assert not [request for request in llama.requests if request.path == "/props"], "llama.cpp was never asked"
-        client = await create_model_client(model="qwen2.5:0.5b")
-        assert isinstance(client, LlamaCppClient), "any other name is still the running engine's"
-        await client.aclose()
+        for name in ("qwen2.5:0.5b", "someone/model:tag", "ai/qwen2.5"):
+            client = await create_model_client(model=name)
+            assert isinstance(client, LlamaCppClient), f"{name}: any other name is still the running engine's"
+            await client.aclose()
     finally:
         llama.stop()

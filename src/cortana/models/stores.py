@@ -107,9 +107,10 @@ class StoredModel:
 
 
 def names_a_file(name: str) -> bool:
-    """Whether ``name`` is a model file on this disk (``ollama:``, ``lmstudio:``, ``hf:``, a .gguf path), which only
-    the embedded engine runs."""
-    return name.startswith((OLLAMA_PREFIX, LMSTUDIO_PREFIX, HF_PREFIX)) or name.endswith(".gguf") or os.sep in name
+    """Whether ``name`` is a model file on this disk (``ollama:``, ``lmstudio:``, ``hf:``, a path ending in .gguf),
+    which only the embedded engine runs. A name with a slash alone is not: Ollama's ``someone/model:tag`` and
+    Docker Model Runner's ``ai/qwen2.5`` have one."""
+    return name.startswith((OLLAMA_PREFIX, LMSTUDIO_PREFIX, HF_PREFIX)) or name.endswith(".gguf")
 
 
 def names_a_store(name: str) -> bool:
