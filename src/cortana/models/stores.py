@@ -471,12 +471,17 @@ def _bounded(paths: Any) -> list[Path]:
 
 def _readable(folder: Path, unreadable: list[str], what: str) -> bool:
     """Whether ``folder`` is there to list; one that is there but closed to this user is noted in ``unreadable``."""
-    if not _is_dir(folder):
+    try:
+        if not folder.is_dir():
+            return False
+        closed = not os.access(folder, os.R_OK | os.X_OK)
+    except PermissionError:  # a folder above it is closed (the Linux service's /usr/share/ollama, mode 0750)
+        closed = True
+    except OSError:
         return False
-    if not os.access(folder, os.R_OK | os.X_OK):
+    if closed:
         unreadable.append(f"{what} at {folder} cannot be read by this user (permission denied)")
-        return False
-    return True
+    return not closed
 
 
 def _is_file(path: Path) -> bool:
