@@ -18,15 +18,16 @@ from typing import Any
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def gguf_bytes(metadata: dict[str, Any], *, size: int = 0, tensor_values: int = 256 * 16) -> bytes:
-    """A GGUF v3 file: ``metadata`` (str, int, list of str or of int), one Q4_K tensor description, zeros up to
-    ``size``."""
+def gguf_bytes(metadata: dict[str, Any], *, size: int = 0, tensor_values: int = 256 * 16, tensors: int = 1) -> bytes:
+    """A GGUF v3 file: ``metadata`` (str, int, list of str or of int), one Q4_K tensor description (none when
+    ``tensors`` is 0), zeros up to ``size``."""
 
     def text(value: str) -> bytes:
         data = value.encode()
         return struct.pack("<Q", len(data)) + data
 
-    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, 1, len(metadata)))
+    metadata = {key: value for key, value in metadata.items() if value is not None}
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, tensors, len(metadata)))
     for key, value in metadata.items():
         out += text(key)
         if isinstance(value, str):
@@ -37,13 +38,15 @@ def gguf_bytes(metadata: dict[str, Any], *, size: int = 0, tensor_values: int = 
             out += struct.pack("<IIQ", 9, 8, len(value)) + b"".join(text(item) for item in value)
         else:
             out += struct.pack("<IQ", 10, value)  # uint64
-    out += text("blk.0.attn_q.weight") + struct.pack("<IQQ", 2, tensor_values // 16, 16)
-    out += struct.pack("<IQ", 12, 0)  # Q4_K at offset 0
+    if tensors:
+        out += text("blk.0.attn_q.weight") + struct.pack("<IQQ", 2, tensor_values // 16, 16)
+        out += struct.pack("<IQ", 12, 0)  # Q4_K at offset 0
     return bytes(out) + b"\0" * max(size - len(out), 0)
 
 
-def tiny_model(size: int = 3 << 20) -> bytes:
-    """A small qwen2-shaped GGUF (24 layers, 2 KV heads of 64) of ``size`` bytes."""
+def tiny_model(size: int = 3 << 20, **extra: Any) -> bytes:
+    """A small qwen2-shaped GGUF (24 layers, 2 KV heads of 64) of ``size`` bytes; ``extra`` keys added to (or, set
+    to None, left out of) its header."""
     return gguf_bytes(
         {
             "general.architecture": "qwen2",
@@ -55,6 +58,8 @@ def tiny_model(size: int = 3 << 20) -> bytes:
             "qwen2.attention.head_count_kv": 2,
             "qwen2.embedding_length": 896,
             "tokenizer.ggml.tokens": ["a", "b", "c"],
+            "tokenizer.chat_template": "{% for message in messages %}{{ message.content }}{% endfor %}",
+            **extra,
         },
         size=size,
     )

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -83,10 +84,12 @@ __all__ = [
     "engine_destination",
     "engine_url",
     "graphify_out",
+    "hf_hub_cache",
     "load_settings",
     "memory_dsn",
     "not_project_folders",
     "ollama_host",
+    "ollama_model_folders",
     "openai_server",
     "prefer_passive_openmp",
     "prompts_dir",
@@ -132,6 +135,12 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "XDG_CONFIG_HOME": "where the user's cortana.yml is (default ~/.config)",
     "XDG_CACHE_HOME": "the cache root when CORTANA_CACHE_DIR is not set (default ~/.cache)",
     "XDG_DATA_HOME": "the data root when CORTANA_DATA_DIR is not set (default ~/.local/share)",
+    "OLLAMA_MODELS": "Ollama's model store, read for `ollama:` names (default ~/.ollama/models, and on Linux the "
+    "service's /usr/share/ollama/.ollama/models)",
+    "HF_HUB_CACHE": "the Hugging Face cache, read for `hf:` names and written by `cortana models pull` (else "
+    "HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub)",
+    "HUGGINGFACE_HUB_CACHE": "the Hugging Face cache's older name, when HF_HUB_CACHE is not set",
+    "HF_HOME": "the Hugging Face folder whose hub/ is the cache (default $XDG_CACHE_HOME/huggingface)",
 }
 """Every environment variable Cortana reads, and what it sets."""
 
@@ -225,6 +234,31 @@ def compaction_threshold(explicit: float | None = None, environ: Environ | None 
 def ollama_host(environ: Environ | None = None) -> str | None:
     """``OLLAMA_HOST`` as set (``host``, ``host:port`` or a URL), or ``None``."""
     return _environ(environ).get("OLLAMA_HOST", "").strip() or None
+
+
+def ollama_model_folders(environ: Environ | None = None, *, linux: bool | None = None) -> list[Path]:
+    """Where Ollama keeps its models, as Ollama looks: ``OLLAMA_MODELS`` alone when set, else ``~/.ollama/models``
+    (macOS, Windows, a Linux user's own ``ollama serve``) and, on Linux, the service's home that Ollama's install
+    script makes, ``/usr/share/ollama/.ollama/models``."""
+    chosen = _environ(environ).get("OLLAMA_MODELS", "").strip()
+    if chosen:
+        return [Path(chosen).expanduser()]
+    folders = [Path.home() / ".ollama" / "models"]
+    if sys.platform.startswith("linux") if linux is None else linux:
+        folders.append(Path("/usr/share/ollama/.ollama/models"))
+    return folders
+
+
+def hf_hub_cache(environ: Environ | None = None) -> Path:
+    """The Hugging Face cache, found as ``huggingface_hub`` finds it: ``HF_HUB_CACHE``, else
+    ``HUGGINGFACE_HUB_CACHE``, else ``$HF_HOME/hub`` (``HF_HOME`` defaulting to ``$XDG_CACHE_HOME/huggingface``,
+    then ``~/.cache/huggingface``)."""
+    env = _environ(environ)
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+    )
+    chosen = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+    return Path(os.path.expanduser(os.path.expandvars(chosen)))
 
 
 def openai_server(environ: Environ | None = None) -> tuple[str | None, str | None]:

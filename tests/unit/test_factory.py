@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from cortana import EngineUnavailable, UserError
+from cortana import EngineUnavailable, ModelNotFound, UserError
 from cortana.models.docker import DockerModelRunnerClient
 from cortana.models.factory import create_model_client, probe_engines
 from cortana.models.llamacpp import LlamaCppClient
@@ -99,3 +100,25 @@ async def test_nothing_running_and_no_bundled_model(nothing_running: None, monke
     message = str(info.value)
     assert "11434" in message and "12434" in message and "8080" in message
     assert "pip install 'cortana[local]'" in message and "ollama serve" in message
+
+
+async def test_a_model_file_on_this_disk_goes_to_the_embedded_engine_unprobed(
+    nothing_running: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A running llama-server would answer for its own model under any name: a name that is a file on this disk
+    (ollama:, lmstudio:, hf:, a .gguf path) starts the embedded engine, which says the file is not there."""
+    llama = llama_server()
+    monkeypatch.setenv("CORTANA_LLAMACPP_URL", llama.start())
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path))
+    try:
+        with pytest.raises(ModelNotFound, match="Ollama's store has no ollama:absent:latest"):
+            await create_model_client(model="ollama:absent")
+        with pytest.raises(ModelNotFound, match="No GGUF file at"):
+            await create_model_client(model=str(tmp_path / "absent.gguf"))
+        assert not [request for request in llama.requests if request.path == "/props"], "llama.cpp was never asked"
+        for name in ("qwen2.5:0.5b", "someone/model:tag", "ai/qwen2.5"):
+            client = await create_model_client(model=name)
+            assert isinstance(client, LlamaCppClient), f"{name}: any other name is still the running engine's"
+            await client.aclose()
+    finally:
+        llama.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from cortana.models.speed import Speed
 from tests.fake_hub import FakeHub, HubFile, cached_files, gguf_bytes, tiny_model
 
 REPO, FILE = "tester/Tiny-GGUF", "tiny-q4_k_m.gguf"
+SOURCE = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+"""Where this run imports Cortana from, for the commands it starts (a checkout run with PYTHONPATH=src)."""
 NAME = f"hf:{REPO}/{FILE}"
 
 
@@ -102,6 +105,7 @@ def measured(home: Path) -> Path:
 def cortana(*args: str, home: Path, hub: FakeHub, **env: str) -> subprocess.CompletedProcess[str]:
     measured(home)
     environment = {
+        **SOURCE,
         "PATH": "/usr/bin:/bin",
         "HOME": str(home),
         "HF_HOME": str(home / "hf"),
@@ -131,7 +135,7 @@ def test_pull_resumes_a_cut_download_checks_it_and_use_and_rm_work(tmp_path: Pat
 
     resolve = f"from cortana.models.embedded import resolve_model_path as r; print(r({NAME!r})[1])"
     resolved = subprocess.run(
-        [sys.executable, "-c", resolve], env={"HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"},
+        [sys.executable, "-c", resolve], env={**SOURCE, "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert resolved.stdout.strip() == str(files[0]), "the embedded engine runs the pulled file by its name"
@@ -187,8 +191,9 @@ def test_offline_no_network_unknown_names_and_a_full_disk_are_clear(tmp_path: Pa
 def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub) -> None:
     import pexpect
 
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub.url,
-           "XDG_CONFIG_HOME": str(tmp_path / ".config"), "TERM": "xterm", "NO_COLOR": "1"}  # fmt: skip
+    env = {**SOURCE, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf"),
+           "HF_ENDPOINT": hub.url, "XDG_CONFIG_HOME": str(tmp_path / ".config"), "TERM": "xterm",
+           "NO_COLOR": "1"}  # fmt: skip
     measured(tmp_path)
     child = pexpect.spawn(
         sys.executable, ["-m", "cortana.cli.main", "models"], cwd=str(tmp_path), env=env, encoding="utf-8",
@@ -197,7 +202,7 @@ def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub
     seen = io.StringIO()
     child.logfile_read = seen
     child.expect("Installed")
-    child.expect(r"qwen2\.5-coder-0\.5b\s+(in use\s+)?469 MiB\s+Q4_K_M\s+32,768\s+0\.8 GiB")
+    child.expect(r"qwen2\.5-coder-0\.5b\s+(in use\s+)?bundled\s+469 MiB\s+Q4_K_M\s+32,768\s+0\.8 GiB\s+yes")
     child.expect(r"This machine: [\d.]+ GiB of memory, [\d.]+ GiB free")
     child.expect("Catalogue")
     child.expect(r"qwen2\.5-coder-7b\s+~4\.4 GiB\s+[\d.]+ GiB\s+(yes|no)\s+[\d.]+\s+\d+ min")

@@ -21,7 +21,7 @@ from cortana import Agent, Message, Settings, ThreadRef, tool
 from cortana.agent.events import ToolCallFinished
 from cortana.assistant import Assistant
 from cortana.config import NOT_PROJECT_FOLDERS, NOT_THE_PROJECT, FixSettings, not_project_folders
-from cortana.errors import ModelNotFound
+from cortana.errors import ModelError, ModelNotFound
 from cortana.knowledge.graph import skip_rules
 from cortana.knowledge.search import PromptSearch
 from cortana.learning.snapshot import WorkspaceSnapshot
@@ -38,6 +38,7 @@ from cortana.tools.builtin.files import WorkspaceFiles
 from cortana.tools.builtin.workspace import ALWAYS_IGNORED, Workspace
 from cortana.tools.permissions import PermissionDecision, PermissionGate
 from tests.backends import Backend
+from tests.fake_hub import tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,8 +75,11 @@ def test_each_bundled_rows_packages_are_what_its_extra_installs() -> None:
 
 def test_one_resolver_turns_every_kind_of_name_into_a_file(tmp_path: Path) -> None:
     gguf = tmp_path / "mine.gguf"
-    gguf.write_bytes(b"GGUF")
+    gguf.write_bytes(tiny_model())
     assert embedded.resolve_model_path(str(gguf)) == ("mine", gguf)
+    gguf.write_bytes(b"GGUF")  # the file is read before anything loads it
+    with pytest.raises(ModelError, match=r"mine\.gguf cannot run on the embedded engine: .*header ends early"):
+        embedded.resolve_model_path(str(gguf))
     with pytest.raises(ModelNotFound, match=r"not downloaded yet: run `cortana models pull qwen2\.5-coder-7b`"):
         embedded.resolve_model_path("qwen2.5-coder-7b")
     with pytest.raises(ModelNotFound, match=r"Did you mean qwen2\.5-coder-0\.5b.*the path of a \.gguf file"):

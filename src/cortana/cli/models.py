@@ -1,9 +1,11 @@
 """``cortana models``: what is installed, what fits this machine, and pulling, removing and choosing a model.
 
-cortana models [--json]        installed models, the catalogue with what each needs and how fast it runs here,
-                               running engines' models
+cortana models [--json]        installed models (bundled, and the GGUFs the Hugging Face cache, Ollama and LM Studio
+                               hold, each with what it needs and whether it fits), the catalogue with what each
+                               needs and how fast it runs here, running engines' models
 cortana models measure         measure this machine's speed again (done once, on the first listing)
-cortana models pull NAME       download (NAME from the catalogue, or hf:OWNER/REPO/FILE.gguf)
+cortana models pull NAME       download (NAME from the catalogue, or hf:OWNER/REPO/FILE.gguf; ollama: and lmstudio:
+                               names run where they are, with nothing to download)
 cortana models rm NAME         delete a downloaded model
 cortana models use NAME        write `engine: embedded` and `model: NAME` to your cortana.yml
 cortana models warm            read the assistant's instructions and tools once into the engine's saved prompt
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import sys
@@ -34,10 +37,11 @@ from cortana.display import printable
 from cortana.errors import CortanaError, UserError
 from cortana.models import catalogue, speed
 from cortana.models.catalogue import CATALOGUE, GIB, MachineMemory, machine_memory, memory_estimate, recommend
-from cortana.models.embedded import BUNDLED_MODELS, ensure_model_file, installed_models, resolve_model_path
+from cortana.models.embedded import ensure_model_file, installed_models, resolve_model_path
 from cortana.models.engine_process import DEFAULT_CONTEXT_WINDOW
-from cortana.models.gguf import GGUFError, read_gguf
+from cortana.models.gguf import GGUFError, GGUFInfo, read_gguf
 from cortana.models.speed import Speed
+from cortana.models.stores import OLLAMA_PREFIX, parse_ollama_name
 
 __all__ = ["run_models"]
 
@@ -225,7 +229,11 @@ def _in_use(settings: Settings, args: argparse.Namespace) -> str | None:
     if (args.engine or settings.engine) not in ("auto", "embedded"):
         return None
     if args.model or settings.model:
-        return str(args.model or settings.model)
+        chosen = str(args.model or settings.model)
+        if chosen.startswith(OLLAMA_PREFIX):  # ollama:llama3.2 is listed as Ollama lists it, ollama:llama3.2:latest
+            with contextlib.suppress(CortanaError):
+                return str(parse_ollama_name(chosen))
+        return chosen
     installed = installed_models()
     return installed[0] if installed else None
 
@@ -253,7 +261,7 @@ async def _speed(err: Console, *, again: bool) -> Speed | None:
 async def _list(settings: Settings, args: argparse.Namespace, window: int, measured: Speed | None) -> int:
     memory = machine_memory()
     in_use = _in_use(settings, args)
-    installed = _installed(window)
+    installed, not_runnable, unreadable = _installed(window, memory)
     budget = settings.fix.budget_seconds
     speeds = _speeds(measured)
     choice, why = recommend(memory, window, _fix_time(speeds) if speeds else None, budget)
@@ -275,6 +283,8 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
             },
             "in_use": in_use,
             "installed": installed,
+            "not_runnable": not_runnable,
+            "unreadable_stores": unreadable,
             "catalogue": rows,
             "recommended": {"name": choice.name, "why": why},
             "engines": {engine: {"models": names, "in_use": used} for engine, (names, used) in engines.items()},
@@ -284,16 +294,27 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
     out = Console(highlight=False)
     table = Table(title="Installed", title_justify="left", box=None, pad_edge=False)
     table.add_column("model", no_wrap=True)
-    for column in ("", "size", "quant", "trained for", f"needs at {window:,}"):
+    for column in ("", "from", "size", "quant", "trained for", f"needs at {window:,}", "fits"):
         table.add_column(column, no_wrap=True)
     for row in installed:
+        fits = "yes" if row["fits"] else f"at {row['fits_window']:,}" if row["fits_window"] else "no"
         table.add_row(
-            printable(row["name"]), "in use" if row["name"] == in_use else "", _size(row["size"]),
-            row["quantization"] or "?", f"{row['context_length'] or 0:,}", f"{row['needs'] / GIB:.1f} GiB",
+            printable(row["name"]), "in use" if row["name"] == in_use else "", SOURCES[row["source"]],
+            _size(row["size"]), row["quantization"] or "?", f"{row['context_length'] or 0:,}",
+            f"{row['needs'] / GIB:.1f} GiB", fits,
         )  # fmt: skip
     out.print(table)
     for row in installed:
         out.print(Text(printable(f"  {row['name']}: {row['path']}"), style="dim"), soft_wrap=True)
+        for note in row["notes"]:
+            out.print(Text(printable(f"    {note}"), style="dim"), soft_wrap=True)
+    if not_runnable:
+        out.print("\nOn this disk, but not models the embedded engine runs (never loaded):")
+        for row in not_runnable:
+            line = f"  {row['name']} ({SOURCES[row['source']]}): {row['why']}"
+            out.print(Text(printable(line), style="yellow"), soft_wrap=True)
+    for line in unreadable:
+        out.print(Text(printable(f"  {line}"), style="dim"), soft_wrap=True)
     gpu = (
         f"; GPU {memory.gpu_name} {memory.gpu / GIB:.0f} GiB (the embedded engine runs on the CPU)"
         if memory.gpu
@@ -331,29 +352,51 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
     return 0
 
 
-def _installed(window: int) -> list[dict[str, Any]]:
-    """Bundled models whose packages are installed, then downloaded GGUFs, each with what its header says."""
-    found: list[tuple[str, Path]] = [(name, ensure_model_file(name)) for name in installed_models()]
-    found += catalogue.downloaded()
+SOURCES = {"bundled": "bundled", "hf": "hf cache", "ollama": "ollama", "lmstudio": "lmstudio"}
+"""Where an installed model's file is, as the listing says it."""
+
+
+def _installed(window: int, memory: MachineMemory) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Bundled models whose packages are installed, then every GGUF on this disk (the Hugging Face cache, Ollama's
+    store, LM Studio's folder), each with what its header says and whether it fits here; the files on disk that
+    do not run, with why; and the stores that could not be read."""
     rows = []
-    for name, path in found:
+    for name in installed_models():
+        path = ensure_model_file(name)
         try:
-            info = read_gguf(path)
+            rows.append(_installed_row(name, "bundled", path, read_gguf(path), (), memory, window))
         except GGUFError as error:
             print(f"cortana: {error}", file=sys.stderr)
-            continue
-        rows.append(
-            {
-                "name": name,
-                "bundled": name in BUNDLED_MODELS,
-                "path": str(path),
-                "size": info.size,
-                "quantization": info.quantization,
-                "context_length": info.context_length,
-                "needs": memory_estimate(info, window).total,
-            }
-        )
-    return rows
+    found, unreadable = catalogue.on_disk()
+    not_runnable = []
+    for model in found:
+        if model.runs and model.info is not None:
+            rows.append(_installed_row(model.name, model.source, model.path, model.info, model.notes, memory, window))
+        else:
+            not_runnable.append(
+                {"name": model.name, "source": model.source, "path": str(model.path), "why": model.problem}
+            )
+    return rows, not_runnable, unreadable
+
+
+def _installed_row(
+    name: str, source: str, path: Path, info: GGUFInfo, notes: tuple[str, ...], memory: MachineMemory, window: int
+) -> dict[str, Any]:
+    need = memory_estimate(info, window).total
+    room = int(memory.total * (1 - catalogue.HEADROOM))
+    return {
+        "name": name,
+        "bundled": source == "bundled",
+        "source": source,
+        "path": str(path),
+        "size": info.size,
+        "quantization": info.quantization,
+        "context_length": info.context_length,
+        "needs": need,
+        "fits": need <= room,
+        "fits_window": None if need <= room else catalogue.window_that_fits(info, room),
+        "notes": list(notes),
+    }
 
 
 def _speeds(measured: Speed | None) -> dict[str, Speed]:

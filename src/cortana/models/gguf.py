@@ -9,6 +9,9 @@ where, never a hang or a huge allocation.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +19,7 @@ from typing import Any, BinaryIO
 
 from cortana.errors import CortanaError
 
-__all__ = ["FILE_TYPES", "GGUFError", "GGUFInfo", "read_gguf"]
+__all__ = ["FILE_TYPES", "GGUFError", "GGUFHeader", "GGUFInfo", "read_gguf", "read_header"]
 
 MAGIC = b"GGUF"
 MAX_KEYS = 100_000
@@ -53,6 +56,8 @@ REPACKED_TYPES = frozenset({2, 12, 20})
 model (on x86 with AVX2, as here); the copy is memory besides the mapped file."""
 MAX_TENSORS = 100_000
 MAX_DIMS = 8
+SPLIT_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+"""How llama.cpp names the parts of a split model (``llama_split_path``): ``NAME-00002-of-00003.gguf``."""
 
 
 class GGUFError(CortanaError):
@@ -167,10 +172,105 @@ class _Reader:
         raise GGUFError(f"{self.path}: value type {kind} in the GGUF header is not part of the format")
 
 
-def read_gguf(path: Path | str) -> GGUFInfo:
-    """The header of the GGUF file at ``path``; :class:`GGUFError` names what is wrong with a bad one."""
+@dataclass(frozen=True)
+class GGUFHeader:
+    """A GGUF file's header as read, before anything is asked of it (:func:`read_header`).
+
+    Attributes:
+        path: the file.
+        size: its size in bytes.
+        tensors: how many tensors it describes (a vocabulary-only file has none).
+        metadata: every scalar and short string of the header, by key.
+        repacked: bytes of its tensors that llama.cpp copies into its CPU layout on load.
+    """
+
+    path: Path
+    size: int
+    tensors: int
+    metadata: dict[str, Any] = field(repr=False)
+    repacked: int = 0
+
+    @property
+    def split(self) -> tuple[int, int] | None:
+        """(this part's index from 0, the number of parts) of a model split into several files; None for one file."""
+        count, number = self.metadata.get("split.count"), self.metadata.get("split.no", 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 1:
+            return None
+        return (number if isinstance(number, int) and not isinstance(number, bool) and number >= 0 else 0), count
+
+    def split_parts(self) -> list[Path] | None:
+        """The files llama.cpp loads for a split model's first part, this one first (``NAME-00001-of-00003.gguf``,
+        then ``NAME-00002-of-00003.gguf``… beside it); None when its own name is not in that pattern, which
+        llama.cpp then refuses."""
+        split = self.split
+        found = SPLIT_NAME.search(self.path.name)
+        if split is None or found is None or int(found.group(2)) != split[1]:
+            return None
+        prefix = self.path.name[: found.start()]
+        return [self.path.with_name(f"{prefix}-{index:05d}-of-{split[1]:05d}.gguf") for index in range(1, split[1] + 1)]
+
+    def not_a_model(self) -> str | None:
+        """Why llama.cpp would not run this file as a chat model, in words for the user; None when it would.
+
+        A LoRA adapter or an image projector (mmproj) is a file a model runs *with*; an importance matrix is
+        data for quantizing; an embedding model (one with a pooling type, as Ollama tells them apart) writes
+        no answers; a split model runs from its first part only, with every other part beside it.
+        """
+        kind = self.metadata.get("general.type")
+        architecture = self.metadata.get("general.architecture")
+        if kind == "adapter" or "adapter.type" in self.metadata:
+            return (
+                "a LoRA adapter, not a model: it changes a base model that is loaded with it (llama.cpp's --lora), "
+                "and the embedded engine loads none; run the base model, or the adapter on its own engine"
+            )
+        if kind == "mmproj" or architecture == "clip":
+            return (
+                "an image projector (mmproj), not a model: a vision model reads images through it, and the embedded "
+                "engine loads none; run the model file beside it"
+            )
+        if kind == "imatrix" or "imatrix.datasets" in self.metadata:
+            return "an importance matrix (data for quantizing a model), not a model"
+        split = self.split
+        if split is not None:
+            number, count = split
+            parts = self.split_parts() if number == 0 else None
+            if number != 0:
+                first = SPLIT_NAME.sub(f"-00001-of-{count:05d}.gguf", self.path.name)
+                return f"part {number + 1} of {count} of a split model: run its first part, {first} (it loads the rest)"
+            if parts is None:
+                return (
+                    f"the first of {count} parts of a split model, under a name llama.cpp cannot find the other "
+                    f"parts by (it looks for NAME-00002-of-{count:05d}.gguf beside NAME-00001-of-{count:05d}.gguf)"
+                )
+            missing = [part.name for part in parts[1:] if not part.is_file()]
+            if missing:
+                return f"the first of {count} parts of a split model, and {', '.join(missing)} is not beside it"
+        if not isinstance(architecture, str):
+            return "a GGUF file without general.architecture: not a model llama.cpp can run"
+        if self.tensors == 0:
+            return "a GGUF file without weights (a tokenizer's vocabulary only), not a model"
+        if f"{architecture}.pooling_type" in self.metadata:
+            return "an embedding model: it turns text into vectors and writes no answers"
+        return None
+
+    def info(self) -> GGUFInfo:
+        """What this model needs to run (:class:`GGUFError` when the header lacks what that takes). The first part
+        of a split model stands for the whole: size and repacked tensors are summed over every part, whose
+        headers are read too."""
+        size, repacked = self.size, self.repacked
+        parts = self.split_parts() if self.split is not None and self.split[0] == 0 else None
+        for part in (parts or [])[1:]:
+            other = read_header(part)
+            size, repacked = size + other.size, repacked + other.repacked
+        return _info(self.path, size, self.metadata, repacked)
+
+
+def read_header(path: Path | str) -> GGUFHeader:
+    """The header of the GGUF file at ``path``, bounded; :class:`GGUFError` names what is wrong with a bad one."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO or a device would block or never end
+            raise GGUFError(f"{path} is not a regular file")
         with path.open("rb") as raw:
             reader = _Reader(raw, path)
             if reader.take(4) != MAGIC:
@@ -185,10 +285,16 @@ def read_gguf(path: Path | str) -> GGUFInfo:
                 key = reader.string() or ""
                 metadata[key] = reader.value(int(reader.scalar(4)))
             repacked = sum(_tensor_bytes(reader) for _ in range(tensors))
-            size = path.stat().st_size
+            size = os.fstat(raw.fileno()).st_size
     except OSError as error:
         raise GGUFError(f"cannot read {path}: {error.strerror or error}") from None
-    return _info(path, size, metadata, repacked)
+    kept = {key: value for key, value in metadata.items() if value is not None}
+    return GGUFHeader(path, size, tensors, kept, repacked)
+
+
+def read_gguf(path: Path | str) -> GGUFInfo:
+    """What the GGUF file at ``path`` needs to run; :class:`GGUFError` names what is wrong with a bad one."""
+    return read_header(path).info()
 
 
 def _tensor_bytes(reader: _Reader) -> int:
