@@ -257,6 +257,7 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
     budget = settings.fix.budget_seconds
     speeds = _speeds(measured)
     choice, why = recommend(memory, window, _fix_time(speeds) if speeds else None, budget)
+    roles = speed.recommend_roles(memory.total, window, measured, budget)
     engines = await _engines(settings, args)
     needs = {row["name"]: row["needs"] for row in installed}  # a file's own header says it better
     rows = [
@@ -277,6 +278,7 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
             "installed": installed,
             "catalogue": rows,
             "recommended": {"name": choice.name, "why": why},
+            "roles": {role: asdict(found) for role, found in roles.items()},
             "engines": {engine: {"models": names, "in_use": used} for engine, (names, used) in engines.items()},
         }
         print(json.dumps(data, indent=2))
@@ -323,10 +325,24 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
     out.print(Text(printable(f"\nRecommended: {choice.name}, {why}.")))
     if choice.name != in_use and not choice.bundled:
         out.print(f"Get it: cortana models pull {choice.name} && cortana models use {choice.name}", markup=False)
+    _print_roles(out, roles)
     for engine, (names, used) in engines.items():
         shown = ", ".join(f"{name} (in use)" if name == used else name for name in names) or "(no models)"
         out.print(Text(printable(f"\n{engine}: {shown}")), soft_wrap=True)
     return 0
+
+
+def _print_roles(out: Console, roles: dict[str, speed.RoleChoice]) -> None:
+    """A model per role (``models:`` in cortana.yml), why each, and the lines that say so."""
+    out.print('\nBy role (docs/engines.md, "A model per role"):')
+    for role, found in roles.items():
+        out.print(Text(printable(f"  {role:<9} {found.model or '-':<20} {found.why}")), soft_wrap=True)
+    chosen = {role: found.model for role, found in roles.items() if found.model}
+    if roles["sampler"].model == roles["main"].model:
+        chosen.pop("sampler", None)  # the turn's model writes the samples anyway
+    lines = "".join(f"\n  {role}: {name}" for role, name in chosen.items())
+    escalate = "" if "escalate" in chosen else "\n  escalate: off"
+    out.print(Text(f"In cortana.yml:\nmodels:{lines}{escalate}", style="dim"))
 
 
 def _installed(window: int) -> list[dict[str, Any]]:
