@@ -18,8 +18,11 @@ window the engine reports it serves: an engine cannot give more than it has,
 and planning for more would only move the failure from compaction to the
 engine. See :func:`effective_context_window`.
 
-    engine: auto            # auto | ollama | docker | llamacpp | embedded
+    engine: auto            # auto | ollama | docker | llamacpp | embedded | openai
     model: qwen2.5-coder-1.5b
+    models:                 # a model per role (main is `model`)
+      sampler: qwen2.5-coder-0.5b
+      escalate: {engine: openai, base_url: "http://gpu-box:9997/v1", model: qwen2.5-coder-7b, parallel: 2}
     context_window: 8192
     threads: 1
     temperature: 0.2        # low: small models call tools more reliably

@@ -93,7 +93,7 @@ def wait_for(check, what: str, seconds: float = STARTS_WITHIN) -> None:  # type:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A supervisor and two workers on 127.0.0.1 (no auth: a private test cluster), the bundled 0.5B registered as a
-    custom model and launched with two replicas, one thread each."""
+    custom model and launched with two replicas, one slot (the whole window) and one thread each."""
     assert BIN is not None
     home = tmp_path_factory.mktemp("xinference")
     env = {**os.environ, "XINFERENCE_HOME": str(home), "XINFERENCE_AUTH_ADVANCED": "0"}
@@ -136,7 +136,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         launch = {
             "model_uid": MODEL, "model_name": MODEL, "model_type": "LLM", "model_engine": "llama.cpp",
             "model_format": "ggufv2", "model_size_in_billions": "0_5", "quantization": "Q4_K_M", "replica": 2,
-            "n_ctx": 4096, "n_threads": 1, "n_gpu_layers": 0,
+            "n_ctx": 4096, "n_parallel": 1, "n_threads": 1, "n_gpu_layers": 0,
         }  # fmt: skip
         launched = httpx.post(f"{base}/v1/models", json=launch, timeout=STARTS_WITHIN)
         assert launched.status_code == 200, launched.text

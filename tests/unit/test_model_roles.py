@@ -242,3 +242,22 @@ async def test_the_assistant_gives_the_fix_its_roles(tmp_path: Path) -> None:
             found = await assistant.fix_workflow()
         assert (found.sampler.name if found.sampler else None) == sampler, models
         assert (found.stronger.name if found.stronger else None) == escalate, models
+
+
+def test_doctor_says_which_models_a_fix_uses() -> None:
+    from cortana.cli.doctor import fix_models_doctor_line
+
+    assert fix_models_doctor_line(Settings()) == (
+        "samples by the model in use; last round: auto (a larger installed model, when one fits)"
+    )
+    roles = Settings(
+        engine="embedded",
+        models={
+            "sampler": "qwen2.5-coder-0.5b",
+            "escalate": {"engine": "openai", "base_url": "http://10.0.0.1:9997/v1"},
+        },
+    )
+    assert fix_models_doctor_line(roles) == (
+        "samples by qwen2.5-coder-0.5b; last round: its first model on openai at http://10.0.0.1:9997/v1"
+    )
+    assert fix_models_doctor_line(Settings(fix={"last_round": False})).endswith("last round: off")
