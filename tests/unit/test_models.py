@@ -145,6 +145,12 @@ def test_pull_resumes_a_cut_download_checks_it_and_use_and_rm_work(tmp_path: Pat
     assert f'model: "{NAME}"' in config and 'engine: "embedded"' in config
     refused = cortana("rm", NAME, home=tmp_path, hub=hub)
     assert refused.returncode == 1 and "choose another first" in refused.stderr
+    (tmp_path / ".config" / "cortana" / "cortana.yml").write_text(f"models:\n  sampler: {NAME}\n")
+    sampled = cortana("rm", NAME, home=tmp_path, hub=hub)
+    assert sampled.returncode == 1 and "is your cortana.yml's models.sampler" in sampled.stderr
+    (tmp_path / ".config" / "cortana" / "cortana.yml").write_text("models:\n  main: qwen2.5-coder-0.5b\n")
+    contradicting = cortana("use", NAME, home=tmp_path, hub=hub)
+    assert contradicting.returncode == 1 and "names the turn's model as models.main" in contradicting.stderr
     (tmp_path / ".config" / "cortana" / "cortana.yml").write_text("temperature: 0.1\n")
     removed = cortana("rm", NAME, home=tmp_path, hub=hub)
     assert removed.returncode == 0, removed.stderr

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -77,6 +78,10 @@ async def run_models(args: argparse.Namespace) -> int:
     if action == "rm":
         if settings.model == name:
             raise UserError(f"{name} is the model your cortana.yml uses; choose another first (cortana models use …)")
+        for role in ("sampler", "escalate"):
+            named = getattr(settings.models, role)
+            if named is not None and not named.own_engine and named.model == name:
+                raise UserError(f"{name} is your cortana.yml's models.{role}; name another there first")
         path = catalogue.remove(name)
         err.print(Text(printable(f"Removed {name} ({path}).")))
         return 0
@@ -149,11 +154,26 @@ def _use(err: Console, name: str, window: int) -> int:
             f"{memory.total / GIB:.1f} GiB" + (f"; set context_window: {fits} in cortana.yml" if fits else "")
         )
     config = user_config_path()
+    if _names_main(config):
+        raise UserError(
+            f"{config} names the turn's model as models.main; write `main: {name}` there (and `engine: embedded`), "
+            "or remove models.main and run this again"
+        )
     write_settings(config, {"engine": "embedded", "model": name})
     err.print(
         Text(printable(f"{config}: engine: embedded, model: {name} (about {need / GIB:.1f} GiB at {window:,} tokens)"))
     )
     return 0
+
+
+def _names_main(path: Path) -> bool:
+    """Whether the cortana.yml at ``path`` sets ``models.main`` (a ``model:`` written beside it would contradict it)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # loading the settings said what is wrong with it already
+    models = data.get("models") if isinstance(data, dict) else None
+    return isinstance(models, dict) and models.get("main") is not None
 
 
 def write_settings(path: Path, values: dict[str, str]) -> None:
