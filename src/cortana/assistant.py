@@ -566,7 +566,6 @@ class Assistant:
     async def _stronger(self, client: ModelClient) -> Stronger | None:
         """The model a fix's last round goes to (``models.escalate``, else ``fix.last_round``), or None."""
         from cortana.models.embedded import EmbeddedClient
-        from cortana.repair.run import Stronger
 
         role, settings = self.settings.last_round, self.settings
         if role.own_engine:
@@ -584,8 +583,7 @@ class Assistant:
             if found is None:
                 return None
             role = role.model_copy(update={"model": found})
-        engine = self._role_engine(role, client, keep_alive=0)
-        return Stronger(engine.name, engine.start)
+        return self._role_engine(role, client, keep_alive=0)
 
     def _sampler(self, client: ModelClient) -> Stronger | None:
         """The model that writes a fix's samples (``models.sampler``), or None: the turn's."""
