@@ -81,6 +81,9 @@ class WireServer:
     requests: list[Recorded] = field(default_factory=list)
     keep_alive: bool = False  # HTTP/1.1, streams chunked, as llama.cpp and Ollama serve them
     host: str = "127.0.0.1"  # another of this machine's addresses stands for "another machine"
+    most_at_once: int = 0  # the most requests it was answering at the same time
+    _in_flight: int = 0
+    _counting: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, method: str, path: str, *replies: Reply) -> WireServer:
         self.routes.setdefault((method, path), []).extend(replies)
@@ -102,6 +105,18 @@ class WireServer:
                 self._answer("POST")
 
             def _answer(self, method: str) -> None:
+                with server._counting:
+                    server._in_flight += 1
+                    server.most_at_once = max(server.most_at_once, server._in_flight)
+                try:
+                    self._reply(method)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went away (a request it dropped): nothing to answer
+                finally:
+                    with server._counting:
+                        server._in_flight -= 1
+
+            def _reply(self, method: str) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None

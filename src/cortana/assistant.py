@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cortana.config import (
+    ModelRole,
     Settings,
     load_settings,
     memory_dsn,
@@ -557,22 +558,22 @@ class Assistant:
             on_progress=on_progress,
             sandbox=self.sandbox,
             stronger=await self._stronger(client),
+            sampler=self._sampler(client),
             before_write=self.checkpoints.writing,
         )
 
     async def _stronger(self, client: ModelClient) -> Stronger | None:
-        """The larger model a fix's last round goes to (``fix.last_round``), or None."""
+        """The model a fix's last round goes to (``models.escalate``, else ``fix.last_round``), or None."""
         from cortana.models.embedded import EmbeddedClient
-        from cortana.models.factory import create_model_client
-        from cortana.repair.run import Stronger
 
-        choice, settings = self.settings.fix.last_round, self.settings
+        role, settings = self.settings.last_round, self.settings
+        if role.own_engine:
+            return self._role_engine(role, client, keep_alive=0)
+        choice = role.model or "off"
         if choice == "off" or choice == client.model:
             return None
-        embedded = isinstance(client, EmbeddedClient)
-        engine = "embedded" if embedded else None  # a name: on the engine in use
         if choice == "auto":
-            if not embedded:
+            if not isinstance(client, EmbeddedClient):
                 return None  # another engine's models: their speed here is unknown
             from cortana.models.speed import stronger_model
 
@@ -580,12 +581,33 @@ class Assistant:
             found = await asyncio.to_thread(stronger_model, client.model, settings.fix.budget_seconds, window)
             if found is None:
                 return None
-            choice = found
+            role = role.model_copy(update={"model": found})
+        return self._role_engine(role, client, keep_alive=0)
+
+    def _sampler(self, client: ModelClient) -> Stronger | None:
+        """The model that writes a fix's samples (``models.sampler``), or None: the turn's."""
+        role = self.settings.models.sampler
+        if role is None or (not role.own_engine and role.model == client.model):
+            return None
+        return self._role_engine(role, client)
+
+    def _role_engine(self, role: ModelRole, client: ModelClient, *, keep_alive: float | None = None) -> Stronger:
+        """How a role's model is started, when the fix gets to it: the factory, with the settings of the role (on
+        the engine in use, ``client``'s, unless it names its own)."""
+        from cortana.models.embedded import EmbeddedClient
+        from cortana.models.factory import create_model_client
+        from cortana.repair.run import Stronger
+
+        settings = self.settings.for_role(role)
+        # "auto" that found no engine runs the embedded one: a model of the engine in use is one of its models too
+        engine = "embedded" if not role.own_engine and isinstance(client, EmbeddedClient) else None
+        where = f" on {settings.engine} at {settings.base_url}" if role.own_engine and settings.base_url else ""
+        name = (role.model or settings.engine) + where
 
         async def start() -> ModelClient:
-            return await create_model_client(engine, model=choice, keep_alive=0, settings=settings)
+            return await create_model_client(engine, keep_alive=keep_alive, settings=settings)
 
-        return Stronger(choice, start)
+        return Stronger(name, start)
 
     def fix_tool(self) -> Tool:
         """``fix_with_tests``: the fix workflow as a tool the agent's loop can call (each write still asks)."""

@@ -18,8 +18,11 @@ window the engine reports it serves: an engine cannot give more than it has,
 and planning for more would only move the failure from compaction to the
 engine. See :func:`effective_context_window`.
 
-    engine: auto            # auto | ollama | docker | llamacpp | embedded
+    engine: auto            # auto | ollama | docker | llamacpp | embedded | openai
     model: qwen2.5-coder-1.5b
+    models:                 # a model per role (main is `model`)
+      sampler: qwen2.5-coder-0.5b
+      escalate: {engine: openai, base_url: "http://gpu-box:9997/v1", model: qwen2.5-coder-7b, parallel: 2}
     context_window: 8192
     threads: 1
     temperature: 0.2        # low: small models call tools more reliably
@@ -695,7 +698,144 @@ class FixSettings(_Section):
     last_round: str = "auto"
     """A larger model for the last round: ``auto`` (on the embedded engine, the largest installed model larger
     than the one in use whose memory fits beside it and whose typical fix, by ``cortana models``' measurement,
-    fits the budget), ``off``, or a model's name on the engine in use."""
+    fits the budget), ``off``, or a model's name on the engine in use. The older name of ``models.escalate``, which
+    also takes a model on an engine of its own: a cortana.yml's ``fix.last_round`` is read as it."""
+
+    @field_validator("last_round", mode="before")
+    @classmethod
+    def _off_is_off(cls, value: object) -> object:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
+
+
+ROLE_NAMES = ("main", "sampler", "escalate")
+"""The roles ``models:`` names a model for: the turn's, the fix's samples', the fix's last round's."""
+ROLE_KEYS = ("model", "engine", "base_url", "api_key", "parallel")
+"""What a role may say: the same keys, meaning the same, as cortana.yml's top level."""
+
+
+class ModelRole(_Section):
+    """One role's model in ``models:``: a name alone (``qwen2.5-coder-0.5b``, a ``.gguf`` path, a model the engine in
+    use serves) is short for ``{model: NAME}``, on the engine in use; with ``engine`` (and ``base_url``) it is on an
+    engine of its own, named as the top level names the turn's (``engine: openai``, ``base_url: http://HOST:9997``)."""
+
+    model: str | None = Field(None, min_length=1)
+    """The model, as ``model`` names it (``null``: the engine's choice, for a role on an engine of its own)."""
+    engine: str | None = None
+    """An engine of :data:`cortana.engines.ENGINES`, by name or alias (``null``: the engine in use)."""
+    base_url: str | None = None
+    """Its address (``null``: the turn's, on the same engine; else the engine's usual one)."""
+    api_key: str | None = Field(None, repr=False)
+    """A key the role's server wants (``null``: the turn's, on the same server only; else none)."""
+    parallel: int | None = Field(None, ge=1, le=64)
+    """Requests it takes at once (an ``engine: openai`` server with replicas: the fix's samples are spread over
+    them; the embedded engine: request slots); ``null``: the top level's ``parallel``."""
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_name(cls, value: str | None) -> str | None:
+        return None if value is None else engine_named(value).name
+
+    @field_validator("base_url")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        problem = None if value is None else url_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_name_alone(cls, value: Any) -> Any:
+        if value is False:
+            return {"model": "off"}  # YAML reads a bare `off` as false
+        return {"model": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _names_something(self) -> ModelRole:
+        if self.model is None and self.engine is None:
+            raise ValueError("names no model: give a model's name, or an engine (and its base_url) to use its model")
+        if self.model in ("auto", "off") and (self.engine is not None or self.base_url is not None):
+            raise ValueError(f"'{self.model}' is a choice of the last round's model alone; name a model on that engine")
+        return self
+
+    @property
+    def own_engine(self) -> bool:
+        """Whether it names an engine or an address of its own (else: a model of the engine in use)."""
+        return self.engine is not None or self.base_url is not None
+
+
+class ModelsSettings(_Section):
+    """``models:`` a model per role (docs/engines.md, "A model per role").
+
+    ``main`` is the turn's model: it is written as ``model`` (and ``engine``, ``base_url``, ``api_key``,
+    ``parallel`` where it names them) as each file is read, so it merges, and is overridden by ``CORTANA_MODEL`` or
+    ``--model``, as ``model`` is; one file that sets both differently is an error. ``escalate`` is
+    ``fix.last_round`` under its new name (a file's ``fix.last_round`` is read as it).
+    """
+
+    main: ModelRole | None = None
+    """The turn's model (read into ``model``: ``Settings.models.main`` is always ``None`` once validated)."""
+    sampler: ModelRole | None = None
+    """The model that writes the fix's samples (``null``: the turn's)."""
+    escalate: ModelRole | None = None
+    """The model of the fix's last round: ``auto``, ``off``, a name, or a model on an engine of its own (``null``:
+    ``fix.last_round``)."""
+
+    @model_validator(mode="after")
+    def _choices_of_the_last_round_alone(self) -> ModelsSettings:
+        for name in ("main", "sampler"):
+            role = getattr(self, name)
+            if role is not None and role.model in ("auto", "off"):
+                raise ValueError(
+                    f"models.{name} cannot be '{role.model}': only models.escalate takes auto or off; name a model"
+                )
+        return self
+
+
+def roles_written_out(data: dict[str, Any], *, last_round: bool = True) -> dict[str, Any]:
+    """One cortana.yml's data with ``models.main`` written as the top-level keys it means (``model``, and
+    ``engine``, ``base_url``... where it names them) and ``fix.last_round`` as ``models.escalate``, so that they
+    merge with other files, and are judged for trust, as those keys are (``last_round=False``: ``fix.last_round``
+    left as it is, for settings made in code, which :attr:`Settings.last_round` reads).
+
+    Raises:
+        ConfigError: the file sets both ``model`` (or one of the keys ``main`` names) and ``models.main``, or both
+            ``fix.last_round`` and ``models.escalate``, to different values (without its source: the caller's).
+    """
+    models = data.get("models")
+    fix = data.get("fix")
+    if not isinstance(models, dict):
+        models = {}
+    written = {**data, "models": dict(models)} if models else dict(data)
+    main = models.get("main")
+    if isinstance(main, str):
+        main = {"model": main}
+    if isinstance(main, dict):
+        for key, value in main.items():
+            if key in ROLE_KEYS and key in data and data[key] != value:
+                raise ConfigError(
+                    f"names the turn's {key} as the top-level `{key}` does, here {data[key]!r} and {value!r}: set one "
+                    f"of them (models.main is the top-level model, engine, base_url...)",
+                    key="models.main",
+                )
+        written.update({key: value for key, value in main.items() if key in ROLE_KEYS})
+        del written["models"]["main"]
+    older = fix.get("last_round") if isinstance(fix, dict) and last_round else None
+    older = "off" if older is False else older  # YAML reads a bare `off` as false
+    if older is not None:
+        escalate = models.get("escalate")
+        if escalate is not None and escalate not in (older, {"model": older}):
+            raise ConfigError(
+                f"names the last round's model, as fix.last_round does ({older!r}): set one of them "
+                "(fix.last_round is models.escalate's older name)",
+                key="models.escalate",
+            )
+        written.setdefault("models", {})
+        written["models"] = {**written["models"], "escalate": older}
+        written["fix"] = {key: value for key, value in fix.items() if key != "last_round"}  # type: ignore[union-attr]
+    if written.get("models") == {} and "models" not in data:
+        del written["models"]
+    return written
 
 
 class SandboxEnvSettings(_Section):
@@ -828,6 +968,8 @@ class Settings(_Section):
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
     learning: LearningSettings = Field(default_factory=LearningSettings)
     fix: FixSettings = Field(default_factory=FixSettings)
+    models: ModelsSettings = Field(default_factory=ModelsSettings)
+    """A model per role: the turn's (``main``, which is ``model``), the fix's samples' and its last round's."""
     serve: ServeSettings = Field(default_factory=ServeSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
@@ -884,6 +1026,33 @@ class Settings(_Section):
     def _voice_switch(cls, value: Any) -> Any:
         return {"enabled": value} if isinstance(value, bool) else value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _main_is_the_model(cls, value: Any) -> Any:
+        models = value.get("models") if isinstance(value, dict) else None
+        if isinstance(models, dict) and models.get("main") is not None:
+            return roles_written_out(value, last_round=False)
+        return value
+
+    @property
+    def last_round(self) -> ModelRole:
+        """The model of the fix's last round: ``models.escalate``, else ``fix.last_round`` (``auto`` by default)."""
+        return self.models.escalate or ModelRole(model=self.fix.last_round)
+
+    def for_role(self, role: ModelRole) -> Settings:
+        """These settings with ``role``'s model in place of the turn's, for ``create_model_client``: on the engine
+        in use (its address and key) unless the role names an engine or an address of its own, which then gets
+        only the key the role names (the turn's server's key never goes to another server)."""
+        same_server = role.engine in (None, self.engine) and role.base_url in (None, self.base_url)
+        update: dict[str, Any] = {"model": role.model, "engine": role.engine or self.engine}
+        if same_server:
+            update["api_key"] = role.api_key or self.api_key
+        else:
+            update["base_url"], update["api_key"] = role.base_url, role.api_key
+        if role.parallel is not None:
+            update["parallel"] = role.parallel
+        return self.model_copy(update=update)
+
 
 def load_settings(workspace: Path, environ: Environ | None = None, *, trust: TrustDecider | None = None) -> Settings:
     """Settings for ``workspace``: user file, workspace file, then the environment (later ones winning).
@@ -914,6 +1083,10 @@ def load_settings(workspace: Path, environ: Environ | None = None, *, trust: Tru
         if not path.is_file():
             continue
         data = _read_yaml(path)
+        try:
+            data = roles_written_out(data)
+        except ConfigError as error:
+            raise ConfigError(str(error).split(": ", 1)[1], key=error.key, source=str(path)) from None
         # Name the file that holds a bad value; judge trust by the values the settings will hold (`enabled: 0`).
         written = _validate(data, str(path)).model_dump(exclude_unset=True)
         servers = (data.get("mcp") or {}).get("servers") if isinstance(data.get("mcp"), dict) else None
@@ -924,6 +1097,7 @@ def load_settings(workspace: Path, environ: Environ | None = None, *, trust: Tru
             destination = engine_destination(data, merged, env)
             if destination is not None:
                 sections["engine"] = destination
+            sections.update(_roles_sent_away(data, merged, env))
             files = files_digests(runs, workspace) if "mcp.servers" in sections else {}
             request = TrustRequest(workspace.resolve(), path, sections, files)
             if sections and not (trust or store.is_trusted)(request):
@@ -972,6 +1146,38 @@ def engine_destination(workspace_data: Mapping[str, Any], user_data: Mapping[str
         if not is_loopback_url(url):
             return f"{engine.name} at {url} (from {source})"
     return None
+
+
+def _roles_sent_away(
+    workspace_data: Mapping[str, Any], user_data: Mapping[str, Any], environ: Environ
+) -> dict[str, Any]:
+    """The roles of a workspace's ``models:`` (``models.sampler``...) that would send prompts to another machine, as
+    the trust request shows them (their key left out), unless your own cortana.yml names the same role alike.
+
+    A name alone is a model of the engine in use, which the top level's trust covers. A role with an address of its
+    own sends there; one that names an engine (and no address) sends where your own cortana.yml's engine does when
+    it is the same engine, else to that engine's variable (``OPENAI_BASE_URL``, ``OLLAMA_HOST``...).
+    """
+    models = workspace_data.get("models")
+    mine = user_data.get("models")
+    yours = mine if isinstance(mine, dict) else {}
+    away: dict[str, Any] = {}
+    for name, role in models.items() if isinstance(models, dict) else []:
+        if isinstance(role, dict) and role != yours.get(name) and _role_destination(role, user_data, environ):
+            away[f"models.{name}"] = {key: value for key, value in role.items() if key != "api_key"}
+    return away
+
+
+def _role_destination(role: Mapping[str, Any], user_data: Mapping[str, Any], environ: Environ) -> str | None:
+    """Where a workspace's role would send prompts, when that is another machine (see :func:`_roles_sent_away`)."""
+    base_url = role.get("base_url")
+    if isinstance(base_url, str) and base_url:
+        return None if is_loopback_url(base_url) else base_url
+    engine = _engine_or_none(role.get("engine"))
+    if engine is None or _engine_or_none(user_data.get("engine")) == engine:
+        return None
+    return next((environ[name] for name in engine.address_variables if environ.get(name)
+                 and not is_loopback_url(environ[name])), None)  # fmt: skip
 
 
 def _engine_or_none(value: Any) -> Engine | None:

@@ -65,6 +65,7 @@ SENSITIVE: dict[str, str] = {
     "permissions.deny": "drop tools from your deny list",
     "base_url": "send the conversation to an engine on another machine",
     "engine": "send the conversation to an engine on another machine",
+    "models.*": "send the fix's prompts (your code and its failing tests) to an engine on another machine",
     "memory.dsn": "store your conversations in this PostgreSQL database",
     "send_key_over_http": "send the engine's API key unencrypted (plain http) to another machine",
     "serve.cors_origins": "let scripts of these web pages call `cortana serve`",

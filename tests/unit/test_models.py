@@ -150,6 +150,12 @@ def test_pull_resumes_a_cut_download_checks_it_and_use_and_rm_work(tmp_path: Pat
     assert f'model: "{NAME}"' in config and 'engine: "embedded"' in config
     refused = cortana("rm", NAME, home=tmp_path, hub=hub)
     assert refused.returncode == 1 and "choose another first" in refused.stderr
+    (tmp_path / ".config" / "cortana" / "cortana.yml").write_text(f"models:\n  sampler: {NAME}\n")
+    sampled = cortana("rm", NAME, home=tmp_path, hub=hub)
+    assert sampled.returncode == 1 and "is your cortana.yml's models.sampler" in sampled.stderr
+    (tmp_path / ".config" / "cortana" / "cortana.yml").write_text("models:\n  main: qwen2.5-coder-0.5b\n")
+    contradicting = cortana("use", NAME, home=tmp_path, hub=hub)
+    assert contradicting.returncode == 1 and "names the turn's model as models.main" in contradicting.stderr
     (tmp_path / ".config" / "cortana" / "cortana.yml").write_text("temperature: 0.1\n")
     removed = cortana("rm", NAME, home=tmp_path, hub=hub)
     assert removed.returncode == 0, removed.stderr
@@ -208,6 +214,12 @@ def test_the_list_as_a_person_sees_it_in_a_terminal(tmp_path: Path, hub: FakeHub
     child.expect(r"qwen2\.5-coder-7b\s+~4\.4 GiB\s+[\d.]+ GiB\s+(yes|no)\s+[\d.]+\s+\d+ min")
     child.expect(r"Speeds: qwen2\.5-coder-0\.5b measured here \(150 tokens/s read, 30\.0 written, 70\.0 over")
     child.expect(r"Recommended: qwen2\.5-coder-(0\.5|1\.5|3)b, the largest whose typical fix fits the 180 s budget")
+    child.expect("By role")
+    child.expect(r"main\s+qwen2\.5-coder-\S+\s+the (largest|fastest)")
+    child.expect(r"sampler\s+qwen2\.5-coder-\S+\s+")
+    child.expect(r"escalate\s+\S+\s+")
+    child.expect("In cortana.yml:")
+    child.expect(r"  main: qwen2\.5-coder-")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
@@ -356,3 +368,52 @@ def test_a_downloaded_hybrid_or_sliding_window_file_is_read_for_the_layers_that_
     windowed = read_gguf(tmp_path / "oss.gguf")
     assert (windowed.sliding_window, windowed.sliding_layers) == (128, 12)
     assert windowed.kv_cache_bytes(32768) == CATALOGUE["gpt-oss-20b"].kv_cache_bytes(32768)
+
+
+def recorded(name: str) -> Speed:
+    """A measurement kept by ``cortana models`` (tests/fixtures/machine_speed/, each naming where it was taken)."""
+    data = json.loads((Path(__file__).parents[1] / "fixtures" / "machine_speed" / f"{name}.json").read_text())
+    return Speed(data["model"], data["prompt_per_second"], data["generate_per_second"], measured=True,
+                 together_per_second=data["together_per_second"])  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["two_cores_docs", "two_cores_2026_12"])
+def test_a_model_per_role_from_the_recorded_measurements(name: str) -> None:
+    """On the project's 2 cores: the 1.5B answers a typical question within the interactive budget and the 3B does
+    not (main), the 0.5B is the fastest at the samples (sampler, measured), and the 3B is the largest whose typical
+    fix fits the 180 s budget beside the 1.5B (escalate). The same figures the listing shows."""
+    measured = recorded(name)
+    roles = speed.recommend_roles(24 * GIB, 8192, measured, 180)
+    assert {role: found.model for role, found in roles.items()} == {
+        "main": "qwen2.5-coder-1.5b", "sampler": "qwen2.5-coder-0.5b", "escalate": "qwen2.5-coder-3b",
+    }  # fmt: skip
+    main, sampler, escalate = roles["main"], roles["sampler"], roles["escalate"]
+    three = speed.speed_of(CATALOGUE["qwen2.5-coder-3b"], measured)
+    assert three is not None and speed.answer_seconds(three) > speed.ANSWER_SECONDS, "the 3B is too slow to talk to"
+    assert main.seconds is not None and main.seconds <= speed.ANSWER_SECONDS and not main.measured
+    assert "predicted from qwen2.5-coder-0.5b" in main.why
+    assert sampler.measured and "measured here" in sampler.why and "the fastest that fits beside main" in sampler.why
+    assert escalate.seconds is not None and escalate.seconds <= 180 and "180 s budget" in escalate.why
+
+
+def test_the_roles_follow_memory_and_the_budget() -> None:
+    measured = recorded("two_cores_docs")
+    roomy = speed.recommend_roles(64 * GIB, 8192, measured, 3600)
+    assert roomy["escalate"].model == "qwen2.5-coder-32b", "an hour's budget, and memory for the 32B beside the 1.5B"
+    assert speed.recommend_roles(24 * GIB, 8192, measured, 3600)["escalate"].model == "qwen2.5-coder-7b", (
+        "the 14B needs 16.3 GiB, more than is left beside the 1.5B"
+    )
+    small = speed.recommend_roles(2 * GIB, 8192, measured, 180)
+    assert [found.model for found in small.values()] == ["qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b", None]
+    assert small["sampler"].why == "main itself: no faster model fits beside it"
+    assert small["escalate"].why.startswith("none: no larger model fits beside main")
+    slow = Speed("qwen2.5-coder-0.5b", 20.0, 2.0, measured=True, together_per_second=4.0)
+    crawling = speed.recommend_roles(24 * GIB, 8192, slow, 180)["main"]
+    assert crawling.model == "qwen2.5-coder-0.5b" and crawling.why.startswith("the fastest: even it takes about 75 s")
+
+
+def test_unmeasured_the_roles_come_from_the_bundled_models_and_say_so() -> None:
+    roles = speed.recommend_roles(24 * GIB, 8192, None, 180)
+    assert [found.model for found in roles.values()] == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", None]
+    assert all(found.seconds is None for found in roles.values())
+    assert "speed not measured: `cortana models measure`" in roles["main"].why

@@ -24,7 +24,7 @@ from cortana.assistant import (
     workspace_tool_judge,
 )
 from cortana.cli.session import settings_for, start_engine
-from cortana.config import Settings, compaction_threshold, effective_context_window
+from cortana.config import ModelRole, Settings, compaction_threshold, effective_context_window
 from cortana.display import printable
 from cortana.errors import CortanaError
 from cortana.memory.stored import StoredMemory
@@ -85,6 +85,7 @@ async def doctor_rows(assistant: Assistant) -> list[tuple[str, str]]:
             if client.guides_tool_calls
             else "the engine's, plus calls written as text",
         ),
+        ("fix models", fix_models_doctor_line(settings)),
         ("memory", await memory_doctor_line(assistant.memory)),
         ("recall", assistant.memory.recall_status),
         ("code graph", graph_doctor_line(assistant.workspace, settings)),
@@ -101,6 +102,20 @@ async def doctor_rows(assistant: Assistant) -> list[tuple[str, str]]:
         found = importlib.util.find_spec(module) is not None
         rows.append((part, "installed" if found else f"missing: pip install 'cortana[{extra}]'"))
     return rows
+
+
+def fix_models_doctor_line(settings: Settings) -> str:
+    """Which models a fix uses besides the turn's (cortana.yml ``models:``): who writes the samples, and the last
+    round's."""
+
+    def named(role: ModelRole) -> str:
+        where = f" on {role.engine or settings.engine}" + (f" at {role.base_url}" if role.base_url else "")
+        return (role.model or "its first model") + (where if role.own_engine else "")
+
+    sampler = settings.models.sampler
+    last = settings.last_round
+    ending = {"auto": "auto (a larger installed model, when one fits)", "off": "off"}.get(last.model or "", named(last))
+    return f"samples by {named(sampler) if sampler else 'the model in use'}; last round: {ending}"
 
 
 def trust_doctor_line(settings: Settings) -> str:

@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -81,6 +82,10 @@ async def run_models(args: argparse.Namespace) -> int:
     if action == "rm":
         if settings.model == name:
             raise UserError(f"{name} is the model your cortana.yml uses; choose another first (cortana models use …)")
+        for role in ("sampler", "escalate"):
+            named = getattr(settings.models, role)
+            if named is not None and not named.own_engine and named.model == name:
+                raise UserError(f"{name} is your cortana.yml's models.{role}; name another there first")
         path = catalogue.remove(name)
         err.print(Text(printable(f"Removed {name} ({path}).")))
         return 0
@@ -153,11 +158,26 @@ def _use(err: Console, name: str, window: int) -> int:
             f"{memory.total / GIB:.1f} GiB" + (f"; set context_window: {fits} in cortana.yml" if fits else "")
         )
     config = user_config_path()
+    if _names_main(config):
+        raise UserError(
+            f"{config} names the turn's model as models.main; write `main: {name}` there (and `engine: embedded`), "
+            "or remove models.main and run this again"
+        )
     write_settings(config, {"engine": "embedded", "model": name})
     err.print(
         Text(printable(f"{config}: engine: embedded, model: {name} (about {need / GIB:.1f} GiB at {window:,} tokens)"))
     )
     return 0
+
+
+def _names_main(path: Path) -> bool:
+    """Whether the cortana.yml at ``path`` sets ``models.main`` (a ``model:`` written beside it would contradict it)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # loading the settings said what is wrong with it already
+    models = data.get("models") if isinstance(data, dict) else None
+    return isinstance(models, dict) and models.get("main") is not None
 
 
 def write_settings(path: Path, values: dict[str, str]) -> None:
@@ -265,6 +285,7 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
     budget = settings.fix.budget_seconds
     speeds = _speeds(measured)
     choice, why = recommend(memory, window, _fix_time(speeds) if speeds else None, budget)
+    roles = speed.recommend_roles(memory.total, window, measured, budget)
     engines = await _engines(settings, args)
     needs = {row["name"]: row["needs"] for row in installed}  # a file's own header says it better
     rows = [
@@ -287,6 +308,7 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
             "unreadable_stores": unreadable,
             "catalogue": rows,
             "recommended": {"name": choice.name, "why": why},
+            "roles": {role: asdict(found) for role, found in roles.items()},
             "engines": {engine: {"models": names, "in_use": used} for engine, (names, used) in engines.items()},
         }
         print(json.dumps(data, indent=2))
@@ -346,10 +368,24 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
     out.print(Text(printable(f"\nRecommended: {choice.name}, {why}.")))
     if choice.name != in_use and not choice.bundled:
         out.print(f"Get it: cortana models pull {choice.name} && cortana models use {choice.name}", markup=False)
+    _print_roles(out, roles)
     for engine, (names, used) in engines.items():
         shown = ", ".join(f"{name} (in use)" if name == used else name for name in names) or "(no models)"
         out.print(Text(printable(f"\n{engine}: {shown}")), soft_wrap=True)
     return 0
+
+
+def _print_roles(out: Console, roles: dict[str, speed.RoleChoice]) -> None:
+    """A model per role (``models:`` in cortana.yml), why each, and the lines that say so."""
+    out.print('\nBy role (docs/engines.md, "A model per role"):')
+    for role, found in roles.items():
+        out.print(Text(printable(f"  {role:<9} {found.model or '-':<20} {found.why}")), soft_wrap=True)
+    chosen = {role: found.model for role, found in roles.items() if found.model}
+    if roles["sampler"].model == roles["main"].model:
+        chosen.pop("sampler", None)  # the turn's model writes the samples anyway
+    lines = "".join(f"\n  {role}: {name}" for role, name in chosen.items())
+    escalate = "" if "escalate" in chosen else "\n  escalate: off"
+    out.print(Text(f"In cortana.yml:\nmodels:{lines}{escalate}", style="dim"))
 
 
 SOURCES = {"bundled": "bundled", "hf": "hf cache", "ollama": "ollama", "lmstudio": "lmstudio"}

@@ -295,8 +295,7 @@ class ModelClient(Protocol):
         answers = []
         for number in range(count):
             seed = None if request.settings.seed is None else request.settings.seed + number
-            settings = replace(request.settings, seed=seed)
-            answers.append(await complete(self, ModelRequest(request.messages, request.tools, settings)))
+            answers.append(await complete(self, replace(request, settings=replace(request.settings, seed=seed))))
         return answers
 
     async def count_tokens(self, messages: list[Message], tools: list[ToolSpec] | None = None) -> int:

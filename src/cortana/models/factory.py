@@ -68,7 +68,8 @@ async def create_model_client(
             (for Ollama, the ``num_ctx`` sent; for the embedded engine, its size).
         threads: CPU threads the embedded engine generates with.
         batch_threads: CPU threads the embedded engine reads a prompt with (default: every core).
-        parallel: request slots for the embedded engine (one prompt cache each).
+        parallel: request slots for the embedded engine (one prompt cache each); for ``openai``, the most requests
+            sent at once for several answers to one prompt (the fix's samples, spread over the server's replicas).
         prompt_cache: for the embedded engine, a name under which its prompt cache is kept between
             processes (saved on ``aclose()``, restored at the next start); None: not kept.
         keep_alive: seconds the model stays loaded after the last user leaves: the embedded engine stays
@@ -117,6 +118,7 @@ async def create_model_client(
             api_key=api_key or env_key,
             send_key_over_http=send_key,
             context_window=context_window,
+            parallel=parallel,
             **common,
         )
         return await _connected(server, server.connect)

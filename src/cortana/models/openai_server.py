@@ -10,14 +10,20 @@ What this adapter adds is what such servers differ in:
   (servers that follow OpenRouter's or LM Studio's naming); unknown otherwise, so
   compaction stays off rather than guessing;
 - an API key, sent as a bearer token and never written into an error, a log line or
-  ``cortana doctor``: a refused key is named as refused, not shown.
+  ``cortana doctor``: a refused key is named as refused, not shown;
+- several answers to one prompt (the fix's samples) sent as up to ``parallel`` requests at once, for a
+  server that answers them together: Xinference's replicas of a model, vLLM's batches. The OpenAI API's
+  ``n`` is not asked for, since such servers differ in whether they honour it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from typing import Any, ClassVar
 
 from cortana.errors import ModelError, ModelNotFound, UserError
+from cortana.models.base import ModelRequest, ModelResponse, complete
 from cortana.models.openai_compat import OpenAICompatClient
 
 __all__ = ["WINDOW_FIELDS", "OpenAIServerClient"]
@@ -33,6 +39,8 @@ class OpenAIServerClient(OpenAICompatClient):
         model: the model to use ("" for the first the server lists).
         base_url: the server's address, with or without the trailing ``/v1``.
         api_key: sent as ``Authorization: Bearer``; never shown.
+        parallel: the most requests :meth:`complete_many` sends at once (a server with that many replicas of the
+            model, or slots, answers them together); 1: one after another.
         kwargs: as for :class:`~cortana.models.openai_compat.OpenAICompatClient`.
     """
 
@@ -44,7 +52,12 @@ class OpenAIServerClient(OpenAICompatClient):
         "that is running."
     )
 
-    def __init__(self, model: str = "", *, base_url: str, api_key: str | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, model: str = "", *, base_url: str, api_key: str | None = None, parallel: int = 1, **kwargs: Any
+    ) -> None:
+        if parallel < 1:
+            raise UserError(f"parallel must be at least 1 (requests at once), got {parallel}")
+        self.parallel = parallel
         if not base_url:
             raise UserError(
                 "engine: openai needs the server's address: set base_url in cortana.yml, OPENAI_BASE_URL, "
@@ -75,6 +88,29 @@ class OpenAIServerClient(OpenAICompatClient):
         if self._given_window is None:
             self._context_window = _served_window(entry)
         return self
+
+    async def complete_many(self, request: ModelRequest, count: int) -> list[ModelResponse]:
+        """``count`` answers to ``request``, up to :attr:`parallel` requests at once, each with its own seed (one
+        more than the last); in the order asked. A server that spreads requests over replicas of the model
+        (Xinference) or batches them (vLLM) answers them together."""
+        self.refuse_images(request)
+        if self.parallel <= 1 or count <= 1:
+            return await super().complete_many(request, count)
+        gate = asyncio.Semaphore(self.parallel)
+
+        async def one(number: int) -> ModelResponse:
+            seed = None if request.settings.seed is None else request.settings.seed + number
+            settings = dataclasses.replace(request.settings, seed=seed)
+            async with gate:
+                return await complete(self, dataclasses.replace(request, settings=settings))
+
+        tasks = [asyncio.ensure_future(one(number)) for number in range(count)]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:  # one failed, or the fix was cancelled (its budget): the others are dropped too
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def switch_model(self, model: str) -> None:
         """Use ``model`` from now on (it must be listed); its window is read again."""

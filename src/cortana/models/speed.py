@@ -37,15 +37,21 @@ from cortana.models.embedded import EmbeddedClient, engine_build, installed_mode
 from cortana.models.engine_process import SAMPLE_SLOTS
 
 __all__ = [
+    "ANSWER_PROMPT",
+    "ANSWER_SECONDS",
+    "ANSWER_TOKENS",
     "FIX_PROMPT",
     "FIX_SAMPLES",
     "FIX_SAMPLE_TOKENS",
+    "RoleChoice",
     "Speed",
     "active_parameters",
+    "answer_seconds",
     "fix_seconds",
     "measured_speed",
     "parameters",
     "predict",
+    "recommend_roles",
     "remember",
     "speed_of",
     "stronger_model",
@@ -56,6 +62,13 @@ FIX_PROMPT = 1_500
 FIX_SAMPLES = 8
 FIX_SAMPLE_TOKENS = 200
 """A typical fix's samples, and each one's tokens (a function written again)."""
+ANSWER_PROMPT = 500
+ANSWER_TOKENS = 100
+"""A typical answer in a conversation: the tokens it reads (the question, its turn's context, a tool's result: the
+instructions and the tools' descriptions come from the prompt cache) and writes (the newcomer script's answers are
+150 to 1,150 characters, some 40 to 300 tokens)."""
+ANSWER_SECONDS = 30.0
+"""The interactive budget: the longest a typical answer of the turn's model (``models.main``) may take."""
 MEASURE_TOKENS = 64
 """Tokens each answer of the measurement writes."""
 _PARAMETERS = re.compile(r"(\d+(?:\.\d+)?)\s*[bB]\b")
@@ -136,6 +149,11 @@ def speed_of(model: CatalogueModel, measured: Speed) -> Speed | None:
 def fix_seconds(speed: Speed) -> float:
     """A typical fix's model time at ``speed``: its prompt read once, its samples written."""
     return FIX_PROMPT / speed.prompt_per_second + FIX_SAMPLES * FIX_SAMPLE_TOKENS / speed.samples_per_second
+
+
+def answer_seconds(speed: Speed) -> float:
+    """A typical answer's model time at ``speed``: its new prompt read, its answer written."""
+    return ANSWER_PROMPT / speed.prompt_per_second + ANSWER_TOKENS / speed.generate_per_second
 
 
 def machine_key() -> str:
@@ -226,3 +244,128 @@ def stronger_model(in_use: str, budget_seconds: float, window: int, measured: Sp
         if speed is not None and fix_seconds(speed) <= budget_seconds:
             found.append(model)
     return max(found, key=lambda model: model.size).name if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class RoleChoice:
+    """The model :func:`recommend_roles` recommends for one role of cortana.yml's ``models:``.
+
+    Attributes:
+        role: ``main``, ``sampler`` or ``escalate``.
+        model: a catalogue name; None: no model for the role (escalate: none larger fits; the fix's last round
+            stays on the model before it).
+        why: the rule it met, with the figure, for a person.
+        seconds: main: a typical answer's seconds; escalate: a typical fix's; sampler: a typical fix's samples'.
+            None: unknown (nothing measured).
+        measured: whether that figure is this machine's measurement of the model itself (else predicted from the
+            measurement of another, or unknown).
+    """
+
+    role: str
+    model: str | None
+    why: str
+    seconds: float | None = None
+    measured: bool = False
+
+
+def recommend_roles(
+    memory_total: int, window: int, measured: Speed | None, budget_seconds: float
+) -> dict[str, RoleChoice]:
+    """A model per role of ``models:``, from this machine's measured speed (predicted for the models not measured)
+    and its memory: the Qwen2.5-Coder sizes of the catalogue, whose memory at ``window`` fits within
+    ``1 - HEADROOM`` of ``memory_total``.
+
+    - main: the largest whose typical answer (:data:`ANSWER_PROMPT` read, :data:`ANSWER_TOKENS` written) takes at
+      most :data:`ANSWER_SECONDS`; if none does, the fastest.
+    - sampler: the fastest at the fix's parallel samples whose memory fits beside main's (the samples are many and
+      short); main itself when no faster one fits.
+    - escalate: the largest larger than main whose memory fits beside main's and whose typical fix fits
+      ``budget_seconds``; none when no larger one does (the sampler is closed before the last round starts).
+
+    With nothing measured, speeds are unknown: only the bundled models are candidates (they answer in time on two
+    cores), main the larger of them, ranked by size as the prediction would rank them.
+    """
+    room = memory_total * (1 - HEADROOM)
+    family = sorted((m for m in CATALOGUE.values() if m.family == "qwen2.5"), key=lambda model: model.size)
+    if measured is None or measured.model not in CATALOGUE:
+        family = [model for model in family if model.bundled]
+    need = {model.name: memory_estimate(model, window).total for model in family}
+    fitting = [model for model in family if need[model.name] <= room] or family[:1]
+    speeds = {model.name: speed_of(model, measured) for model in fitting} if measured is not None else {}
+
+    def basis(model: CatalogueModel) -> str:
+        speed = speeds.get(model.name)
+        if speed is None:
+            return "speed not measured: `cortana models measure`"
+        return "measured here" if speed.measured else f"predicted from {measured.model if measured else '?'}"
+
+    main_choice = _main(fitting, speeds, basis)
+    main = CATALOGUE[main_choice.model or fitting[0].name]
+    beside = room - need[main.name]
+    return {
+        "main": main_choice,
+        "sampler": _sampler(main, [m for m in fitting if need[m.name] <= beside or m is main], speeds, basis),
+        "escalate": _escalate(main, [m for m in fitting if need[m.name] <= beside], speeds, basis, budget_seconds),
+    }
+
+
+def _main(fitting: list[CatalogueModel], speeds: dict[str, Speed | None], basis: Any) -> RoleChoice:
+    if not speeds:
+        choice = fitting[-1]
+        return RoleChoice("main", choice.name, f"the largest bundled model that fits ({basis(choice)})")
+    times = {model.name: answer_seconds(speed) for model in fitting if (speed := speeds.get(model.name))}
+    fast = [model for model in fitting if times.get(model.name, ANSWER_SECONDS + 1) <= ANSWER_SECONDS]
+    choice = fast[-1] if fast else fitting[0]
+    seconds = times.get(choice.name)
+    about = f"about {seconds:.0f} s" if seconds is not None else "an unknown time"
+    speed = speeds.get(choice.name)
+    measured = speed is not None and speed.measured
+    if not fast:
+        why = f"the fastest: even it takes {about} for a typical answer here, over {ANSWER_SECONDS:.0f} s"
+    else:
+        why = f"the largest whose typical answer takes at most {ANSWER_SECONDS:.0f} s here: {about}"
+    return RoleChoice("main", choice.name, f"{why} ({basis(choice)})", seconds, measured)
+
+
+def _sampler(
+    main: CatalogueModel, beside: list[CatalogueModel], speeds: dict[str, Speed | None], basis: Any
+) -> RoleChoice:
+    def rate(model: CatalogueModel) -> float:
+        speed = speeds.get(model.name)
+        return speed.samples_per_second if speed is not None else 1 / model.size  # unmeasured: by size, as predicted
+
+    choice = max(beside, key=lambda model: (rate(model), -model.size))
+    speed = speeds.get(choice.name)
+    seconds = FIX_SAMPLES * FIX_SAMPLE_TOKENS / speed.samples_per_second if speed is not None else None
+    if choice is main:
+        return RoleChoice("sampler", choice.name, "main itself: no faster model fits beside it", seconds)
+    written = f"{speed.samples_per_second:.1f} tokens/s over the fix's parallel samples" if speed else "the smallest"
+    return RoleChoice(
+        "sampler", choice.name, f"the fastest that fits beside main: {written} ({basis(choice)})", seconds,
+        speed is not None and speed.measured,
+    )  # fmt: skip
+
+
+def _escalate(
+    main: CatalogueModel,
+    beside: list[CatalogueModel],
+    speeds: dict[str, Speed | None],
+    basis: Any,
+    budget_seconds: float,
+) -> RoleChoice:
+    larger = [model for model in beside if model.size > main.size]
+    times = {model.name: fix_seconds(speed) for model in larger if (speed := speeds.get(model.name))}
+    if speeds:
+        larger = [model for model in larger if times.get(model.name, budget_seconds + 1) <= budget_seconds]
+    if not larger:
+        return RoleChoice(
+            "escalate", None, f"none: no larger model fits beside main with a typical fix within {budget_seconds:.0f} s"
+        )
+    choice = larger[-1]
+    seconds = times.get(choice.name)
+    speed = speeds.get(choice.name)
+    about = f": about {seconds:.0f} s" if seconds is not None else ""
+    why = f"the largest that fits beside main whose typical fix fits the {budget_seconds:.0f} s budget{about}"
+    return RoleChoice(
+        "escalate", choice.name, f"{why} ({basis(choice)})", seconds, speed is not None and speed.measured
+    )

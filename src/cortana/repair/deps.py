@@ -36,7 +36,8 @@ Authorize = Callable[[ToolCall, Tool], Awaitable[PermissionDecision]]
 class RepairDeps:
     """The workflow's arguments for one fix, as :class:`~cortana.repair.workflow.RepairWorkflow` describes them:
     the engine, the workspace (resolved), how its tests run, their environment, the gate, the code graph, the
-    settings, the progress callback, the sandbox, the larger model, and what is called before a file is written."""
+    settings, the progress callback, the sandbox, the larger model, the model that writes the samples, and what is
+    called before a file is written."""
 
     client: ModelClient
     workspace: Path
@@ -48,11 +49,17 @@ class RepairDeps:
     on_progress: Callable[[Progress], None] | None
     sandbox: Sandbox
     stronger: Stronger | None
+    sampler: Stronger | None
     before_write: Callable[[Path, str], None] | None
 
     def engine(self, run: RepairRun) -> ModelClient:
         """The engine in use: the larger model's once the last round went to it."""
         return run.stronger or self.client
+
+    def writer(self, run: RepairRun) -> ModelClient:
+        """The engine that writes the samples: the larger model's in the last round, else the sampler's (once
+        started), else the engine in use."""
+        return run.stronger or run.sampler or self.client
 
     def say(self, run: RepairRun, stage: Stage, message: str) -> None:
         """Report one step: kept in the run's progress, and given to ``on_progress``."""

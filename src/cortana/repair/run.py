@@ -140,13 +140,14 @@ def configured_fields() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Stronger:
-    """A larger model for the last round: its name, and how to start its engine. The workflow starts it only
-    when the search gets to its last round (the last by count, or the second half of the budget) and closes it
-    when the fix ends.
+    """A model of a role (``models:``) the fix starts when it gets to it: its name, and how to start its engine. The
+    last round's (``stronger=``) is started only when the search gets to its last round (the last by count, or the
+    second half of the budget); the sampler's (``sampler=``) as the first round begins. Both are closed when the fix
+    ends.
 
     Attributes:
         name: the model, as progress and the result name it.
-        start: starts its engine (an error is said in progress, and the round goes on with the model in use).
+        start: starts its engine (an error is said in progress, and the fix goes on with the model in use).
     """
 
     name: str
@@ -256,6 +257,10 @@ class RepairRun:
         progress: every step said so far.
         stronger: the larger model's engine once the last round went to it (None: every round on the one in use).
         stronger_name: its name.
+        sampler: the engine of the model that writes the samples (``models.sampler``), once started; None: the
+            engine in use writes them (none named, it did not start, or the last round went to the larger model).
+        sampler_name: its name ("" when it never started).
+        sampler_tried: whether starting it was tried (once a fix).
         held: a passing patch that only adds a failing assertion's difference, kept aside to the end of its round.
         escalated: the last round was handed to the larger model (whether or not it started): once a fix.
         stronger_from: the round the larger model started in (its own first round: round one's prompts).
@@ -291,6 +296,9 @@ class RepairRun:
     progress: list[Progress] = field(default_factory=list)
     stronger: ModelClient | None = None
     stronger_name: str = ""
+    sampler: ModelClient | None = None
+    sampler_name: str = ""
+    sampler_tried: bool = False
     held: Attempt | None = None
     escalated: bool = False
     stronger_from: int = 0
@@ -376,6 +384,7 @@ class RepairResult:
         closest: the closest attempt's diff when none passed ("" otherwise): one that made a failing test pass and
             broke none.
         stronger: the larger model the last round went to ("" when it did not).
+        sampler: the model that wrote the samples before it (``models.sampler``; "" when the model in use did).
         set_aside: a patch the tests accepted but the request's words rule out, as a diff ("" when none), and why
             (``set_aside_why``).
     """
@@ -399,6 +408,7 @@ class RepairResult:
     """Which sample first made the kept patch."""
     closest: str = ""
     stronger: str = ""
+    sampler: str = ""
     set_aside: str = ""
     set_aside_why: str = ""
 
@@ -409,6 +419,7 @@ class RepairResult:
             f"{self.model_calls} model calls · {self.samples} samples · {self.candidates} patches tried · "
             f"{self.prompt_tokens:,} in, {self.cached_tokens:,} cached / {self.completion_tokens:,} out tokens · "
             f"{self.seconds:.1f}s"
+            + (f" · samples by {self.sampler}" if self.sampler else "")
             + (f" · last round on {self.stronger}" if self.stronger else "")
             + (f" · kept: {self.origin}" if self.origin else "")
         )

@@ -111,6 +111,8 @@ class RepairWorkflow:
         sandbox: the workspace's sandbox: git and every test run are confined by it (the tests write only the
             scratch copy); default: the kernel's, where it can (``Sandbox(workspace, enabled=False)`` for none).
         stronger: a larger model for the last round (started only when the search gets there).
+        sampler: the model that writes the samples (``models.sampler``; started when the first round begins, and
+            stopped when the fix ends or its last round goes to ``stronger``); None: ``client`` writes them.
         before_write: called with each file and its new text just before :meth:`apply` writes it (the assistant's
             checkpoints keep what it held).
     """
@@ -128,11 +130,13 @@ class RepairWorkflow:
         on_progress: Callable[[Progress], None] | None = None,
         sandbox: Sandbox | None = None,
         stronger: Stronger | None = None,
+        sampler: Stronger | None = None,
         before_write: Callable[[Path, str], None] | None = None,
     ) -> None:
         self.client = client
         self.before_write = before_write
         self.stronger = stronger
+        self.sampler = sampler
         self.sandbox = sandbox if sandbox is not None else Sandbox(workspace)
         self.workspace = workspace.resolve()
         self.test_command = test_command
@@ -158,8 +162,9 @@ class RepairWorkflow:
         try:
             return await self._run(run, self._deps())
         finally:
-            if run.stronger is not None:
-                await run.stronger.aclose()
+            for engine in (run.stronger, run.sampler):
+                if engine is not None:
+                    await engine.aclose()
 
     def _deps(self) -> RepairDeps:
         """What a fix runs with, read from the workflow's attributes as it starts (a caller may have set them)."""
@@ -174,6 +179,7 @@ class RepairWorkflow:
             on_progress=self.on_progress,
             sandbox=self.sandbox,
             stronger=self.stronger,
+            sampler=self.sampler,
             before_write=self.before_write,
         )
 

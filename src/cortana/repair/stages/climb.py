@@ -40,6 +40,9 @@ async def escalate(run: RepairRun, deps: RepairDeps) -> None:
     run.escalated = True
     run.stronger_name = stronger.name
     deps.say(run, Stage.ESCALATE, f"round {run.round}: handing the last round to {stronger.name}")
+    if run.sampler is not None:  # its memory is the larger model's now; the samples go with the round
+        await run.sampler.aclose()
+        run.sampler = None
     try:
         run.stronger = await stronger.start()
         run.stronger_from = run.round
@@ -77,4 +80,4 @@ def stale(run: RepairRun, deps: RepairDeps) -> bool:
 def another_round_fits(run: RepairRun, deps: RepairDeps) -> bool:
     """After a round that left an ask out for time: whether one answer could still be written within the
     budget. If not, the fix ends here rather than climb and localize for a round with no time to sample."""
-    return run.cut_short != run.round or run.fits(deps.engine(run).model, 1)
+    return run.cut_short != run.round or run.fits(deps.writer(run).model, 1)

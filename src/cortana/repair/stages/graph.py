@@ -27,7 +27,7 @@ from cortana.repair.stages.localize import locate, missing
 from cortana.repair.stages.mutate import mutate
 from cortana.repair.stages.renames import follow_rename, rename
 from cortana.repair.stages.report import failed_result, first_failures, make_result, plan_text
-from cortana.repair.stages.sample import asked, round_asks, sample
+from cortana.repair.stages.sample import asked, round_asks, sample, start_sampler
 from cortana.repair.symbols import SymbolIndex
 
 __all__ = ["Asking", "Climb", "EndRound", "Localize", "Round", "Step", "Tests"]
@@ -95,6 +95,7 @@ class Round(Step):
 
     async def run(self, run: RepairRun, deps: RepairDeps) -> Step | RepairResult:
         found = gaps(run.failing)
+        await start_sampler(run, deps)
         asks = round_asks(run, deps)
         if not run.mutated and run.current is not None and run.current.lines:
             run.mutated = True  # a line spectrum ranks the small changes: they come before any sample
@@ -124,7 +125,7 @@ class Asking(Step):
         if self.position >= len(self.asks) or run.out_of_time or hand_over_now(run, deps):
             return EndRound(self.found)
         ask = self.asks[self.position]
-        model = deps.engine(run).model
+        model = deps.writer(run).model
         if not run.fits(model, ask.count):
             if run.cut_short != run.round:  # said once a round: the asks after it are left out alike
                 deps.say(run, Stage.SAMPLE, f"round {run.round}: {asked(ask)} left out: the last like it "

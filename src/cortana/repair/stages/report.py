@@ -31,6 +31,7 @@ def make_result(run: RepairRun, status: FixStatus, message: str, **fields: objec
     result.prompt_tokens, result.cached_tokens = run.usage.prompt, run.usage.cached
     result.completion_tokens = run.usage.completion
     result.stronger = run.stronger_name if run.stronger is not None else ""
+    result.sampler = run.sampler_name
     if not result.locations:
         result.locations = run.labels()
     return result

@@ -20,7 +20,22 @@ from cortana.repair.stages.report import failure_text, gain, still_failing
 from cortana.repair.symbols import Symbol, SymbolIndex
 from cortana.repair.windows import suspect_windows
 
-__all__ = ["asked", "round_asks", "sample"]
+__all__ = ["asked", "round_asks", "sample", "start_sampler"]
+
+
+async def start_sampler(run: RepairRun, deps: RepairDeps) -> None:
+    """Start the model that writes the samples (``models.sampler``), once a fix, as its first round begins; one that
+    does not start leaves them to the model in use."""
+    if deps.sampler is None or run.sampler_tried:
+        return
+    run.sampler_tried = True
+    try:
+        run.sampler = await deps.sampler.start()
+    except Exception as error:  # any failure to start: the samples are the model in use's
+        deps.say(run, Stage.SAMPLE, f"{deps.sampler.name} did not start ({error}); the model in use writes the samples")
+        return
+    run.sampler_name = deps.sampler.name
+    deps.say(run, Stage.SAMPLE, f"the samples are written by {deps.sampler.name}")
 
 
 def round_asks(run: RepairRun, deps: RepairDeps) -> list[Ask]:
@@ -142,7 +157,7 @@ def _retry_asks(run: RepairRun, deps: RepairDeps, closest: Attempt) -> list[Ask]
 async def sample(run: RepairRun, deps: RepairDeps, ask: Ask) -> list[Patch]:
     """The patches ``ask``'s answers make: one request of ``ask.count`` answers (decoded together where the
     engine has slots; the prompt, which the round's asks share up to their last lines, read once)."""
-    client = deps.engine(run)
+    client = deps.writer(run)
     grammar = ask.coder.grammar() if client.supports_grammar else None
     if client.supports_grammar and grammar is None:
         return []  # nothing of the code could be shown to it under a grammar
