@@ -511,3 +511,16 @@ def test_a_graph_over_the_size_bound_is_refused_with_what_to_do(
     big.write_text('{"nodes": [' + ",".join(f'{{"id": "n{i}", "label": "n{i}"}}' for i in range(60_000)) + "]}")
     with pytest.raises(UserError, match=r"MiB; Cortana loads code graphs up to 1 MiB\. Leave out .* graphify\.exclude"):
         GraphIndex.load(big)
+
+
+def test_the_missing_cli_warning_shows_a_hostile_folder_name_as_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A folder's name is anyone's: the warning that graphify is missing must not carry a terminal's escapes."""
+    folder = tmp_path / "proj\x1b]0;owned\x07\x1b[2J"
+    folder.mkdir()
+    graph = KnowledgeGraph(folder, command="no-such-graphify-here")
+    with caplog.at_level(logging.WARNING, logger="cortana.knowledge"):
+        assert not graph.available
+    (warning,) = [r.getMessage() for r in caplog.records if "graphify is not installed" in r.getMessage()]
+    assert "\x1b" not in warning and "\x07" not in warning and "proj" in warning

@@ -229,7 +229,7 @@ class KnowledgeGraph(TurnExtension):
             if self._executable is None:
                 log.warning(
                     "graphify is not installed, so the agent runs without the code graph of %s. Install it: %s",
-                    self.root,
+                    printable(str(self.root)),  # a folder's name may hold anything a terminal would act on
                     INSTALL_HINT,
                 )
         return self._executable is not None
