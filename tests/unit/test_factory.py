@@ -78,6 +78,20 @@ async def test_ollama_comes_first_and_picks_a_tool_model(
         ollama.stop()
 
 
+async def test_ollamas_engine_takes_a_model_by_its_store_name(nothing_running: None) -> None:
+    """``--engine ollama --model ollama:NAME`` (the name ``cortana models`` lists a model of Ollama's store by) asks
+    Ollama for NAME: Ollama knows no ``ollama:`` prefix and answered 404."""
+    ollama = ollama_server()
+    url = ollama.start()
+    try:
+        client = await create_model_client("ollama", model="ollama:qwen2.5:0.5b", base_url=url)
+        assert isinstance(client, OllamaClient) and client.model == "qwen2.5:0.5b"
+        assert ollama.bodies("/api/show") == [{"model": "qwen2.5:0.5b"}]
+        await client.aclose()
+    finally:
+        ollama.stop()
+
+
 async def test_explicit_engines(nothing_running: None, monkeypatch: pytest.MonkeyPatch) -> None:
     dmr = WireServer().add("GET", "/engines/v1/models", Reply.fixture("dmr/models"))
     url = dmr.start()

@@ -181,6 +181,8 @@ async def _connect(
 ) -> ModelClient:
     keep_alive = options.pop("keep_alive", None)
     if engine == "ollama":
+        if model and model.startswith("ollama:"):  # the store's name for a model Ollama itself serves
+            model = model.removeprefix("ollama:")
         options.pop("api_key", None)  # Ollama has no keys
         options.pop("send_key_over_http", None)
         if keep_alive is not None:
