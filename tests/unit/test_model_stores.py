@@ -19,7 +19,7 @@ import pytest
 
 from cortana.config import hf_hub_cache, ollama_model_folders
 from cortana.errors import ModelError, ModelNotFound
-from cortana.models import catalogue, stores
+from cortana.models import catalogue, speed, stores
 from cortana.models.embedded import resolve_model_path
 from cortana.models.gguf import read_header
 from cortana.models.stores import find_in_store, lmstudio_folder, parse_ollama_name
@@ -399,3 +399,20 @@ def test_unreadable_stores_are_said_not_fatal(disk: Disk) -> None:
         ]
     finally:
         (disk.ollama / "manifests").chmod(0o755)
+
+
+def test_a_folder_name_that_looks_like_markup_is_listed_as_it_is(disk: Disk) -> None:
+    """Another tool's folder names are anyone's: a publisher `x[` and a repository `]Tiny[bold]` make the name
+    `lmstudio:x[/]Tiny[bold]…`, whose `[/]` would stop `cortana models` with a markup error."""
+    hostile = disk.lmstudio / "x[" / "]Tiny[bold]"
+    hostile.mkdir(parents=True)
+    (hostile / "tiny\x1b[2J.gguf").write_bytes(tiny_model())
+    speed.remember(speed.Speed("qwen2.5-coder-0.5b", 150.0, 25.0, measured=True, together_per_second=56.0))
+    env = {**SOURCE, "PATH": "/usr/bin:/bin", "HOME": str(disk.home), "OLLAMA_MODELS": str(disk.ollama),
+           "HF_HUB_CACHE": str(disk.hf), "COLUMNS": "250"}  # fmt: skip
+    listed = subprocess.run(
+        [sys.executable, "-m", "cortana.cli.main", "models"],
+        cwd=disk.home, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert "lmstudio:x[/]Tiny[bold]/tiny" in listed.stdout and "\x1b" not in listed.stdout

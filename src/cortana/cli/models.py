@@ -320,8 +320,8 @@ async def _list(settings: Settings, args: argparse.Namespace, window: int, measu
         table.add_column(column, no_wrap=True)
     for row in installed:
         fits = "yes" if row["fits"] else f"at {row['fits_window']:,}" if row["fits_window"] else "no"
-        table.add_row(
-            printable(row["name"]), "in use" if row["name"] == in_use else "", SOURCES[row["source"]],
+        table.add_row(  # a name on this disk is another tool's folder names: text, never markup
+            Text(printable(row["name"])), "in use" if row["name"] == in_use else "", SOURCES[row["source"]],
             _size(row["size"]), row["quantization"] or "?", f"{row['context_length'] or 0:,}",
             f"{row['needs'] / GIB:.1f} GiB", fits,
         )  # fmt: skip
