@@ -1,12 +1,11 @@
-"""How the terminal shows an engine (one line: name, model, window), and what it sends it of a long message."""
+"""How the terminal shows an engine (one line: name, model, window)."""
 
 from __future__ import annotations
 
-from cortana.agent.fitting import fit_prompt
 from cortana.display import printable
 from cortana.models.base import ModelClient
 
-__all__ = ["describe_client", "fit_prompt"]
+__all__ = ["describe_client"]
 
 
 def describe_client(client: ModelClient) -> str:
