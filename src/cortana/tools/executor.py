@@ -47,29 +47,31 @@ class ToolThreads(Executor):
             if self._closed:
                 raise RuntimeError("the tool thread pool is shut down")
             self._work.put((future, functools.partial(fn, *args, **kwargs)))
-            if self._idle < self._work.qsize() and self._threads < self.max_workers:
+            # The call is an idle thread's (it is counted busy from now, not when it wakes: a thread between taking
+            # a call and saying so would otherwise count as idle, and the next call waited for one to finish), or
+            # a new thread's; at the bound it waits for one to finish.
+            if self._idle:
+                self._idle -= 1
+            elif self._threads < self.max_workers:
                 self._threads += 1
                 threading.Thread(target=self._serve, name=f"{self.name}-{self._threads}", daemon=True).start()
         return future
 
     def _serve(self) -> None:
         while True:
-            with self._lock:
-                self._idle += 1
             item = self._work.get()
-            with self._lock:
-                self._idle -= 1
             if item is None:
                 return
             future, call = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = call()
-            except BaseException as error:  # handed to the awaiting caller, like ThreadPoolExecutor
-                future.set_exception(error)
-            else:
-                future.set_result(result)
+            if future.set_running_or_notify_cancel():
+                try:
+                    result = call()
+                except BaseException as error:  # handed to the awaiting caller, like ThreadPoolExecutor
+                    future.set_exception(error)
+                else:
+                    future.set_result(result)
+            with self._lock:
+                self._idle += 1
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; idle threads end (a busy one ends when its call returns). Never waits."""
