@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from cortana.messages import ThreadRef
 
-__all__ = ["TurnState", "in_turn", "turn_state"]
+__all__ = ["TurnState", "in_turn", "thread_turn", "turn_state"]
 
 
 @dataclass(eq=False)
@@ -65,3 +65,16 @@ def in_turn(state: TurnState) -> Iterator[TurnState]:
     finally:
         with suppress(ValueError):  # left from another context (a generator closed by the collector): nothing to undo
             _CURRENT.reset(token)
+
+
+@contextmanager
+def thread_turn(thread: ThreadRef, prompt: str = "") -> Iterator[TurnState]:
+    """Run the block in the caller's turn when it is one on ``thread`` (the assistant's turn, with its plan mode and
+    checkpoint, around its agent's run), else in a turn of its own (a library call of ``Agent.run``, a subagent's
+    run on its own thread)."""
+    outer = _CURRENT.get()
+    if outer is not None and outer.thread == thread:
+        yield outer
+        return
+    with in_turn(TurnState(thread, prompt)) as state:
+        yield state

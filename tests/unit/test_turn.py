@@ -235,3 +235,32 @@ async def test_two_acp_sessions_in_one_folder_each_put_back_only_their_own_write
         assert kept is not None and kept.files == ("b.txt",) and kept.thread.thread_id == b
     finally:
         await agent.aclose()
+
+
+async def test_a_run_joins_the_turn_of_its_thread_and_keeps_its_own_on_another() -> None:
+    """An agent's run inside a turn on its thread is that turn (its plan mode, its checkpoint); on another thread
+    (a subagent's) or outside any turn it is a turn of its own, gone when the run ends."""
+    from cortana import Agent, tool
+    from cortana.turn import TurnState, in_turn, turn_state
+
+    seen: list[TurnState | None] = []
+
+    @tool
+    def where() -> str:
+        """Say which turn this is."""
+        seen.append(turn_state())
+        return "noted"
+
+    step = [tool_call_response(tool_call("where")), "done"]
+    agent = Agent(ScriptedModel(step * 3), tools=[where])
+    await agent.run("alone", thread="solo")
+    assert seen[0] is not None and seen[0].thread.thread_id == "solo" and seen[0].prompt == "alone"
+    assert turn_state() is None
+    outer = TurnState(ThreadRef(thread_id="A"), "the user's words", plan=True)
+    with in_turn(outer):
+        await agent.run("inside", thread=ThreadRef(thread_id="A"))
+        await agent.run("aside", thread=ThreadRef(thread_id="B"))
+        assert turn_state() is outer
+    assert seen[1] is outer
+    assert seen[2] is not outer and seen[2] is not None
+    assert (seen[2].thread.thread_id, seen[2].prompt, seen[2].plan) == ("B", "aside", False)

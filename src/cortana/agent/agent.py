@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Self, TypedDict, overload
 
 from typing_extensions import TypeVar, Unpack
 
 from cortana.agent.compaction import compact
-from cortana.agent.events import EventHandler, RunEvent
+from cortana.agent.events import EventHandler, RunEvent, RunFinished
 from cortana.agent.extensions import BackgroundWork, TurnExtension
 from cortana.agent.loop import run_events
 from cortana.agent.run import TurnRequest
@@ -30,7 +30,7 @@ from cortana.tools import Tool, ToolGroup, as_tools
 from cortana.tools.context import AgentHandle
 from cortana.tools.hooks import ToolHooks
 from cortana.tools.permissions import PermissionGate
-from cortana.turnstate import TurnState, in_turn, turn_state
+from cortana.turnstate import thread_turn
 
 __all__ = ["Agent", "EventHandler"]
 
@@ -354,7 +354,7 @@ class Agent(Generic[OutputT]):
         """The turn ``request`` asks for, on a snapshot of the agent's config: the door ``run``, ``run_stream``, the
         resumes and durable runs (``agent/durable.py``) all go through."""
         config = self.config  # the run's snapshot: an agent changed meanwhile changes the next run
-        return StreamedRun(self._events(config, request), typed=config.output_type is not None)
+        return StreamedRun(partial(self._events, config, request), typed=config.output_type is not None)
 
     def resume_stream(self, state: RunState, approvals: Mapping[str, Approval]) -> StreamedRun[OutputT]:
         """Go on with a turn that paused for approvals (``run(..., defer_approvals=True)``), its events as they
@@ -382,15 +382,16 @@ class Agent(Generic[OutputT]):
         _no_running_loop("resume_sync", "await agent.resume(state, approvals)")
         return asyncio.run(self.resume(state, approvals))
 
-    async def _events(self, config: RunConfig, request: TurnRequest) -> AsyncGenerator[RunEvent, None]:
-        """The events of one turn, each handed to the logger first; in the caller's turn (its state: plan mode, its
-        checkpoint) when it is one on this thread, else in a turn of its own."""
+    async def _events(
+        self, config: RunConfig, request: TurnRequest, keep: Callable[[RunResult[Any]], None]
+    ) -> AsyncGenerator[RunEvent, None]:
+        """The events of one turn, each handed to the logger first, the result to ``keep`` (the
+        :class:`StreamedRun`'s); in the caller's turn (its state: plan mode, its checkpoint) when it is one on this
+        thread, else in a turn of its own."""
         self._running += 1
-        outer = turn_state()
-        own = outer is None or outer.thread != request.thread
         tracer = None
         try:
-            with in_turn(TurnState(request.thread, request.prompt)) if own else contextlib.nullcontext():
+            with thread_turn(request.thread, request.prompt):
                 deps = await _deps(self, config, request)
                 tracer = deps.tracer
                 events = run_events(config, deps, request)
@@ -399,6 +400,8 @@ class Agent(Generic[OutputT]):
                         async for event in opened:
                             if config.logger is not None:
                                 config.logger.handle(event)
+                            if isinstance(event, RunFinished):
+                                keep(event.result)
                             yield event
                 finally:
                     await events.aclose()

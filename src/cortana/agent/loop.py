@@ -6,8 +6,8 @@
                         memory: history; extensions (memory's part first): context blocks
                         and tools, gathered at once;
                         messages = system + history + (<context> + user message)
-      -> fit_window     at threshold x window: summarize older turns, keep this one
-      -> call_model     stream the answer
+      -> call_model     fit the window first (at threshold x window: summarize older turns, keep
+                        this one), then stream the answer
       -> screen         no tool calls            -> answer -> RunResult
                                                     (with output_type: the answer validated as the type;
                                                     else one more call, held to its schema, without tools)
@@ -18,14 +18,14 @@
                                                  -> run_tools: authorize, validate, run with
                                                     bounded concurrency, results in request order
                                                     (defer_approvals: calls a person must allow
-                                                    wait; the others run; the run pauses)
+                                                    wait; the others run; the run pauses: finish)
                                                  -> next model call
       -> finish         RunResult (paused: its RunState); extensions' after_turn in the background
 
     RunState + answers (Agent.resume)
       -> Run.resume     the same agent and tools? (agent/approvals.py) the transcript, budget, metrics
       -> resume_tools   the waiting calls run or are refused; the round is stored whole
-      -> fit_window ... as above (it may pause again)
+      -> call_model ... as above (it may pause again)
 
 Every message is handed to memory as soon as it is final, so an engine that
 dies mid-turn loses nothing already said. The steps are methods of
@@ -56,8 +56,7 @@ async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> 
         async with closing(run.resume_tools()) as opened:
             async for event in opened:
                 yield event
-    while not run.paused:
-        await run.fit_window()
+    while True:
         async with closing(run.call_model()) as opened:
             async for event in opened:
                 yield event
@@ -85,4 +84,6 @@ async def run_events(config: RunConfig, deps: RunDeps, request: TurnRequest) -> 
             async with closing(run.run_tools(screened.reply)) as opened:
                 async for event in opened:
                     yield event
+            if run.paused:
+                break  # some calls wait for a person: the run ends here, to be resumed with their answers
     yield RunFinished(run.finish())

@@ -379,11 +379,13 @@ class Run:
         )
 
     async def call_model(self) -> AsyncIterator[RunEvent]:
-        """One model call: stream its deltas, then a :class:`ModelCallFinished`; keeps the response.
+        """One model call: the window fitted first (:meth:`fit_window`), then its deltas streamed, then a
+        :class:`ModelCallFinished`; keeps the response.
 
         A call held to the output type's schema also yields the value so far (:class:`PartialOutput`).
         """
         self.check_calls()
+        await self.fit_window()
         iteration = self.budget.used
         typed = self.output if self.output is not None and self.settings.json_schema is not None else None
         yield ModelCallStarted(iteration, for_output=typed is not None)

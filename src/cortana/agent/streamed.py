@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Generic, Self, cast
 
 from cortana.agent.events import ModelCallStarted, PartialOutput, RunEvent, RunFinished, TextDelta
@@ -10,6 +10,9 @@ from cortana.errors import UserError
 from cortana.messages import OutputT, RunResult
 
 __all__ = ["StreamedRun"]
+
+Keep = Callable[[RunResult[Any]], None]
+"""Where a run hands its result, before it yields ``RunFinished``."""
 
 
 class StreamedRun(Generic[OutputT]):
@@ -22,19 +25,19 @@ class StreamedRun(Generic[OutputT]):
 
     __slots__ = ("_events", "_result", "_typed")
 
-    def __init__(self, events: AsyncGenerator[RunEvent, None], *, typed: bool = False) -> None:
-        self._events = events
+    def __init__(self, events: Callable[[Keep], AsyncGenerator[RunEvent, None]], *, typed: bool = False) -> None:
+        """``events(keep)`` makes the run's events; the run hands its result to ``keep`` before it yields
+        ``RunFinished``. Iterating this iterates those events themselves: nothing stands between the caller and
+        the run."""
         self._typed = typed
         self._result: RunResult[OutputT] | None = None
+        self._events = events(self._keep)
 
-    def __aiter__(self) -> Self:
-        return self
+    def _keep(self, result: RunResult[Any]) -> None:
+        self._result = result
 
-    async def __anext__(self) -> RunEvent:
-        event = await self._events.__anext__()
-        if isinstance(event, RunFinished):
-            self._result = event.result
-        return event
+    def __aiter__(self) -> AsyncGenerator[RunEvent, None]:
+        return self._events
 
     async def aclose(self) -> None:
         """Stop the run here (a run not yet finished is cancelled, as leaving an ``async for`` early does)."""
