@@ -760,7 +760,8 @@ class Assistant:
         from cortana.tools.hooks import ToolRules
         from cortana.turn.events import FixFinished, ImagesAttached, TurnFinished, TurnHeld, TurnResult
 
-        command = self.commands.expand(prompt)  # a bad command file: its error, before anything runs
+        # a message typed as /NAME may be a user command (a bad command file: its error, before anything runs)
+        command = self.commands.expand(prompt) if prompt.lstrip().startswith("/") else None
         tools: tuple[str, ...] | None = None
         if command is not None:
             prompt, tools = command.prompt, command.tools

@@ -252,13 +252,11 @@ class LearningCommands:
         if self.teaching is not None:
             self.teaching.record_command(command, exit_code, output)
 
-    def note(self, line: str) -> bool:
-        """While teaching, a plain line is a note (True); otherwise it is a message for the assistant (False)."""
-        if self.teaching is None:
-            return False
+    def note(self, line: str) -> None:
+        """A plain line typed while teaching: a note for the skill being taught (:attr:`teaching` is set)."""
+        assert self.teaching is not None, "a note is taken while teaching"
         self.teaching.record_note(line)
         self.out.print(Text("noted", style="dim"), highlight=False)
-        return True
 
     async def _draft(self, session: TeachSession) -> None:
         from cortana.cli.markdown import HonestMarkdown as Markdown

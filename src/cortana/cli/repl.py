@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import signal
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
@@ -39,7 +40,7 @@ from cortana.agent.turnstats import TurnStats
 from cortana.cli.checkpoints import CheckpointCommands
 from cortana.cli.display import describe_client
 from cortana.cli.learning import LEARNING_COMMANDS, LearningCommands
-from cortana.cli.terminal import input_waiting, until_ctrl_c
+from cortana.cli.terminal import input_waiting, signals_from_keyboard
 from cortana.companion.voice import INSTALL_HINT as VOICE_INSTALL_HINT
 from cortana.display import printable
 from cortana.errors import ConfigError, ToolError, UserError
@@ -84,6 +85,20 @@ COMMANDS = {
     "/exit": "leave (Ctrl-D works too)",
 }
 SHELL_OUTPUT_LIMIT = 8000
+
+T = TypeVar("T")
+
+
+async def until_ctrl_c(task: asyncio.Future[T]) -> T:
+    """Await ``task``; Ctrl-C cancels it (``CancelledError``) instead of ending the session."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, task.cancel)
+    restore = signals_from_keyboard()
+    try:
+        return await task
+    finally:
+        restore()
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def _outcome(beat: Beat) -> str:
@@ -381,7 +396,9 @@ class Repl:
             return await self._command(line)
         if line.startswith("!"):
             await self._shell(line[1:].strip())
-        elif not self.learning.note(line):
+        elif self.learning.teaching is not None:
+            self.learning.note(line)  # while teaching, a plain line is a note for the skill, not a message
+        else:
             await self._turn(line)
         return True
 

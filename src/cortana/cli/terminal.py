@@ -1,22 +1,17 @@
-"""The terminal under the interactive session: typed-ahead input, and Ctrl-C while something is awaited."""
+"""The terminal under the interactive session: typed-ahead input, and the mode that makes Ctrl-C a signal."""
 
 from __future__ import annotations
 
-import asyncio
 import select
-import signal
 import sys
 from collections.abc import Callable
-from typing import TypeVar
 
 try:
     import termios
 except ImportError:  # not a POSIX system: no terminal modes to fix
     termios = None  # type: ignore[assignment]
 
-__all__ = ["input_waiting", "signals_from_keyboard", "until_ctrl_c"]
-
-T = TypeVar("T")
+__all__ = ["input_waiting", "signals_from_keyboard"]
 
 
 def input_waiting() -> bool:
@@ -47,15 +42,3 @@ def signals_from_keyboard() -> Callable[[], None]:
     wanted[3] |= termios.ISIG
     termios.tcsetattr(descriptor, termios.TCSANOW, wanted)
     return lambda: termios.tcsetattr(descriptor, termios.TCSANOW, saved)
-
-
-async def until_ctrl_c(task: asyncio.Future[T]) -> T:
-    """Await ``task``; Ctrl-C cancels it (``CancelledError``) instead of ending the session."""
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, task.cancel)
-    restore = signals_from_keyboard()
-    try:
-        return await task
-    finally:
-        restore()
-        loop.remove_signal_handler(signal.SIGINT)
