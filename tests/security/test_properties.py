@@ -78,8 +78,7 @@ def test_streaming_any_text_in_any_pieces_never_raises(text: str, cuts: list[int
     builder = AnswerBuilder(SPECS)
     shown, position = [], 0
     for size in [*cuts, len(text)]:
-        delta = builder.add_text(text[position : position + size])
-        shown.append(delta.text if delta else "")
+        shown += [event.text for event in builder.add_text(text[position : position + size])]
         position += size
     tail, message = builder.finish()
     seen = "".join(shown) + tail

@@ -200,8 +200,8 @@ def test_arguments_that_cannot_be_repaired_keep_the_raw_text() -> None:
 
 def stream(text: str, size: int = 3) -> tuple[str, list]:  # type: ignore[type-arg]
     builder = AnswerBuilder(TOOLS)
-    events = [builder.add_text(text[i : i + size]) for i in range(0, len(text), size)]
-    shown = "".join(event.text for event in events if event is not None)
+    events = [event for i in range(0, len(text), size) for event in builder.add_text(text[i : i + size])]
+    shown = "".join(event.text for event in events)
     tail, message = builder.finish()
     return shown + tail, [(c.name, c.arguments) for c in message.tool_calls]
 

@@ -382,7 +382,7 @@ class GuidedCalls:
             async for piece in pieces:
                 if opening.feed(piece) is not None:
                     break  # the rest of this stream would be the call in the model's own shape
-                if shown := answer.add_text(piece):
+                for shown in answer.add_text(piece):
                     yield shown
         if opening.tool is None:
             *tail, prose = answer.final_events(outcome.usage, outcome.stop, model)
@@ -473,7 +473,7 @@ class GuidedCalls:
         outcome = _Outcome()
         async with closing(self._generate(request, prompt, _PROSE_GRAMMAR, outcome)) as opened:
             async for piece in opened:
-                if shown := answer.add_text(piece):
+                for shown in answer.add_text(piece):
                     yield shown
         for event in answer.final_events(outcome.usage, outcome.stop, model):
             yield event

@@ -271,10 +271,9 @@ class OllamaClient(HttpClient):
                 message = json_object(chunk.get("message"), "a message", where)
                 if thinking := json_text(message.get("thinking"), "thinking", where):
                     yield answer.add_thinking(thinking)
-                if (content := json_text(message.get("content"), "content", where)) and (
-                    shown := answer.add_text(content)
-                ):
-                    yield shown
+                if content := json_text(message.get("content"), "content", where):
+                    for shown in answer.add_text(content):
+                        yield shown
                 for entry in json_items(message.get("tool_calls"), "tool_calls", where):
                     call = json_object(entry, "a tool call", where)
                     function = json_object(call.get("function"), "a tool call's function", where)

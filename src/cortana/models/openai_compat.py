@@ -330,10 +330,9 @@ class OpenAICompatClient(HttpClient):
                     delta = json_object(choice.get("delta"), "a delta", where)
                     if thinking := json_text(delta.get("reasoning_content"), "reasoning_content", where):
                         yield answer.add_thinking(thinking)
-                    if (content := json_text(delta.get("content"), "content", where)) and (
-                        shown := answer.add_text(content)
-                    ):
-                        yield shown
+                    if content := json_text(delta.get("content"), "content", where):
+                        for shown in answer.add_text(content):
+                            yield shown
                     for entry in json_items(delta.get("tool_calls"), "tool_calls", where):
                         call = json_object(entry, "a tool call", where)
                         function = json_object(call.get("function"), "a tool call's function", where)
@@ -391,8 +390,8 @@ class OpenAICompatClient(HttpClient):
         events: list[ModelEvent] = []
         if thinking := json_text(message.get("reasoning_content"), "reasoning_content", where):
             events.append(answer.add_thinking(thinking))
-        if (content := json_text(message.get("content"), "content", where)) and (shown := answer.add_text(content)):
-            events.append(shown)
+        if content := json_text(message.get("content"), "content", where):
+            events.extend(answer.add_text(content))
         for entry in json_items(message.get("tool_calls"), "tool_calls", where):
             call = json_object(entry, "a tool call", where)
             function = json_object(call.get("function"), "a tool call's function", where)
