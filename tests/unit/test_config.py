@@ -98,7 +98,12 @@ def test_user_then_workspace_then_environment(homes: tuple[Path, Path]) -> None:
     ],
 )
 def test_a_bad_file_names_the_file_and_the_key(homes: tuple[Path, Path], text: str, expected: str) -> None:
-    _, workspace = homes
+    refused_naming(homes[1], text, expected)
+
+
+def refused_naming(workspace: Path, text: str, expected: str) -> None:
+    """``text`` as the workspace's cortana.yml is refused with an error that starts with the file and matches
+    ``expected`` (the key and the fix)."""
     (workspace / "cortana.yml").write_text(text)
     with pytest.raises(ConfigError, match=expected) as info:
         load_settings(workspace, environ={})

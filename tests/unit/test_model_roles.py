@@ -8,23 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from cortana import Assistant, ConfigError
+from cortana import Assistant
 from cortana.config import ModelRole, Settings, load_settings
 from cortana.repair import FixStatus, Stronger
 from cortana.testing import ScriptedModel
+from tests.unit import test_config
+from tests.unit.test_config import refused_naming
 from tests.unit.test_repair import FIX, ONE_CALL_AWAY, workflow, write
 
 QUIET = Settings(memory={"recall": False}, graphify={"enabled": False}, learning={"enabled": False})
-
-
-@pytest.fixture
-def homes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    """The user's cortana.yml (in a config folder of ``tmp_path``) and a workspace."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    (tmp_path / "xdg" / "cortana").mkdir(parents=True)
-    workspace = tmp_path / "project"
-    workspace.mkdir()
-    return tmp_path / "xdg" / "cortana" / "cortana.yml", workspace
+homes = test_config.homes  # the fixture: the user's cortana.yml (in a config folder) and a workspace
 
 
 def test_each_role_is_a_name_or_a_model_on_an_engine_of_its_own(homes: tuple[Path, Path]) -> None:
@@ -91,11 +84,7 @@ def test_the_older_fix_last_round_is_the_escalate_role(homes: tuple[Path, Path])
     ],
 )
 def test_a_bad_role_names_the_file_the_key_and_the_fix(homes: tuple[Path, Path], text: str, expected: str) -> None:
-    _, workspace = homes
-    (workspace / "cortana.yml").write_text(text)
-    with pytest.raises(ConfigError, match=expected) as info:
-        load_settings(workspace, environ={})
-    assert str(info.value).startswith(str(workspace / "cortana.yml"))
+    refused_naming(homes[1], text, expected)
 
 
 @pytest.mark.parametrize(
